@@ -1,0 +1,269 @@
+package deployer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"go.uber.org/zap"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+// DeploymentIDAnnotation is the chart annotation, stored with every release
+// revision, that records the deployment ID the revision applied.
+const DeploymentIDAnnotation = "flotilla.dev/deployment-id"
+
+// DefaultTimeout bounds one Helm action when Options.Timeout is unset.
+const DefaultTimeout = 5 * time.Minute
+
+// Options configure a Deployer.
+type Options struct {
+	// Logger receives Helm's debug output at debug level. Optional: default no-op.
+	Logger *zap.Logger
+	// Timeout bounds one Helm action. Optional: default 5m.
+	Timeout time.Duration
+}
+
+// Deployer runs Helm actions. It is safe for concurrent use on different
+// releases; callers serialise work on one release (a release lives on one
+// cluster and Temporal runs one deploy activity per release at a time).
+type Deployer struct {
+	log     *zap.Logger
+	timeout time.Duration
+}
+
+// New returns a Deployer.
+func New(opts Options) *Deployer {
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	return &Deployer{log: opts.Logger, timeout: opts.Timeout}
+}
+
+// Release is one chart to run as one Helm release on one cluster.
+type Release struct {
+	// Name is the Helm release name (≤ 53 characters).
+	Name string
+	// Namespace is where the release and its namespaced objects go; it is
+	// created when missing.
+	Namespace string
+	// Chart is the chart to install. Deploy does not modify it.
+	Chart *chart.Chart
+	// Values are the Helm values.
+	Values map[string]any
+	// DeploymentID identifies chart plus values plus options; a release
+	// already at this ID is left alone.
+	DeploymentID string
+	// Wait waits for resources to become ready within the timeout.
+	Wait bool
+}
+
+// Result reports what Deploy did.
+type Result struct {
+	// Revision is the release revision now deployed.
+	Revision int
+	// Changed is false when the cluster already ran DeploymentID.
+	Changed bool
+	// Previous is the deployment ID the release had before, if any.
+	Previous string
+}
+
+// ErrInvalidRelease marks a Release that can never be deployed as given.
+var ErrInvalidRelease = errors.New("invalid release")
+
+// Deploy makes the cluster behind getter run rel. It installs when the
+// release does not exist, upgrades when it runs another deployment ID or is
+// failed, recovers a release stuck in a pending state, and does nothing when
+// the deployed revision already carries rel.DeploymentID.
+func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClientGetter, rel Release) (Result, error) {
+	if err := validate(rel); err != nil {
+		return Result{}, err
+	}
+	cfg, err := d.configuration(getter, rel.Namespace)
+	if err != nil {
+		return Result{}, err
+	}
+	last, err := cfg.Releases.Last(rel.Name)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return Result{}, fmt.Errorf("read release %s/%s: %w", rel.Namespace, rel.Name, err)
+	}
+	var prev string
+	if last != nil {
+		prev = DeploymentIDOf(last)
+		if last.Info.Status == release.StatusDeployed && prev == rel.DeploymentID {
+			return Result{Revision: last.Version, Previous: prev}, nil
+		}
+		if last, err = d.recoverPending(cfg, last); err != nil {
+			return Result{}, err
+		}
+	}
+
+	chrt := stamp(rel.Chart, rel.DeploymentID)
+	var out *release.Release
+	if last == nil {
+		out, err = d.install(ctx, cfg, rel, chrt)
+	} else {
+		out, err = d.upgrade(ctx, cfg, rel, chrt)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Revision: out.Version, Changed: true, Previous: prev}, nil
+}
+
+// Current returns the deployment ID the release's deployed revision carries,
+// or "" when there is no deployed revision.
+func (d *Deployer) Current(getter genericclioptions.RESTClientGetter, namespace, name string) (string, int, error) {
+	cfg, err := d.configuration(getter, namespace)
+	if err != nil {
+		return "", 0, err
+	}
+	rel, err := cfg.Releases.Deployed(name)
+	if errors.Is(err, driver.ErrNoDeployedReleases) || errors.Is(err, driver.ErrReleaseNotFound) {
+		return "", 0, nil
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
+	}
+	return DeploymentIDOf(rel), rel.Version, nil
+}
+
+// Uninstall removes the release and its objects. A missing release is not
+// an error, so cleanups can be retried.
+func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string) error {
+	cfg, err := d.configuration(getter, namespace)
+	if err != nil {
+		return err
+	}
+	un := action.NewUninstall(cfg)
+	un.Timeout = d.timeout
+	un.IgnoreNotFound = true
+	if _, err := un.Run(name); err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
+	return ctx.Err()
+}
+
+// DeploymentIDOf returns the deployment ID recorded on a release revision.
+func DeploymentIDOf(rel *release.Release) string {
+	if rel == nil || rel.Chart == nil || rel.Chart.Metadata == nil {
+		return ""
+	}
+	return rel.Chart.Metadata.Annotations[DeploymentIDAnnotation]
+}
+
+func validate(rel Release) error {
+	var errs []error
+	if rel.Name == "" || len(rel.Name) > 53 {
+		errs = append(errs, fmt.Errorf("release name %q must be 1 to 53 characters", rel.Name))
+	}
+	if rel.Namespace == "" {
+		errs = append(errs, errors.New("namespace is empty"))
+	}
+	if rel.Chart == nil || rel.Chart.Metadata == nil {
+		errs = append(errs, errors.New("chart is missing"))
+	}
+	if rel.DeploymentID == "" {
+		errs = append(errs, errors.New("deployment ID is empty"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w %s/%s: %w", ErrInvalidRelease, rel.Namespace, rel.Name, err)
+	}
+	return nil
+}
+
+// stamp returns a shallow copy of c whose metadata carries the deployment ID.
+func stamp(c *chart.Chart, id string) *chart.Chart {
+	md := *c.Metadata
+	md.Annotations = maps.Clone(c.Metadata.Annotations)
+	if md.Annotations == nil {
+		md.Annotations = map[string]string{}
+	}
+	md.Annotations[DeploymentIDAnnotation] = id
+	out := *c
+	out.Metadata = &md
+	return &out
+}
+
+func (d *Deployer) configuration(getter genericclioptions.RESTClientGetter, namespace string) (*action.Configuration, error) {
+	cfg := new(action.Configuration)
+	debug := d.log.Sugar().Debugf
+	if err := cfg.Init(getter, namespace, "secret", debug); err != nil {
+		return nil, fmt.Errorf("initialise Helm for namespace %s: %w", namespace, err)
+	}
+	return cfg, nil
+}
+
+func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel Release, chrt *chart.Chart) (*release.Release, error) {
+	in := action.NewInstall(cfg)
+	in.ReleaseName = rel.Name
+	in.Namespace = rel.Namespace
+	in.CreateNamespace = true
+	in.Timeout = d.timeout
+	in.Wait = rel.Wait
+	out, err := in.RunWithContext(ctx, chrt, rel.Values)
+	if err != nil {
+		return nil, fmt.Errorf("install release %s/%s: %w", rel.Namespace, rel.Name, err)
+	}
+	return out, nil
+}
+
+func (d *Deployer) upgrade(ctx context.Context, cfg *action.Configuration, rel Release, chrt *chart.Chart) (*release.Release, error) {
+	up := action.NewUpgrade(cfg)
+	up.Namespace = rel.Namespace
+	up.Timeout = d.timeout
+	up.Wait = rel.Wait
+	up.MaxHistory = 10
+	out, err := up.RunWithContext(ctx, rel.Name, chrt, rel.Values)
+	if err != nil {
+		return nil, fmt.Errorf("upgrade release %s/%s: %w", rel.Namespace, rel.Name, err)
+	}
+	return out, nil
+}
+
+// recoverPending handles a release left pending by an interrupted Helm
+// operation. A pending first install is uninstalled (nothing reached a
+// deployed state, so nothing is lost) and nil is returned so the caller
+// installs afresh; a pending upgrade or rollback is marked failed so that a
+// normal upgrade can proceed from it.
+func (d *Deployer) recoverPending(cfg *action.Configuration, last *release.Release) (*release.Release, error) {
+	if !last.Info.Status.IsPending() {
+		if last.Info.Status == release.StatusUninstalled || last.Info.Status == release.StatusUninstalling {
+			return nil, d.purge(cfg, last)
+		}
+		return last, nil
+	}
+	d.log.Info("Recovering interrupted Helm operation",
+		zap.String("release", last.Name), zap.String("namespace", last.Namespace),
+		zap.String("status", last.Info.Status.String()), zap.Int("revision", last.Version))
+	if last.Info.Status == release.StatusPendingInstall && last.Version == 1 {
+		return nil, d.purge(cfg, last)
+	}
+	last.Info.Status = release.StatusFailed
+	last.Info.Description = "interrupted operation recovered by Flotilla"
+	if err := cfg.Releases.Update(last); err != nil {
+		return nil, fmt.Errorf("mark interrupted release %s/%s failed: %w", last.Namespace, last.Name, err)
+	}
+	return last, nil
+}
+
+// purge uninstalls what a never-deployed release may have created and drops
+// its history.
+func (d *Deployer) purge(cfg *action.Configuration, last *release.Release) error {
+	un := action.NewUninstall(cfg)
+	un.Timeout = d.timeout
+	un.IgnoreNotFound = true
+	if _, err := un.Run(last.Name); err != nil {
+		return fmt.Errorf("remove interrupted install %s/%s: %w", last.Namespace, last.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package deployer
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// RESTClientGetter adapts an in-memory *rest.Config to what Helm needs,
+// so kubeconfigs never have to be written to disk for Helm. Discovery is
+// cached in memory for the getter's lifetime; create one per cluster and
+// reuse it.
+type RESTClientGetter struct {
+	cfg       *rest.Config
+	namespace string
+	discovery discovery.CachedDiscoveryInterface
+}
+
+var _ genericclioptions.RESTClientGetter = (*RESTClientGetter)(nil)
+
+// NewRESTClientGetter returns a getter for cfg whose default namespace is
+// namespace.
+func NewRESTClientGetter(cfg *rest.Config, namespace string) (*RESTClientGetter, error) {
+	cfg = rest.CopyConfig(cfg)
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create discovery client for %s: %w", cfg.Host, err)
+	}
+	return &RESTClientGetter{cfg: cfg, namespace: namespace, discovery: memory.NewMemCacheClient(dc)}, nil
+}
+
+// ToRESTConfig returns a copy of the REST config.
+func (g *RESTClientGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
+
+// ToDiscoveryClient returns the cached discovery client.
+func (g *RESTClientGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	return g.discovery, nil
+}
+
+// ToRESTMapper returns a REST mapper that refreshes discovery when it meets
+// an unknown kind (a CRD installed by the same release).
+func (g *RESTClientGetter) ToRESTMapper() (meta.RESTMapper, error) {
+	m := restmapper.NewDeferredDiscoveryRESTMapper(g.discovery)
+	return restmapper.NewShortcutExpander(m, g.discovery, nil), nil
+}
+
+// ToRawKubeConfigLoader returns a loader whose only job is to report the
+// default namespace; credentials come from the REST config.
+func (g *RESTClientGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Contexts["flotilla"] = &clientcmdapi.Context{Namespace: g.namespace}
+	cfg.CurrentContext = "flotilla"
+	return clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{})
+}

@@ -1,0 +1,315 @@
+package devserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// ErrAddressInUse is returned (wrapped) when a listen address is taken.
+var ErrAddressInUse = errors.New("address already in use")
+
+// Server is a running embedded Temporal server. Stop it with Stop.
+type Server struct {
+	opts     Options
+	temporal temporal.Server
+	ui       *uiserver.Server
+	lock     *stateLock
+	frontend string
+	uiURL    string
+}
+
+// Start validates opts, prepares the state directory and starts the Temporal
+// services and, unless opts.UIListen is empty, the Web UI. It returns once the
+// frontend accepts connections, the namespace exists with its search
+// attributes and the UI answers HTTP. Errors name the address or directory at
+// fault; nothing is left running when Start fails.
+func Start(ctx context.Context, opts Options) (_ *Server, err error) {
+	opts.ApplyDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+
+	if s.lock, err = prepareStateDir(opts.StateDir); err != nil {
+		return nil, err
+	}
+	if s.frontend, err = reserve(opts.Listen, "Temporal frontend"); err != nil {
+		return nil, err
+	}
+	if opts.UIListen != "" {
+		uiAddr, err := reserve(opts.UIListen, "Temporal UI")
+		if err != nil {
+			return nil, err
+		}
+		s.uiURL = "http://" + uiAddr
+	}
+
+	sqlCfg := sqlConfig(filepath.Join(opts.StateDir, databaseFileName))
+	if err := ensureSchema(sqlCfg); err != nil {
+		return nil, err
+	}
+	if err := ensureNamespace(sqlCfg, opts); err != nil {
+		return nil, err
+	}
+	if err := s.startTemporal(sqlCfg); err != nil {
+		return nil, err
+	}
+	if err := ensureSearchAttributes(ctx, s.frontend, opts); err != nil {
+		return nil, err
+	}
+	if s.uiURL != "" {
+		if err := s.startUI(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// FrontendAddress is the host:port that SDK clients and workers dial.
+func (s *Server) FrontendAddress() string { return s.frontend }
+
+// UIURL is the Web UI's base URL, or "" when the UI is disabled.
+func (s *Server) UIURL() string { return s.uiURL }
+
+// Namespace is the namespace the server was started with.
+func (s *Server) Namespace() string { return s.opts.Namespace }
+
+// Stop stops the UI and the Temporal services and releases the state
+// directory. It is safe to call more than once and on a partly started server.
+func (s *Server) Stop() {
+	if s.ui != nil {
+		s.ui.Stop()
+		s.ui = nil
+	}
+	if s.temporal != nil {
+		if err := s.temporal.Stop(); err != nil {
+			s.opts.Logger.Warn("Temporal server stopped with an error", zap.Error(err))
+		}
+		s.temporal = nil
+	}
+	if s.lock != nil {
+		s.lock.release()
+		s.lock = nil
+	}
+}
+
+func (s *Server) startTemporal(sqlCfg *config.SQL) error {
+	host, portStr, _ := net.SplitHostPort(s.frontend)
+	port, _ := strconv.Atoi(portStr)
+	services := map[string]config.Service{"frontend": rpcService(host, port)}
+	for _, name := range []string{"history", "matching", "worker"} {
+		p, err := freePort(host)
+		if err != nil {
+			return err
+		}
+		services[name] = rpcService(host, p)
+	}
+	for name, svc := range services {
+		p, err := freePort(host)
+		if err != nil {
+			return err
+		}
+		svc.RPC.MembershipPort = p
+		services[name] = svc
+	}
+
+	cfg := &config.Config{
+		Global: config.Global{
+			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host},
+		},
+		Persistence: config.Persistence{
+			DefaultStore:     sqliteplugin.PluginName,
+			VisibilityStore:  sqliteplugin.PluginName,
+			NumHistoryShards: 1,
+			DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
+		},
+		ClusterMetadata: &cluster.Config{
+			EnableGlobalNamespace:    false,
+			FailoverVersionIncrement: 10,
+			MasterClusterName:        clusterName,
+			CurrentClusterName:       clusterName,
+			ClusterInformation: map[string]cluster.ClusterInformation{
+				clusterName: {Enabled: true, InitialFailoverVersion: 1, RPCAddress: s.frontend},
+			},
+		},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services:            services,
+		Archival: config.Archival{
+			History:    config.HistoryArchival{State: "disabled"},
+			Visibility: config.VisibilityArchival{State: "disabled"},
+		},
+		NamespaceDefaults: config.NamespaceDefaults{
+			Archival: config.ArchivalNamespaceDefaults{
+				History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
+				Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
+			},
+		},
+		PublicClient: config.PublicClient{HostPort: s.frontend},
+	}
+
+	level, err := zapcore.ParseLevel(s.opts.ServerLogLevel)
+	if err != nil {
+		return fmt.Errorf("invalid server log level %q: %w", s.opts.ServerLogLevel, err)
+	}
+	serverLogger := s.opts.Logger.Named("temporal").WithOptions(zap.IncreaseLevel(level))
+
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(cfg),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithLogger(log.NewZapLogger(serverLogger)),
+		temporal.WithDynamicConfigClient(dynamicConfig()),
+	)
+	if err != nil {
+		return fmt.Errorf("create Temporal server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return fmt.Errorf("start Temporal server on %s: %w", s.frontend, err)
+	}
+	s.temporal = srv
+	return nil
+}
+
+// dynamicConfig mirrors what `temporal server start-dev` sets: search
+// attributes visible at once, and persistence rate limits far above what one
+// SQLite connection can do so that the database, not a limiter, is the bound.
+func dynamicConfig() dynamicconfig.StaticClient {
+	return dynamicconfig.StaticClient{
+		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
+		dynamicconfig.FrontendPersistenceMaxQPS.Key():               50000,
+		dynamicconfig.HistoryPersistenceMaxQPS.Key():                50000,
+		dynamicconfig.MatchingPersistenceMaxQPS.Key():               50000,
+		dynamicconfig.WorkerPersistenceMaxQPS.Key():                 50000,
+	}
+}
+
+func rpcService(host string, port int) config.Service {
+	return config.Service{RPC: config.RPC{GRPCPort: port, BindOnIP: host}}
+}
+
+func (s *Server) startUI(ctx context.Context) error {
+	host, portStr, _ := net.SplitHostPort(s.uiURL[len("http://"):])
+	port, _ := strconv.Atoi(portStr)
+	cfg := &uiconfig.Config{
+		Host:                host,
+		Port:                port,
+		TemporalGRPCAddress: s.frontend,
+		EnableUI:            true,
+		DefaultNamespace:    s.opts.Namespace,
+		HideLogs:            true,
+		CORS:                uiconfig.CORS{CookieInsecure: true},
+	}
+	s.ui = uiserver.NewServer(uioptions.WithConfigProvider(cfg))
+	go func() {
+		// Start blocks until Stop. The port was checked free just before, so
+		// the ui-server's fatal-on-listen-error path is not expected.
+		if err := s.ui.Start(); err != nil {
+			s.opts.Logger.Error("Temporal UI stopped", zap.Error(err))
+		}
+	}()
+	return waitHTTP(ctx, s.uiURL, 15*time.Second)
+}
+
+func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second}
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return fmt.Errorf("wait for %s: %w", url, err)
+		}
+		resp, err := client.Do(req)
+		if err == nil {
+			_ = resp.Body.Close() // only the status matters
+			if resp.StatusCode < 500 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("temporal UI at %s did not answer within %s", url, timeout)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// sqlConfig is the SQLite data store: WAL journal and one shared connection,
+// the only combination measured to be both fast and free of "database is
+// locked" errors.
+func sqlConfig(path string) *config.SQL {
+	return &config.SQL{
+		PluginName:   sqliteplugin.PluginName,
+		DatabaseName: path,
+		MaxConns:     1,
+		MaxIdleConns: 1,
+		ConnectAttributes: map[string]string{
+			"mode":         "rwc",
+			"journal_mode": "wal",
+			"synchronous":  "normal",
+		},
+	}
+}
+
+// ensureSchema creates the database file on first start. The schema is
+// written to a temporary file that is renamed into place, so a crash during
+// set-up never leaves a half-initialised database behind.
+func ensureSchema(cfg *config.SQL) error {
+	path := cfg.DatabaseName
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("stat Temporal database %s: %w", path, err)
+	}
+	tmp := path + ".init"
+	for _, f := range []string{tmp, tmp + "-wal", tmp + "-shm"} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove stale %s: %w", f, err)
+		}
+	}
+	tmpCfg := *cfg
+	tmpCfg.DatabaseName = tmp
+	tmpCfg.ConnectAttributes = map[string]string{"mode": "rwc", "journal_mode": "delete"}
+	if err := sqlite.SetupSchema(&tmpCfg); err != nil {
+		return fmt.Errorf("create Temporal database schema in %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("move Temporal database into place: %w", err)
+	}
+	return nil
+}
+
+func ensureNamespace(cfg *config.SQL, opts Options) error {
+	ns, err := sqlite.NewNamespaceConfig(clusterName, opts.Namespace, false, opts.SearchAttributes)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", opts.Namespace, err)
+	}
+	if err := sqlite.CreateNamespaces(cfg, ns); err != nil {
+		return fmt.Errorf("create namespace %s: %w", opts.Namespace, err)
+	}
+	return nil
+}

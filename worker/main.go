@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/flotilla-gitops/flotilla/internal/buildinfo"
+	"github.com/flotilla-gitops/flotilla/internal/devserver"
+	"github.com/flotilla-gitops/flotilla/internal/envflag"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+	"github.com/flotilla-gitops/flotilla/workflows"
+)
+
+const envPrefix = "FLOTILLA"
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "flotilla-worker: "+err.Error())
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	var o options
+	cmd := &cobra.Command{
+		Use:           "flotilla-worker",
+		Short:         "Run Flotilla's Temporal worker (controller role); --dev also runs an embedded Temporal server and UI",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PreRunE:       func(cmd *cobra.Command, _ []string) error { return envflag.Apply(cmd.Flags(), envPrefix) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx, o)
+		},
+	}
+	o.bindFlags(cmd.Flags())
+	envflag.Annotate(cmd.Flags(), envPrefix)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the worker version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			cmd.Println("flotilla-worker " + buildinfo.Get().Version)
+		},
+	})
+	return cmd
+}
+
+func run(ctx context.Context, o options) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	logger, err := o.Log.New()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }() // stderr sync errors are not actionable
+
+	if o.devMode() {
+		srv, err := startDevServer(ctx, &o, logger)
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+	}
+
+	c, err := o.Temporal.Dial(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+
+	w := worker.New(c, o.TaskQueue, worker.Options{
+		MaxConcurrentActivityExecutionSize:     o.MaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskExecutionSize: o.MaxConcurrentWorkflowTasks,
+	})
+	workflows.Register(w)
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
+	}
+	logger.Info("Worker started",
+		zap.String("temporalAddress", o.Temporal.Address),
+		zap.String("namespace", o.Temporal.Namespace),
+		zap.String("taskQueue", o.TaskQueue),
+		zap.String("version", buildinfo.Get().Version))
+
+	<-ctx.Done()
+	logger.Info("Worker stopping")
+	w.Stop()
+	return nil
+}
+
+func startDevServer(ctx context.Context, o *options, logger *zap.Logger) (*devserver.Server, error) {
+	o.DevSrv.Namespace = o.Temporal.Namespace
+	o.DevSrv.SearchAttributes = temporalx.SearchAttributes()
+	o.DevSrv.Logger = logger
+	srv, err := devserver.Start(ctx, o.DevSrv)
+	if err != nil {
+		if errors.Is(err, devserver.ErrAddressInUse) {
+			return nil, fmt.Errorf("%w; pick other ports with --dev-listen and --ui-listen, or point at the running server with --temporal-address", err)
+		}
+		return nil, fmt.Errorf("embedded Temporal server: %w", err)
+	}
+	o.Temporal.Address = srv.FrontendAddress()
+	logger.Info("Started embedded Temporal server",
+		zap.String("address", srv.FrontendAddress()),
+		zap.String("ui", srv.UIURL()),
+		zap.String("stateDir", o.DevSrv.StateDir))
+	if srv.UIURL() != "" {
+		fmt.Fprintf(os.Stdout, "Temporal UI: %s\n", srv.UIURL())
+	}
+	return srv, nil
+}

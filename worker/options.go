@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/spf13/pflag"
+
+	"github.com/flotilla-gitops/flotilla/internal/devserver"
+	"github.com/flotilla-gitops/flotilla/internal/logging"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+// defaultTaskQueue is the controller's task queue.
+const defaultTaskQueue = "flotilla"
+
+// options is the worker's whole configuration, parsed once in main.
+type options struct {
+	Temporal temporalx.ClientOptions
+	Dev      bool
+	DevSrv   devserver.Options
+	Log      logging.Options
+
+	TaskQueue                  string
+	MaxConcurrentActivities    int
+	MaxConcurrentWorkflowTasks int
+}
+
+func (o *options) bindFlags(fs *pflag.FlagSet) {
+	o.Temporal.BindFlags(fs)
+	fs.BoolVar(&o.Dev, "dev", false, "start an embedded Temporal server with Web UI (the default when --temporal-address is empty)")
+	fs.StringVar(&o.DevSrv.StateDir, "state-dir", devserver.DefaultStateDir, "directory for the embedded server's SQLite database (with --dev)")
+	fs.StringVar(&o.DevSrv.Listen, "dev-listen", devserver.DefaultListen, "host:port of the embedded Temporal frontend (with --dev)")
+	fs.StringVar(&o.DevSrv.UIListen, "ui-listen", devserver.DefaultUIListen, `host:port of the embedded Temporal Web UI; "" disables it (with --dev)`)
+	fs.StringVar(&o.TaskQueue, "task-queue", defaultTaskQueue, "Temporal task queue of the controller")
+	fs.IntVar(&o.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities this worker runs at once (raise for large fleets)")
+	fs.IntVar(&o.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 100, "workflow tasks this worker runs at once")
+	o.Log.BindFlags(fs)
+}
+
+// devMode reports whether the worker starts its own Temporal server.
+func (o *options) devMode() bool { return o.Dev || o.Temporal.Address == "" }
+
+func (o *options) validate() error {
+	var errs []error
+	if o.Dev && o.Temporal.Address != "" {
+		errs = append(errs, errors.New("--dev and --temporal-address are mutually exclusive"))
+	}
+	if o.TaskQueue == "" {
+		errs = append(errs, errors.New("--task-queue must not be empty"))
+	}
+	if o.MaxConcurrentActivities < 1 || o.MaxConcurrentWorkflowTasks < 2 {
+		errs = append(errs, errors.New("--max-concurrent-activities must be ≥ 1 and --max-concurrent-workflow-tasks ≥ 2"))
+	}
+	errs = append(errs, o.Temporal.Validate())
+	return errors.Join(errs...)
+}
