@@ -34,8 +34,8 @@ help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 build: ## Build bin/flotilla-worker and bin/flotilla
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/flotilla-worker ./worker
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/flotilla ./starter
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/flotilla-worker ./worker
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/flotilla ./starter
 
 run: build ## Start the worker with an embedded Temporal server and Web UI
 	@echo "Starting flotilla-worker --dev (state in .flotilla/); the Temporal UI is at http://127.0.0.1:8233"

@@ -40,7 +40,11 @@ func newRootCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return run(ctx, o)
+			err := run(ctx, o)
+			if ctx.Err() != nil {
+				return nil // asked to stop, possibly mid-start: a clean exit
+			}
+			return err
 		},
 	}
 	o.bindFlags(cmd.Flags())

@@ -34,6 +34,7 @@ type Server struct {
 	temporal temporal.Server
 	ui       *uiserver.Server
 	lock     *stateLock
+	logLevel zap.AtomicLevel // of the Temporal server's own logger
 	frontend string
 	uiURL    string
 }
@@ -107,6 +108,9 @@ func (s *Server) Stop() {
 		s.ui = nil
 	}
 	if s.temporal != nil {
+		// Services shutting down one by one log connection errors about each
+		// other; they say nothing about the user's work, so silence them.
+		s.logLevel.SetLevel(zapcore.FatalLevel)
 		if err := s.temporal.Stop(); err != nil {
 			s.opts.Logger.Warn("Temporal server stopped with an error", zap.Error(err))
 		}
@@ -176,7 +180,8 @@ func (s *Server) startTemporal(sqlCfg *config.SQL) error {
 	if err != nil {
 		return fmt.Errorf("invalid server log level %q: %w", s.opts.ServerLogLevel, err)
 	}
-	serverLogger := s.opts.Logger.Named("temporal").WithOptions(zap.IncreaseLevel(level))
+	s.logLevel = zap.NewAtomicLevelAt(level)
+	serverLogger := s.opts.Logger.Named("temporal").WithOptions(zap.IncreaseLevel(s.logLevel))
 
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(cfg),

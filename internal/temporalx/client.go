@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -172,6 +173,14 @@ func (o ClientOptions) Dial(ctx context.Context, logger *zap.Logger) (client.Cli
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
 	defer cancel()
+	// The SDK flattens transport errors into text; a plain TCP dial first
+	// tells "nothing listens there" apart from a server that answered badly.
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", o.Address)
+	if err != nil {
+		return nil, fmt.Errorf("temporal server at %s is unreachable: %w", o.Address, err)
+	}
+	_ = conn.Close() // only reachability mattered
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -15,9 +15,9 @@ type Logger struct {
 }
 
 var (
-	_ log.Logger           = (*Logger)(nil)
-	_ log.WithLogger       = (*Logger)(nil)
-	_ log.WithSkipCallers  = (*Logger)(nil)
+	_ log.Logger          = (*Logger)(nil)
+	_ log.WithLogger      = (*Logger)(nil)
+	_ log.WithSkipCallers = (*Logger)(nil)
 )
 
 // NewLogger returns an SDK logger writing to z. A nil z discards everything.

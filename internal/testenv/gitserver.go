@@ -37,8 +37,14 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
-// maxLoggedRequests bounds the request log a GitServer prints when a test fails.
-const maxLoggedRequests = 200
+const (
+	// maxLoggedGitRequests bounds the request log a GitServer prints when a
+	// test fails.
+	maxLoggedGitRequests = 200
+	// capabilityNoThin asks a pushing client for a self-contained pack;
+	// go-git has no constant for it.
+	capabilityNoThin capability.Capability = "no-thin"
+)
 
 // GitServerOptions configures NewGitServer.
 type GitServerOptions struct {
@@ -56,11 +62,14 @@ type GitServerOptions struct {
 // (push) for bare repositories created with CreateRepo, and decodes gzip
 // request bodies. The dumb HTTP protocol is not served.
 //
-// go-git clients can clone, fetch and push. The git CLI can ls-remote,
-// clone and fetch; because the server advertises neither multi_ack nor
-// side-band, an incremental git CLI fetch negotiates with a plain NAK each
-// round and may receive objects it already has, which is correct but not
-// minimal. Shallow clones (--depth) are not supported by go-git's server.
+// go-git clients and the git CLI can ls-remote, clone, fetch and push.
+// Limitations, all from go-git's server side: only protocol version 0 (a
+// git CLI asking for version 2 falls back); no multi_ack, so every
+// negotiation round of a fetch is answered with NAK and an incremental
+// fetch may receive objects the client already has (correct, not minimal);
+// no side-band, so no progress messages; no shallow clones (--depth); no
+// atomic pushes; pushes must not be thin, which the server asks of the git
+// CLI with "no-thin".
 //
 // Requests are recorded and written to the test log only if the test fails.
 type GitServer struct {
@@ -71,7 +80,7 @@ type GitServer struct {
 	mu    sync.Mutex
 	repos map[string]*GitRepo
 
-	log requestLog
+	log gitRequestLog
 }
 
 // GitRepo is a bare repository served by a GitServer. Its helpers write
@@ -230,14 +239,18 @@ func (r *GitRepo) push(ctx context.Context, files map[string]string, message str
 		return plumbing.ZeroHash, fmt.Errorf("open worktree: %w", err)
 	}
 	for p, content := range files {
-		if err := util.WriteFile(fs, p, []byte(content), 0o644); err != nil {
+		clean, err := cleanGitPath(p)
+		if err != nil {
+			return plumbing.ZeroHash, err
+		}
+		if err := util.WriteFile(fs, clean, []byte(content), 0o644); err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("write %s: %w", p, err)
 		}
-		if _, err := wt.Add(p); err != nil {
+		if _, err := wt.Add(clean); err != nil {
 			return plumbing.ZeroHash, fmt.Errorf("add %s: %w", p, err)
 		}
 	}
-	sig := signature()
+	sig := gitSignature()
 	h, err := wt.Commit(message, &git.CommitOptions{Author: &sig, Committer: &sig})
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("commit: %w", err)
@@ -314,20 +327,20 @@ func (r *GitRepo) commit(branch plumbing.ReferenceName, writes map[string]string
 		return plumbing.ZeroHash, fmt.Errorf("read %s: %w", branch, err)
 	default:
 		parents = []plumbing.Hash{tip.Hash()}
-		if err := readTree(sto, tip.Hash(), files); err != nil {
+		if err := readGitTree(sto, tip.Hash(), files); err != nil {
 			return plumbing.ZeroHash, err
 		}
 	}
-	if err := applyChanges(sto, files, writes, deletes); err != nil {
+	if err := applyGitChanges(sto, files, writes, deletes); err != nil {
 		return plumbing.ZeroHash, err
 	}
-	treeHash, err := writeTree(sto, files)
+	treeHash, err := writeGitTree(sto, files)
 	if err != nil {
 		return plumbing.ZeroHash, err
 	}
-	sig := signature()
+	sig := gitSignature()
 	c := &object.Commit{Author: sig, Committer: sig, Message: message, TreeHash: treeHash, ParentHashes: parents}
-	h, err := storeObject(sto, c)
+	h, err := storeGitObject(sto, c)
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("store commit: %w", err)
 	}
@@ -337,8 +350,8 @@ func (r *GitRepo) commit(branch plumbing.ReferenceName, writes map[string]string
 	return h, nil
 }
 
-// readTree flattens the tree of commit into files, keyed by slash path.
-func readTree(sto storer.EncodedObjectStorer, commit plumbing.Hash, files map[string]object.TreeEntry) error {
+// readGitTree flattens the tree of commit into files, keyed by slash path.
+func readGitTree(sto storer.EncodedObjectStorer, commit plumbing.Hash, files map[string]object.TreeEntry) error {
 	c, err := object.GetCommit(sto, commit)
 	if err != nil {
 		return fmt.Errorf("read commit %s: %w", commit, err)
@@ -363,9 +376,9 @@ func readTree(sto storer.EncodedObjectStorer, commit plumbing.Hash, files map[st
 	}
 }
 
-func applyChanges(sto storer.EncodedObjectStorer, files map[string]object.TreeEntry, writes map[string]string, deletes []string) error {
+func applyGitChanges(sto storer.EncodedObjectStorer, files map[string]object.TreeEntry, writes map[string]string, deletes []string) error {
 	for _, p := range deletes {
-		clean, err := cleanPath(p)
+		clean, err := cleanGitPath(p)
 		if err != nil {
 			return err
 		}
@@ -381,13 +394,13 @@ func applyChanges(sto storer.EncodedObjectStorer, files map[string]object.TreeEn
 		}
 	}
 	for p, content := range writes {
-		clean, err := cleanPath(p)
+		clean, err := cleanGitPath(p)
 		if err != nil {
 			return err
 		}
 		obj := sto.NewEncodedObject()
 		obj.SetType(plumbing.BlobObject)
-		if err := writeObject(obj, []byte(content)); err != nil {
+		if err := writeGitObject(obj, []byte(content)); err != nil {
 			return fmt.Errorf("write %s: %w", p, err)
 		}
 		h, err := sto.SetEncodedObject(obj)
@@ -399,19 +412,19 @@ func applyChanges(sto storer.EncodedObjectStorer, files map[string]object.TreeEn
 	return nil
 }
 
-// treeNode is one directory while a flat file list is turned into trees.
-type treeNode struct {
+// gitTreeNode is one directory while a flat file list is turned into trees.
+type gitTreeNode struct {
 	files map[string]object.TreeEntry
-	dirs  map[string]*treeNode
+	dirs  map[string]*gitTreeNode
 }
 
-func newTreeNode() *treeNode {
-	return &treeNode{files: map[string]object.TreeEntry{}, dirs: map[string]*treeNode{}}
+func newGitTreeNode() *gitTreeNode {
+	return &gitTreeNode{files: map[string]object.TreeEntry{}, dirs: map[string]*gitTreeNode{}}
 }
 
-// writeTree stores the nested trees for files and returns the root's hash.
-func writeTree(sto storer.EncodedObjectStorer, files map[string]object.TreeEntry) (plumbing.Hash, error) {
-	root := newTreeNode()
+// writeGitTree stores the nested trees for files and returns the root's hash.
+func writeGitTree(sto storer.EncodedObjectStorer, files map[string]object.TreeEntry) (plumbing.Hash, error) {
+	root := newGitTreeNode()
 	for p, entry := range files {
 		node := root
 		parts := strings.Split(p, "/")
@@ -420,7 +433,7 @@ func writeTree(sto storer.EncodedObjectStorer, files map[string]object.TreeEntry
 				return plumbing.ZeroHash, fmt.Errorf("path %s: %s is a file", p, dir)
 			}
 			if node.dirs[dir] == nil {
-				node.dirs[dir] = newTreeNode()
+				node.dirs[dir] = newGitTreeNode()
 			}
 			node = node.dirs[dir]
 		}
@@ -433,7 +446,7 @@ func writeTree(sto storer.EncodedObjectStorer, files map[string]object.TreeEntry
 	return root.store(sto)
 }
 
-func (n *treeNode) store(sto storer.EncodedObjectStorer) (plumbing.Hash, error) {
+func (n *gitTreeNode) store(sto storer.EncodedObjectStorer) (plumbing.Hash, error) {
 	tree := &object.Tree{}
 	for name, entry := range n.files {
 		tree.Entries = append(tree.Entries, object.TreeEntry{Name: name, Mode: entry.Mode, Hash: entry.Hash})
@@ -446,19 +459,19 @@ func (n *treeNode) store(sto storer.EncodedObjectStorer) (plumbing.Hash, error) 
 		tree.Entries = append(tree.Entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: h})
 	}
 	sort.Sort(object.TreeEntrySorter(tree.Entries))
-	h, err := storeObject(sto, tree)
+	h, err := storeGitObject(sto, tree)
 	if err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("store tree: %w", err)
 	}
 	return h, nil
 }
 
-// encoder is implemented by go-git objects that can be stored.
-type encoder interface {
+// gitObjectEncoder is implemented by go-git objects that can be stored.
+type gitObjectEncoder interface {
 	Encode(plumbing.EncodedObject) error
 }
 
-func storeObject(sto storer.EncodedObjectStorer, v encoder) (plumbing.Hash, error) {
+func storeGitObject(sto storer.EncodedObjectStorer, v gitObjectEncoder) (plumbing.Hash, error) {
 	obj := sto.NewEncodedObject()
 	if err := v.Encode(obj); err != nil {
 		return plumbing.ZeroHash, fmt.Errorf("encode: %w", err)
@@ -466,7 +479,7 @@ func storeObject(sto storer.EncodedObjectStorer, v encoder) (plumbing.Hash, erro
 	return sto.SetEncodedObject(obj)
 }
 
-func writeObject(obj plumbing.EncodedObject, data []byte) error {
+func writeGitObject(obj plumbing.EncodedObject, data []byte) error {
 	w, err := obj.Writer()
 	if err != nil {
 		return err
@@ -478,7 +491,7 @@ func writeObject(obj plumbing.EncodedObject, data []byte) error {
 	return w.Close()
 }
 
-func cleanPath(p string) (string, error) {
+func cleanGitPath(p string) (string, error) {
 	clean := path.Clean(strings.TrimPrefix(p, "/"))
 	for _, seg := range strings.Split(clean, "/") {
 		if seg == "." || seg == ".." || seg == ".git" {
@@ -505,29 +518,32 @@ func validateRepoName(name string) error {
 	return nil
 }
 
-func signature() object.Signature {
+func gitSignature() object.Signature {
 	return object.Signature{Name: "Flotilla Test", Email: "test@flotilla.invalid", When: time.Now()}
 }
 
-// reply is a fully buffered HTTP response. Requests are answered only after
+// gitReply is a fully buffered HTTP response. Requests are answered only after
 // the repository work is done, so a slow client never holds a repository
 // lock and a failure can still become a 500.
-type reply struct {
+type gitReply struct {
 	status      int
 	contentType string
 	body        []byte
+	// failure is logged but not sent: the client learns of it from body.
+	failure error
 }
 
-func textReply(status int, msg string) reply {
-	return reply{status: status, contentType: "text/plain; charset=utf-8", body: []byte(msg + "\n")}
+func gitTextReply(status int, msg string) gitReply {
+	return gitReply{status: status, contentType: "text/plain; charset=utf-8", body: []byte(msg + "\n")}
 }
 
 func (s *GitServer) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	rep, err := s.handle(req)
 	if err != nil {
-		rep = textReply(http.StatusInternalServerError, err.Error())
+		rep = gitTextReply(http.StatusInternalServerError, err.Error())
+		rep.failure = err
 	}
-	s.log.add(req, rep.status, err)
+	s.log.add(req, rep.status, rep.failure)
 	if rep.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Basic realm="testenv"`)
 	}
@@ -537,52 +553,54 @@ func (s *GitServer) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	_, _ = w.Write(rep.body) // a client that went away is not the server's failure
 }
 
-func (s *GitServer) handle(req *http.Request) (reply, error) {
+func (s *GitServer) handle(req *http.Request) (gitReply, error) {
 	if !s.authorized(req) {
-		return textReply(http.StatusUnauthorized, "authentication required"), nil
+		return gitTextReply(http.StatusUnauthorized, "authentication required"), nil
 	}
 	name, action, ok := splitGitPath(req.URL.Path)
 	if !ok {
-		return textReply(http.StatusNotFound, "not found"), nil
+		return gitTextReply(http.StatusNotFound, "not found"), nil
 	}
 	repo := s.repo(name)
 	if repo == nil {
-		return textReply(http.StatusNotFound, "repository not found"), nil
+		return gitTextReply(http.StatusNotFound, "repository not found"), nil
 	}
 	if action == "info/refs" {
 		if req.Method != http.MethodGet {
-			return textReply(http.StatusMethodNotAllowed, "method not allowed"), nil
+			return gitTextReply(http.StatusMethodNotAllowed, "method not allowed"), nil
 		}
 		service := req.URL.Query().Get("service")
 		if service != transport.UploadPackServiceName && service != transport.ReceivePackServiceName {
-			return textReply(http.StatusForbidden, "only the smart http protocol is served"), nil
+			return gitTextReply(http.StatusForbidden, "only the smart http protocol is served"), nil
 		}
 		body, err := repo.advertise(req.Context(), service)
 		if err != nil {
-			return reply{}, err
+			return gitReply{}, err
 		}
-		return reply{status: http.StatusOK, contentType: "application/x-" + service + "-advertisement", body: body}, nil
+		return gitReply{status: http.StatusOK, contentType: "application/x-" + service + "-advertisement", body: body}, nil
 	}
 	if req.Method != http.MethodPost {
-		return textReply(http.StatusMethodNotAllowed, "method not allowed"), nil
+		return gitTextReply(http.StatusMethodNotAllowed, "method not allowed"), nil
 	}
 	if ct := req.Header.Get("Content-Type"); ct != "application/x-"+action+"-request" {
-		return textReply(http.StatusUnsupportedMediaType, "unexpected content type "+ct), nil
+		return gitTextReply(http.StatusUnsupportedMediaType, "unexpected content type "+ct), nil
 	}
-	body, err := requestBody(req)
+	body, err := gitRequestBody(req)
 	if err != nil {
-		return textReply(http.StatusBadRequest, err.Error()), nil
+		return gitTextReply(http.StatusBadRequest, err.Error()), nil
 	}
-	var out []byte
 	if action == transport.UploadPackServiceName {
-		out, err = repo.uploadPack(req.Context(), body)
-	} else {
-		out, err = repo.receivePack(req.Context(), body)
+		out, err := repo.uploadPack(req.Context(), body)
+		if err != nil {
+			return gitReply{}, err
+		}
+		return gitReply{status: http.StatusOK, contentType: "application/x-git-upload-pack-result", body: out}, nil
 	}
+	out, failure, err := repo.receivePack(req.Context(), body)
 	if err != nil {
-		return reply{}, err
+		return gitReply{}, err
 	}
-	return reply{status: http.StatusOK, contentType: "application/x-" + action + "-result", body: out}, nil
+	return gitReply{status: http.StatusOK, contentType: "application/x-git-receive-pack-result", body: out, failure: failure}, nil
 }
 
 func (s *GitServer) authEnabled() bool { return s.opts.Username != "" || s.opts.Password != "" }
@@ -614,7 +632,7 @@ func splitGitPath(p string) (name, action string, ok bool) {
 	return "", "", false
 }
 
-func requestBody(req *http.Request) (io.Reader, error) {
+func gitRequestBody(req *http.Request) (io.Reader, error) {
 	switch enc := req.Header.Get("Content-Encoding"); enc {
 	case "", "identity":
 		return req.Body, nil
@@ -629,19 +647,19 @@ func requestBody(req *http.Request) (io.Reader, error) {
 	}
 }
 
-// fixedLoader hands go-git's server the storage that a request opened under
+// gitStorageLoader hands go-git's server the storage that a request opened under
 // the repository lock.
-type fixedLoader struct{ sto storer.Storer }
+type gitStorageLoader struct{ sto storer.Storer }
 
 // Load returns the request's storage whatever the endpoint.
-func (l fixedLoader) Load(*transport.Endpoint) (storer.Storer, error) { return l.sto, nil }
+func (l gitStorageLoader) Load(*transport.Endpoint) (storer.Storer, error) { return l.sto, nil }
 
 // advertise returns the smart HTTP reference advertisement for service: the
 // "# service=" pkt-line, a flush and the references with capabilities.
 func (r *GitRepo) advertise(ctx context.Context, service string) ([]byte, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	srv := server.NewServer(fixedLoader{r.open()})
+	srv := server.NewServer(gitStorageLoader{r.open()})
 	var sess transport.Session
 	var err error
 	if service == transport.UploadPackServiceName {
@@ -655,6 +673,13 @@ func (r *GitRepo) advertise(ctx context.Context, service string) ([]byte, error)
 	ar, err := sess.AdvertisedReferencesContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("advertise references for %s: %w", service, err)
+	}
+	if service == transport.ReceivePackServiceName {
+		// go-git's server cannot resolve deltas against objects outside the
+		// pack, so ask the git CLI not to send thin packs.
+		if err := ar.Capabilities.Add(capabilityNoThin); err != nil {
+			return nil, fmt.Errorf("advertise no-thin: %w", err)
+		}
 	}
 	var buf bytes.Buffer
 	enc := pktline.NewEncoder(&buf)
@@ -700,7 +725,7 @@ func (r *GitRepo) uploadPack(ctx context.Context, body io.Reader) ([]byte, error
 		}
 		return buf.Bytes(), nil
 	}
-	sess, err := server.NewServer(fixedLoader{sto}).NewUploadPackSession(&transport.Endpoint{}, nil)
+	sess, err := server.NewServer(gitStorageLoader{sto}).NewUploadPackSession(&transport.Endpoint{}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("open upload-pack session: %w", err)
 	}
@@ -739,45 +764,56 @@ func decodeHaves(body io.Reader) (haves []plumbing.Hash, done bool, err error) {
 // receivePack answers one receive-pack (push) request. A command whose old
 // value no longer matches the repository is refused, with the rest of the
 // push: go-git's server would otherwise overwrite the reference and silently
-// drop commits made in between.
-func (r *GitRepo) receivePack(ctx context.Context, body io.Reader) ([]byte, error) {
+// drop commits made in between. A push that failed but could still be
+// reported to the client returns the report and the failure, for the log.
+func (r *GitRepo) receivePack(ctx context.Context, body io.Reader) (out []byte, failure, err error) {
 	req := packp.NewReferenceUpdateRequest()
 	if err := req.Decode(body); err != nil {
-		return nil, fmt.Errorf("decode receive-pack request: %w", err)
+		return nil, nil, fmt.Errorf("decode receive-pack request: %w", err)
 	}
-	if onlyDeletes(req.Commands) {
+	if onlyRefDeletes(req.Commands) {
 		req.Packfile = nil // deletions carry no pack
 	}
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sto := r.open()
-	rs, err := rejectStale(sto, req.Commands)
+	rs, err := rejectStaleRefs(sto, req.Commands)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if rs == nil {
-		sess, err := server.NewServer(fixedLoader{sto}).NewReceivePackSession(&transport.Endpoint{}, nil)
+	if rs != nil {
+		failure = errors.New("push refused: stale old value")
+	} else {
+		sess, err := server.NewServer(gitStorageLoader{sto}).NewReceivePackSession(&transport.Endpoint{}, nil)
 		if err != nil {
-			return nil, fmt.Errorf("open receive-pack session: %w", err)
+			return nil, nil, fmt.Errorf("open receive-pack session: %w", err)
 		}
-		// A failed reference update is reported to the client in rs; the
-		// error only matters when there is no report to carry it.
-		rs, err = sess.ReceivePack(ctx, req)
-		if rs == nil && err != nil {
-			return nil, fmt.Errorf("receive pack: %w", err)
+		rs, failure = sess.ReceivePack(ctx, req)
+		if failure != nil {
+			failure = fmt.Errorf("receive pack: %w", failure)
+		}
+		if rs == nil && failure != nil {
+			return nil, nil, failure
+		}
+	}
+	if rs == nil || !req.Capabilities.Supports(capability.ReportStatus) {
+		return nil, failure, nil
+	}
+	if rs.UnpackStatus != "ok" && len(rs.CommandStatuses) == 0 {
+		// Name every command, as git does, so the client shows why.
+		for _, c := range req.Commands {
+			rs.CommandStatuses = append(rs.CommandStatuses, &packp.CommandStatus{ReferenceName: c.Name, Status: "unpacker error"})
 		}
 	}
 	var buf bytes.Buffer
-	if rs != nil && req.Capabilities.Supports(capability.ReportStatus) {
-		if err := rs.Encode(&buf); err != nil {
-			return nil, fmt.Errorf("encode report status: %w", err)
-		}
+	if err := rs.Encode(&buf); err != nil {
+		return nil, nil, fmt.Errorf("encode report status: %w", err)
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), failure, nil
 }
 
-func onlyDeletes(cmds []*packp.Command) bool {
+func onlyRefDeletes(cmds []*packp.Command) bool {
 	for _, c := range cmds {
 		if c.Action() != packp.Delete {
 			return false
@@ -786,9 +822,9 @@ func onlyDeletes(cmds []*packp.Command) bool {
 	return true
 }
 
-// rejectStale returns a report refusing every command when one of them
+// rejectStaleRefs returns a report refusing every command when one of them
 // expects an old value the reference no longer has, and nil otherwise.
-func rejectStale(sto storer.ReferenceStorer, cmds []*packp.Command) (*packp.ReportStatus, error) {
+func rejectStaleRefs(sto storer.ReferenceStorer, cmds []*packp.Command) (*packp.ReportStatus, error) {
 	stale := map[plumbing.ReferenceName]bool{}
 	for _, c := range cmds {
 		if c.Old.IsZero() {
@@ -818,27 +854,27 @@ func rejectStale(sto storer.ReferenceStorer, cmds []*packp.Command) (*packp.Repo
 	return rs, nil
 }
 
-// requestLog remembers the most recent requests a GitServer answered, so a
+// gitRequestLog remembers the most recent requests a GitServer answered, so a
 // failing test can show them.
-type requestLog struct {
+type gitRequestLog struct {
 	mu    sync.Mutex
 	lines []string
 }
 
-func (l *requestLog) add(req *http.Request, status int, err error) {
+func (l *gitRequestLog) add(req *http.Request, status int, err error) {
 	line := fmt.Sprintf("%s %s: %d", req.Method, req.URL.RequestURI(), status)
 	if err != nil {
 		line += ": " + err.Error()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.lines) == maxLoggedRequests {
+	if len(l.lines) == maxLoggedGitRequests {
 		l.lines = append(l.lines[:0], l.lines[1:]...)
 	}
 	l.lines = append(l.lines, line)
 }
 
-func (l *requestLog) dump(t testing.TB) {
+func (l *gitRequestLog) dump(t testing.TB) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, line := range l.lines {

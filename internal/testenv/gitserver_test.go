@@ -28,7 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestGitServerClone(t *testing.T) {
+func TestGitServer_Clone(t *testing.T) {
 	srv := NewGitServer(t, GitServerOptions{})
 	files := map[string]string{"README.md": "hello\n", "charts/app/values.yaml": "replicas: 1\n"}
 
@@ -50,12 +50,12 @@ func TestGitServerClone(t *testing.T) {
 			}
 			assert.Equal(t, srv.URL()+"/"+tt.repo+".git", repo.URL())
 
-			clone := cloneMem(t, url, nil)
+			clone := cloneInMemory(t, url, nil)
 			head, err := clone.Head()
 			require.NoError(t, err)
 			assert.Equal(t, plumbing.Master, head.Name())
 			assert.Equal(t, repo.Head(t), head.Hash().String())
-			assert.Equal(t, files, treeFiles(t, clone, head.Hash()))
+			assert.Equal(t, files, commitFiles(t, clone, head.Hash()))
 
 			refs := lsRemote(t, url, nil)
 			assert.Equal(t, repo.Head(t), refs["refs/heads/master"])
@@ -64,7 +64,7 @@ func TestGitServerClone(t *testing.T) {
 	}
 }
 
-func TestGitRepoChangesAreFetched(t *testing.T) {
+func TestGitRepo_ChangesAreFetched(t *testing.T) {
 	srv := NewGitServer(t, GitServerOptions{})
 	initial := map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n", "dir/sub/c.txt": "c\n"}
 
@@ -97,15 +97,15 @@ func TestGitRepoChangesAreFetched(t *testing.T) {
 		{
 			name: "push",
 			change: func(t *testing.T, r *GitRepo) string {
-				return r.Push(t, map[string]string{"dir/sub/c.txt": "C\n", "e.txt": "e\n"}, "pushed")
+				return r.Push(t, map[string]string{"dir/sub/c.txt": "C\n", "new/dir/e.txt": "e\n"}, "pushed")
 			},
-			want: map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n", "dir/sub/c.txt": "C\n", "e.txt": "e\n"},
+			want: map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n", "dir/sub/c.txt": "C\n", "new/dir/e.txt": "e\n"},
 		},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			repo := srv.CreateRepo(t, fmt.Sprintf("fetch-%d", i), initial)
-			clone := cloneMem(t, repo.URL(), nil)
+			clone := cloneInMemory(t, repo.URL(), nil)
 			before := repo.Head(t)
 
 			got := tt.change(t, repo)
@@ -115,7 +115,7 @@ func TestGitRepoChangesAreFetched(t *testing.T) {
 			ref, err := clone.Reference(plumbing.NewRemoteReferenceName("origin", "master"), true)
 			require.NoError(t, err)
 			assert.Equal(t, got, ref.Hash().String())
-			assert.Equal(t, tt.want, treeFiles(t, clone, ref.Hash()))
+			assert.Equal(t, tt.want, commitFiles(t, clone, ref.Hash()))
 			c, err := clone.CommitObject(ref.Hash())
 			require.NoError(t, err)
 			assert.Equal(t, []plumbing.Hash{plumbing.NewHash(before)}, c.ParentHashes)
@@ -123,7 +123,7 @@ func TestGitRepoChangesAreFetched(t *testing.T) {
 	}
 }
 
-func TestGitRepoBranchAndTag(t *testing.T) {
+func TestGitRepo_BranchAndTag(t *testing.T) {
 	srv := NewGitServer(t, GitServerOptions{})
 	repo := srv.CreateRepo(t, "app", map[string]string{"v.txt": "1\n"})
 	first := repo.Head(t)
@@ -138,11 +138,11 @@ func TestGitRepoBranchAndTag(t *testing.T) {
 	assert.Equal(t, onRelease, refs["refs/heads/release"])
 	assert.Equal(t, first, repo.Head(t), "a commit to another branch must not move HEAD")
 
-	clone := cloneMem(t, repo.URL(), nil)
-	assert.Equal(t, map[string]string{"v.txt": "2\n"}, treeFiles(t, clone, plumbing.NewHash(onRelease)))
+	clone := cloneInMemory(t, repo.URL(), nil)
+	assert.Equal(t, map[string]string{"v.txt": "2\n"}, commitFiles(t, clone, plumbing.NewHash(onRelease)))
 }
 
-func TestGitRepoPushThenCommit(t *testing.T) {
+func TestGitRepo_PushThenCommit(t *testing.T) {
 	srv := NewGitServer(t, GitServerOptions{Username: "flotilla", Password: "s3cret"})
 	repo := srv.CreateRepo(t, "app", map[string]string{"a.txt": "a\n"})
 
@@ -151,14 +151,14 @@ func TestGitRepoPushThenCommit(t *testing.T) {
 
 	// The helper must see the objects the push wrote to the repository.
 	committed := repo.Commit(t, map[string]string{"c.txt": "c\n"}, "after push")
-	clone := cloneMem(t, repo.URL(), srv.Auth())
+	clone := cloneInMemory(t, repo.URL(), srv.Auth())
 	c, err := clone.CommitObject(plumbing.NewHash(committed))
 	require.NoError(t, err)
 	assert.Equal(t, []plumbing.Hash{plumbing.NewHash(pushed)}, c.ParentHashes)
-	assert.Equal(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n", "c.txt": "c\n"}, treeFiles(t, clone, c.Hash))
+	assert.Equal(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n", "c.txt": "c\n"}, commitFiles(t, clone, c.Hash))
 }
 
-func TestGitServerBasicAuth(t *testing.T) {
+func TestGitServer_BasicAuth(t *testing.T) {
 	srv := NewGitServer(t, GitServerOptions{Username: "flotilla", Password: "s3cret"})
 	repo := srv.CreateRepo(t, "private", map[string]string{"a.txt": "a\n"})
 
@@ -174,7 +174,7 @@ func TestGitServerBasicAuth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, listErr := newRemote(repo.URL()).ListContext(t.Context(), &git.ListOptions{Auth: tt.auth})
+			_, listErr := newGitRemote(repo.URL()).ListContext(t.Context(), &git.ListOptions{Auth: tt.auth})
 			_, cloneErr := git.CloneContext(t.Context(), memory.NewStorage(), nil, &git.CloneOptions{URL: repo.URL(), Auth: tt.auth})
 			if tt.wantErr != nil {
 				assert.ErrorIs(t, listErr, tt.wantErr)
@@ -187,22 +187,22 @@ func TestGitServerBasicAuth(t *testing.T) {
 	}
 
 	t.Run("challenge", func(t *testing.T) {
-		resp := get(t, repo.URL()+"/info/refs?service=git-upload-pack")
+		resp := httpGet(t, repo.URL()+"/info/refs?service=git-upload-pack")
 		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 		assert.Contains(t, resp.Header.Get("WWW-Authenticate"), "Basic")
 	})
 }
 
-func TestGitServerSmartHTTP(t *testing.T) {
+func TestGitServer_SmartHTTP(t *testing.T) {
 	srv := NewGitServer(t, GitServerOptions{})
 	repo := srv.CreateRepo(t, "app", map[string]string{"a.txt": "a\n"})
 
 	for _, service := range []string{transport.UploadPackServiceName, transport.ReceivePackServiceName} {
 		t.Run("advertisement "+service, func(t *testing.T) {
-			resp := get(t, repo.URL()+"/info/refs?service="+service)
+			resp := httpGet(t, repo.URL()+"/info/refs?service="+service)
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			assert.Equal(t, "application/x-"+service+"-advertisement", resp.Header.Get("Content-Type"))
-			body := readAll(t, resp)
+			body := readBody(t, resp)
 			header := pktLine(t, "# service="+service+"\n") + "0000"
 			assert.True(t, strings.HasPrefix(body, header), "body starts %q", body[:min(len(body), 40)])
 			assert.Contains(t, body, repo.Head(t)+" refs/heads/master")
@@ -210,11 +210,11 @@ func TestGitServerSmartHTTP(t *testing.T) {
 	}
 
 	t.Run("dumb protocol refused", func(t *testing.T) {
-		resp := get(t, repo.URL()+"/info/refs")
+		resp := httpGet(t, repo.URL()+"/info/refs")
 		assert.Equal(t, http.StatusForbidden, resp.StatusCode)
 	})
 	t.Run("unknown repository", func(t *testing.T) {
-		resp := get(t, srv.URL()+"/missing.git/info/refs?service=git-upload-pack")
+		resp := httpGet(t, srv.URL()+"/missing.git/info/refs?service=git-upload-pack")
 		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
 	})
 
@@ -234,14 +234,14 @@ func TestGitServerSmartHTTP(t *testing.T) {
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
 		req.Header.Set("Content-Encoding", "gzip")
-		resp := do(t, req)
+		resp := httpDo(t, req)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, "application/x-git-upload-pack-result", resp.Header.Get("Content-Type"))
-		assert.True(t, strings.HasPrefix(readAll(t, resp), "0008NAK\nPACK"))
+		assert.True(t, strings.HasPrefix(readBody(t, resp), "0008NAK\nPACK"))
 	})
 }
 
-func TestGitServerRejectsStalePush(t *testing.T) {
+func TestGitServer_RejectsStalePush(t *testing.T) {
 	srv := NewGitServer(t, GitServerOptions{})
 	repo := srv.CreateRepo(t, "app", map[string]string{"a.txt": "a\n"})
 	first := repo.Head(t)
@@ -258,7 +258,7 @@ func TestGitServerRejectsStalePush(t *testing.T) {
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, repo.URL()+"/git-receive-pack", &body)
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
-	resp := do(t, req)
+	resp := httpDo(t, req)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
 	rs := packp.NewReportStatus()
@@ -267,7 +267,7 @@ func TestGitServerRejectsStalePush(t *testing.T) {
 	assert.Equal(t, third, repo.Head(t))
 }
 
-func TestGitServerConcurrentCommitsAndFetches(t *testing.T) {
+func TestGitServer_ConcurrentCommitsAndFetches(t *testing.T) {
 	srv := NewGitServer(t, GitServerOptions{})
 	repo := srv.CreateRepo(t, "app", map[string]string{"n.txt": "0\n"})
 
@@ -298,17 +298,18 @@ func TestGitServerConcurrentCommitsAndFetches(t *testing.T) {
 		assert.NoError(t, err)
 	}
 
-	clone := cloneMem(t, repo.URL(), nil)
-	assert.Equal(t, map[string]string{"n.txt": "10\n"}, treeFiles(t, clone, plumbing.NewHash(last)))
+	clone := cloneInMemory(t, repo.URL(), nil)
+	assert.Equal(t, map[string]string{"n.txt": "10\n"}, commitFiles(t, clone, plumbing.NewHash(last)))
 }
 
-func TestGitServerGitCLI(t *testing.T) {
+func TestGitServer_GitCLI(t *testing.T) {
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
 		t.Skip("git not on PATH")
 	}
 	srv := NewGitServer(t, GitServerOptions{})
-	repo := srv.CreateRepo(t, "app", map[string]string{"a.txt": "a\n", "dir/b.txt": "b\n"})
+	big := strings.Repeat("a line long enough for git to store a change as a delta\n", 500)
+	repo := srv.CreateRepo(t, "app", map[string]string{"big.txt": big, "dir/b.txt": "b\n"})
 	home := t.TempDir()
 	work := filepath.Join(t.TempDir(), "work")
 	runIn := func(t *testing.T, dir, stdin string, args ...string) string {
@@ -362,22 +363,25 @@ func TestGitServerGitCLI(t *testing.T) {
 		run(t, work, "reset", "--quiet", "--hard", "origin/master")
 	})
 	t.Run("push", func(t *testing.T) {
+		// A small change to a large file: git sends a thin pack, with a
+		// delta against an object only the server has, unless told no-thin.
+		require.NoError(t, os.WriteFile(filepath.Join(work, "big.txt"), []byte(big+"one more\n"), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(work, "d.txt"), []byte("d\n"), 0o644))
-		run(t, work, "add", "d.txt")
+		run(t, work, "add", "big.txt", "d.txt")
 		run(t, work, "commit", "--quiet", "-m", "from git cli")
 		run(t, work, "push", "--quiet", "origin", "master")
 		assert.Equal(t, strings.TrimSpace(run(t, work, "rev-parse", "HEAD")), repo.Head(t))
 	})
 }
 
-func cloneMem(t *testing.T, url string, auth transport.AuthMethod) *git.Repository {
+func cloneInMemory(t *testing.T, url string, auth transport.AuthMethod) *git.Repository {
 	t.Helper()
 	r, err := git.CloneContext(t.Context(), memory.NewStorage(), nil, &git.CloneOptions{URL: url, Auth: auth})
 	require.NoError(t, err)
 	return r
 }
 
-func newRemote(url string) *git.Remote {
+func newGitRemote(url string) *git.Remote {
 	return git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{url}})
 }
 
@@ -385,7 +389,7 @@ func newRemote(url string) *git.Remote {
 // symbolic reference.
 func lsRemote(t *testing.T, url string, auth transport.AuthMethod) map[string]string {
 	t.Helper()
-	refs, err := newRemote(url).ListContext(t.Context(), &git.ListOptions{Auth: auth})
+	refs, err := newGitRemote(url).ListContext(t.Context(), &git.ListOptions{Auth: auth})
 	require.NoError(t, err)
 	got := map[string]string{}
 	for _, ref := range refs {
@@ -398,8 +402,8 @@ func lsRemote(t *testing.T, url string, auth transport.AuthMethod) map[string]st
 	return got
 }
 
-// treeFiles returns the files of commit h: path → content.
-func treeFiles(t *testing.T, r *git.Repository, h plumbing.Hash) map[string]string {
+// commitFiles returns the files of commit h: path → content.
+func commitFiles(t *testing.T, r *git.Repository, h plumbing.Hash) map[string]string {
 	t.Helper()
 	c, err := r.CommitObject(h)
 	require.NoError(t, err)
@@ -414,14 +418,14 @@ func treeFiles(t *testing.T, r *git.Repository, h plumbing.Hash) map[string]stri
 	return got
 }
 
-func get(t *testing.T, url string) *http.Response {
+func httpGet(t *testing.T, url string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	require.NoError(t, err)
-	return do(t, req)
+	return httpDo(t, req)
 }
 
-func do(t *testing.T, req *http.Request) *http.Response {
+func httpDo(t *testing.T, req *http.Request) *http.Response {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -433,7 +437,7 @@ func do(t *testing.T, req *http.Request) *http.Response {
 	return resp
 }
 
-func readAll(t *testing.T, resp *http.Response) string {
+func readBody(t *testing.T, resp *http.Response) string {
 	t.Helper()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
