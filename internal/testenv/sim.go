@@ -53,8 +53,8 @@ func (e clusterEnv) kwokStageFiles() ([]string, error) {
 }
 
 // startSim starts kube-controller-manager, kube-scheduler and kwok for c,
-// registers the fake Node, and waits until all three are healthy and the Node
-// is Ready.
+// registers the fake Node, and waits until the controllers run, the
+// scheduler is healthy and the Node is Ready.
 func startSim(ctx context.Context, t testing.TB, env clusterEnv, c *Cluster, dir string, files clusterFiles) error {
 	ports, err := freePorts(3)
 	if err != nil {
@@ -105,7 +105,13 @@ func startSim(ctx context.Context, t testing.TB, env clusterEnv, c *Cluster, dir
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // Loopback health probe.
 	defer insecure.CloseIdleConnections()
 	checks := []func(context.Context) error{
-		httpCheck(insecure, "https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz"),
+		// kube-controller-manager answers /healthz about 5s before its
+		// controllers run (it first mints a token per controller); they all
+		// start together, so the root CA ConfigMap marks the real start.
+		allChecks(
+			httpCheck(insecure, "https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz"),
+			configMapCheck(cs, metav1.NamespaceDefault, "kube-root-ca.crt"),
+		),
 		httpCheck(insecure, "https://127.0.0.1:"+strconv.Itoa(schedPort)+"/healthz"),
 		nodeReadyCheck(cs, FakeNodeName),
 	}
@@ -191,6 +197,31 @@ func fakeNode(name string) *corev1.Node {
 			Allocatable: capacity,
 			Phase:       corev1.NodeRunning,
 		},
+	}
+}
+
+// configMapCheck returns a readiness check that wants the ConfigMap to exist.
+func configMapCheck(cs kubernetes.Interface, namespace, name string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+		defer cancel()
+		if _, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return fmt.Errorf("getting ConfigMap %s/%s: %w", namespace, name, err)
+		}
+		return nil
+	}
+}
+
+// allChecks returns a readiness check that runs checks in order and fails
+// with the first error.
+func allChecks(checks ...func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for _, check := range checks {
+			if err := check(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 
