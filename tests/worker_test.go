@@ -22,6 +22,8 @@ import (
 	"go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
@@ -116,9 +118,9 @@ func TestWorkerDev_HistorySurvivesKill9(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	// No worker polls this queue: the workflow stays open, its history is
-	// what the server persisted.
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "kill9-probe", TaskQueue: "nobody-polls"}, "Probe", "input")
+	// No worker polls this queue yet: the workflow stays open, its history
+	// is what the server persisted.
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "kill9-probe", TaskQueue: "probe"}, "Probe", "input")
 	require.NoError(t, err)
 	require.NoError(t, c.SignalWorkflow(ctx, run.GetID(), run.GetRunID(), "ping", 1))
 	before := historyLength(ctx, t, c, run.GetID())
@@ -138,6 +140,20 @@ func TestWorkerDev_HistorySurvivesKill9(t *testing.T) {
 	for name, typ := range temporalx.SearchAttributes() {
 		assert.Equal(t, typ, attrs.GetCustomAttributes()[name], "search attribute %s", name)
 	}
+
+	// The restarted server is fully working: a worker picks the workflow up,
+	// sees the signal sent before the kill, and completes it.
+	w3 := worker.New(c2, "probe", worker.Options{})
+	w3.RegisterWorkflowWithOptions(func(ctx workflow.Context, in string) (string, error) {
+		var n int
+		workflow.GetSignalChannel(ctx, "ping").Receive(ctx, &n)
+		return fmt.Sprintf("%s/%d", in, n), nil
+	}, workflow.RegisterOptions{Name: "Probe"})
+	require.NoError(t, w3.Start())
+	defer w3.Stop()
+	var got string
+	require.NoError(t, c2.GetWorkflow(ctx, run.GetID(), "").Get(ctx, &got))
+	assert.Equal(t, "input/1", got)
 }
 
 func historyLength(ctx context.Context, t *testing.T, c client.Client, id string) int {

@@ -17,7 +17,11 @@ import (
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/resolver"
 	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/metrics"
+	"go.temporal.io/server/common/persistence/sql"
+	"go.temporal.io/server/common/persistence/sql/sqlplugin"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
 	"go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
@@ -77,7 +81,13 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := ensureNamespace(sqlCfg, opts); err != nil {
 		return nil, err
 	}
+	if err := forgetMembership(sqlCfg); err != nil {
+		return nil, err
+	}
 	if err := s.startTemporal(sqlCfg); err != nil {
+		return nil, err
+	}
+	if err := waitMembership(ctx, s.frontend); err != nil {
 		return nil, err
 	}
 	if err := ensureSearchAttributes(ctx, s.frontend, opts); err != nil {
@@ -304,6 +314,22 @@ func ensureSchema(cfg *config.SQL) error {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("move Temporal database into place: %w", err)
+	}
+	return nil
+}
+
+// forgetMembership drops the service addresses a previous run recorded.
+// Every start picks new internal ports, and stale rows make the services try
+// to join a ring of dead peers (matching then never joins). The state-dir lock
+// guarantees no live server uses this database, so every row is stale.
+func forgetMembership(cfg *config.SQL) error {
+	db, err := sql.NewSQLAdminDB(sqlplugin.DbKindUnknown, cfg, resolver.NewNoopResolver(), log.NewNoopLogger(), metrics.NoopMetricsHandler)
+	if err != nil {
+		return fmt.Errorf("open Temporal database %s: %w", cfg.DatabaseName, err)
+	}
+	defer func() { _ = db.Close() }() // read-write work is done by Exec
+	if err := db.Exec("DELETE FROM cluster_membership"); err != nil {
+		return fmt.Errorf("clear stale cluster membership in %s: %w", cfg.DatabaseName, err)
 	}
 	return nil
 }
