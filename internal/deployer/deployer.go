@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -199,6 +200,11 @@ func (d *Deployer) configuration(getter genericclioptions.RESTClientGetter, name
 	debug := d.log.Sugar().Debugf
 	if err := cfg.Init(getter, namespace, "secret", debug); err != nil {
 		return nil, fmt.Errorf("initialise Helm for namespace %s: %w", namespace, err)
+	}
+	// One getter serves a whole cluster; the release's namespace, not the
+	// getter's default, is where namespaced objects without one must go.
+	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
+		kc.Namespace = namespace
 	}
 	return cfg, nil
 }

@@ -55,10 +55,11 @@ func (g *RESTClientGetter) ToRESTMapper() (meta.RESTMapper, error) {
 }
 
 // ToRawKubeConfigLoader returns a loader whose only job is to report the
-// default namespace; credentials come from the REST config.
+// default namespace; credentials come from the REST config. The namespace is
+// an override because a kubeconfig without clusters is not "usable" and
+// would otherwise report "default".
 func (g *RESTClientGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Contexts["flotilla"] = &clientcmdapi.Context{Namespace: g.namespace}
-	cfg.CurrentContext = "flotilla"
-	return clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{})
+	return clientcmd.NewDefaultClientConfig(*clientcmdapi.NewConfig(), &clientcmd.ConfigOverrides{
+		Context: clientcmdapi.Context{Namespace: g.namespace},
+	})
 }
