@@ -48,7 +48,10 @@ func waitMembership(ctx context.Context, frontend string) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("embedded Temporal services %v did not join within 30s (last error: %v)", missing, err)
+			if err == nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("embedded Temporal services %v did not join within 30s: %w", missing, err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -510,7 +510,7 @@ func validateRepoName(name string) error {
 			return fmt.Errorf("invalid repository name %q", name)
 		}
 		for _, c := range seg {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			if !gitNameChar(c) {
 				return fmt.Errorf("invalid repository name %q", name)
 			}
 		}
@@ -880,4 +880,9 @@ func (l *gitRequestLog) dump(t testing.TB) {
 	for _, line := range l.lines {
 		t.Logf("git server: %s", line)
 	}
+}
+
+// gitNameChar reports whether c may appear in a repository name segment.
+func gitNameChar(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
 }

@@ -188,7 +188,7 @@ func (p *Process) WaitReady(ctx context.Context, check func(context.Context) err
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%s exited before it was ready (%v); last check: %w\n--- last %d lines of %s ---\n%s",
+			return fmt.Errorf("%s exited before it was ready (%w); last check: %w\n--- last %d lines of %s ---\n%s",
 				p.name, p.waitErr, lastErr, logTailLines, p.logPath, p.LogTail(logTailLines))
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready after %s (%w); last check: %w\n--- last %d lines of %s ---\n%s",
