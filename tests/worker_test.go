@@ -251,3 +251,17 @@ func exitStderr(err error) string {
 	}
 	return ""
 }
+
+// TestWorkerDev_StateDirIsExclusive: a second dev server on the same state
+// dir is refused with the first one's pid, instead of corrupting SQLite.
+func TestWorkerDev_StateDirIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	first := startDevWorker(t, dir)
+	var stderr bytes.Buffer
+	cmd := exec.Command(bins.worker, "--dev", "--state-dir", dir, "--dev-listen", "127.0.0.1:0", "--ui-listen", "")
+	cmd.Stderr = &stderr
+	require.Error(t, cmd.Run())
+	lines := nonLogLines(stderr.String())
+	require.Len(t, lines, 1, stderr.String())
+	assert.Contains(t, lines[0], fmt.Sprintf("state dir %s is in use by another flotilla-worker --dev (pid %d)", dir, first.proc.PID()))
+}
