@@ -16,7 +16,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/devserver"
 	"github.com/flotilla-gitops/flotilla/internal/envflag"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
-	"github.com/flotilla-gitops/flotilla/workflows"
 )
 
 const envPrefix = "FLOTILLA"
@@ -88,7 +87,6 @@ func run(ctx context.Context, o options) error {
 		MaxConcurrentActivityExecutionSize:     o.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: o.MaxConcurrentWorkflowTasks,
 	})
-	workflows.Register(w)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}
