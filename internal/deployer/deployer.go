@@ -74,7 +74,8 @@ type Result struct {
 	Revision int
 	// Changed is false when the cluster already ran DeploymentID.
 	Changed bool
-	// Previous is the deployment ID the release had before, if any.
+	// Previous is the deployment ID of the release's last successfully
+	// deployed revision before this call, if any.
 	Previous string
 }
 
@@ -97,15 +98,19 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return Result{}, fmt.Errorf("read release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
-	var prev string
 	if last != nil {
-		prev = DeploymentIDOf(last)
-		if last.Info.Status == release.StatusDeployed && prev == rel.DeploymentID {
-			return Result{Revision: last.Version, Previous: prev}, nil
+		if id := DeploymentIDOf(last); last.Info.Status == release.StatusDeployed && id == rel.DeploymentID {
+			return Result{Revision: last.Version, Previous: id}, nil
 		}
 		if last, err = d.recoverPending(cfg, last); err != nil {
 			return Result{}, err
 		}
+	}
+	// Previous is what the cluster last ran successfully, not the ID of a
+	// revision that failed or was interrupted.
+	var prev string
+	if deployed, err := cfg.Releases.Deployed(rel.Name); err == nil {
+		prev = DeploymentIDOf(deployed)
 	}
 
 	chrt := stamp(rel.Chart, rel.DeploymentID)
@@ -145,13 +150,18 @@ func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTC
 	if err != nil {
 		return err
 	}
+	// Helm's Uninstall takes no context: honour cancellation before starting,
+	// not after a removal that already happened.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
 	un := action.NewUninstall(cfg)
 	un.Timeout = d.timeout
 	un.IgnoreNotFound = true
 	if _, err := un.Run(name); err != nil {
 		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
-	return ctx.Err()
+	return nil
 }
 
 // DeploymentIDOf returns the deployment ID recorded on a release revision.

@@ -267,7 +267,8 @@ func TestDeployer(t *testing.T) {
 		res, err := d.Deploy(ctx, f.getter, testRelease("failed", "app", "id-1", "one"))
 		require.NoError(t, err)
 
-		assert.Equal(t, deployer.Result{Revision: 2, Changed: true, Previous: "id-1"}, res)
+		// Previous names what last ran successfully: nothing, here.
+		assert.Equal(t, deployer.Result{Revision: 2, Changed: true, Previous: ""}, res)
 		f.assertCurrent(t, d, "failed", "app", "id-1", 2)
 		assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusDeployed}, f.statuses(t, "failed", "app"))
 		assert.Equal(t, map[string]string{"value": "one"}, f.configMap(ctx, t, "failed", "app").Data)
@@ -361,6 +362,9 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 		wantRevision int
 		// wantHistory is each revision's status afterwards, oldest first.
 		wantHistory []release.Status
+		// wantPrevious is the ID of the last successfully deployed revision
+		// before the recovering deploy; interrupted revisions do not count.
+		wantPrevious string
 	}{
 		{
 			name: "pending install",
@@ -375,6 +379,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				f.setStatus(t, ns, "app", 1, release.StatusPendingInstall)
 			},
 			wantRevision: 1,
+			wantPrevious: "",
 			wantHistory:  []release.Status{release.StatusDeployed},
 		},
 		{
@@ -385,6 +390,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				f.createPending(t, ns, "app", 1, "id-2", release.StatusPendingUpgrade)
 			},
 			wantRevision: 3,
+			wantPrevious: "id-1",
 			wantHistory:  []release.Status{release.StatusSuperseded, release.StatusFailed, release.StatusDeployed},
 		},
 		{
@@ -397,6 +403,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				f.setStatus(t, ns, "app", 2, release.StatusPendingUpgrade)
 			},
 			wantRevision: 3,
+			wantPrevious: "",
 			wantHistory:  []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed},
 		},
 		{
@@ -409,6 +416,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				f.createPending(t, ns, "app", 1, "id-1", release.StatusPendingRollback)
 			},
 			wantRevision: 4,
+			wantPrevious: "id-2",
 			wantHistory: []release.Status{
 				release.StatusSuperseded, release.StatusSuperseded, release.StatusFailed, release.StatusDeployed,
 			},
@@ -421,6 +429,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				f.setStatus(t, ns, "app", 1, release.StatusUninstalling)
 			},
 			wantRevision: 1,
+			wantPrevious: "",
 			wantHistory:  []release.Status{release.StatusDeployed},
 		},
 		{
@@ -432,6 +441,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				require.NoError(t, f.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "app", metav1.DeleteOptions{}))
 			},
 			wantRevision: 1,
+			wantPrevious: "",
 			wantHistory:  []release.Status{release.StatusDeployed},
 		},
 	}
@@ -449,6 +459,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 
 			assert.True(t, res.Changed, "Changed")
 			assert.Equal(t, tt.wantRevision, res.Revision, "Revision")
+			assert.Equal(t, tt.wantPrevious, res.Previous, "Previous")
 			f.assertCurrent(t, d, ns, "app", "id-new", tt.wantRevision)
 			assert.Equal(t, tt.wantHistory, f.statuses(t, ns, "app"))
 			assert.Equal(t, map[string]string{"value": "new"}, f.configMap(ctx, t, ns, "app").Data)
