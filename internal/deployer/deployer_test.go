@@ -385,8 +385,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 		{
 			name: "pending upgrade at revision 2 after revision 1 deployed",
 			crash: func(ctx context.Context, t *testing.T, d *deployer.Deployer, ns string) {
-				_, err := d.Deploy(ctx, f.getter, testRelease(ns, "app", "id-1", "one"))
-				require.NoError(t, err)
+				mustDeploy(ctx, t, d, f, ns, "id-1", "one")
 				f.createPending(t, ns, "app", 1, "id-2", release.StatusPendingUpgrade)
 			},
 			wantRevision: 3,
@@ -396,10 +395,8 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 		{
 			name: "pending upgrade at revision 2 without a deployed revision",
 			crash: func(ctx context.Context, t *testing.T, d *deployer.Deployer, ns string) {
-				_, err := d.Deploy(ctx, f.getter, testRelease(ns, "app", "id-1", "one"))
-				require.NoError(t, err)
-				_, err = d.Deploy(ctx, f.getter, testRelease(ns, "app", "id-2", "two"))
-				require.NoError(t, err)
+				mustDeploy(ctx, t, d, f, ns, "id-1", "one")
+				mustDeploy(ctx, t, d, f, ns, "id-2", "two")
 				f.setStatus(t, ns, "app", 2, release.StatusPendingUpgrade)
 			},
 			wantRevision: 3,
@@ -409,10 +406,8 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 		{
 			name: "pending rollback",
 			crash: func(ctx context.Context, t *testing.T, d *deployer.Deployer, ns string) {
-				_, err := d.Deploy(ctx, f.getter, testRelease(ns, "app", "id-1", "one"))
-				require.NoError(t, err)
-				_, err = d.Deploy(ctx, f.getter, testRelease(ns, "app", "id-2", "two"))
-				require.NoError(t, err)
+				mustDeploy(ctx, t, d, f, ns, "id-1", "one")
+				mustDeploy(ctx, t, d, f, ns, "id-2", "two")
 				f.createPending(t, ns, "app", 1, "id-1", release.StatusPendingRollback)
 			},
 			wantRevision: 4,
@@ -424,8 +419,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 		{
 			name: "interrupted uninstall",
 			crash: func(ctx context.Context, t *testing.T, d *deployer.Deployer, ns string) {
-				_, err := d.Deploy(ctx, f.getter, testRelease(ns, "app", "id-1", "one"))
-				require.NoError(t, err)
+				mustDeploy(ctx, t, d, f, ns, "id-1", "one")
 				f.setStatus(t, ns, "app", 1, release.StatusUninstalling)
 			},
 			wantRevision: 1,
@@ -435,8 +429,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 		{
 			name: "uninstalled with history kept",
 			crash: func(ctx context.Context, t *testing.T, d *deployer.Deployer, ns string) {
-				_, err := d.Deploy(ctx, f.getter, testRelease(ns, "app", "id-1", "one"))
-				require.NoError(t, err)
+				mustDeploy(ctx, t, d, f, ns, "id-1", "one")
 				f.setStatus(t, ns, "app", 1, release.StatusUninstalled)
 				require.NoError(t, f.cs.CoreV1().ConfigMaps(ns).Delete(ctx, "app", metav1.DeleteOptions{}))
 			},
@@ -508,4 +501,12 @@ func TestDeploy_InvalidRelease(t *testing.T) {
 		require.Error(t, err, "nothing listens on the getter's server")
 		assert.NotErrorIs(t, err, deployer.ErrInvalidRelease)
 	})
+}
+
+// mustDeploy deploys release "app" in ns at id with value, as a crash
+// scenario's set-up step.
+func mustDeploy(ctx context.Context, t *testing.T, d *deployer.Deployer, f *fixture, ns, id, value string) {
+	t.Helper()
+	_, err := d.Deploy(ctx, f.getter, testRelease(ns, "app", id, value))
+	require.NoError(t, err)
 }
