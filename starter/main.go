@@ -3,16 +3,23 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/envflag"
 	"github.com/flotilla-gitops/flotilla/internal/logging"
 	"github.com/flotilla-gitops/flotilla/internal/output"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
 const envPrefix = "FLOTILLA"
+
+// defaultStateDir matches the worker's --state-dir default.
+const defaultStateDir = ".flotilla"
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
@@ -23,9 +30,20 @@ func main() {
 
 // globals are the flags every command shares.
 type globals struct {
-	Temporal temporalx.ClientOptions
-	Output   string
-	Log      logging.Options
+	Temporal  temporalx.ClientOptions
+	Output    string
+	Log       logging.Options
+	Namespace string
+	StateDir  string
+	TaskQueue string
+}
+
+// clusters is the kubeconfig store the worker on this host reads.
+func (g *globals) clusters() *cluster.Store { return cluster.NewStore(filepath.Join(g.StateDir, "clusters")) }
+
+// secrets is the Git credential store the worker on this host reads.
+func (g *globals) secrets() *cluster.SecretStore {
+	return cluster.NewSecretStore(filepath.Join(g.StateDir, "secrets"))
 }
 
 func (g *globals) format() (output.Format, error) { return output.Parse(g.Output) }
@@ -49,12 +67,19 @@ func newRootCommand() *cobra.Command {
 	g.Temporal.BindFlags(fs)
 	fs.StringVarP(&g.Output, "output", "o", string(output.Table), "output format: table, yaml or json")
 	fs.StringVar(&g.Log.Level, "log-level", "warn", "log level of the CLI's own diagnostics")
+	fs.StringVarP(&g.Namespace, "gitrepo-namespace", "n", api.DefaultNamespace, "namespace of the GitRepo (status, sync, pause, resume, delete)")
+	fs.StringVar(&g.StateDir, "state-dir", defaultStateDir, "the worker's state directory on this host (cluster add/remove and Secrets write kubeconfigs and credentials there)")
+	fs.StringVar(&g.TaskQueue, "task-queue", protocol.DefaultTaskQueue, "the controller worker's task queue")
 	g.Log.Format = "console"
 	envflag.Annotate(fs, envPrefix)
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return output.Formats(), cobra.ShellCompDirectiveNoFileComp
 	}) // only fails for an unknown flag name
 
-	cmd.AddCommand(newVersionCommand(g))
+	cmd.AddCommand(newVersionCommand(g), newApplyCommand(g), newClusterCommand(g), newGetCommand(g), newStatusCommand(g),
+		newSignalCommand(g, "sync", protocol.SignalSync, "Check the GitRepo's remote now and roll out, even if nothing changed", false),
+		newSignalCommand(g, "pause", protocol.SignalPause, "Stop rolling out the GitRepo's changes (polling continues)", false),
+		newSignalCommand(g, "resume", protocol.SignalResume, "Roll out the GitRepo's changes again", false),
+		newSignalCommand(g, "delete", protocol.SignalDelete, "Delete the GitRepo and uninstall its releases (unless keepResources)", true))
 	return cmd
 }

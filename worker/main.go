@@ -83,10 +83,15 @@ func run(ctx context.Context, o options) error {
 	}
 	defer c.Close()
 
+	st, err := openStores(o.DevSrv.StateDir)
+	if err != nil {
+		return err
+	}
 	w := worker.New(c, o.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:     o.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: o.MaxConcurrentWorkflowTasks,
 	})
+	registerController(w, c, st, logger)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}
@@ -96,7 +101,8 @@ func run(ctx context.Context, o options) error {
 		zap.String("taskQueue", o.TaskQueue),
 		zap.String("version", buildinfo.Get().Version))
 
-	<-ctx.Done()
+	queues := newClusterQueues(c, st, logger, o.MaxConcurrentActivities)
+	queues.run(ctx) // until ctx ends
 	logger.Info("Worker stopping")
 	w.Stop()
 	return nil

@@ -7,11 +7,12 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/internal/devserver"
 	"github.com/flotilla-gitops/flotilla/internal/logging"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
 // defaultTaskQueue is the controller's task queue.
-const defaultTaskQueue = "flotilla"
+const defaultTaskQueue = protocol.DefaultTaskQueue
 
 // options is the worker's whole configuration, parsed once in main.
 type options struct {
@@ -28,7 +29,7 @@ type options struct {
 func (o *options) bindFlags(fs *pflag.FlagSet) {
 	o.Temporal.BindFlags(fs)
 	fs.BoolVar(&o.Dev, "dev", false, "start an embedded Temporal server with Web UI (the default when --temporal-address is empty)")
-	fs.StringVar(&o.DevSrv.StateDir, "state-dir", devserver.DefaultStateDir, "directory for the embedded server's SQLite database (with --dev)")
+	fs.StringVar(&o.DevSrv.StateDir, "state-dir", devserver.DefaultStateDir, "directory for Flotilla's state: cluster kubeconfigs, Git credentials, rendered bundles, Git cache, and the embedded server's database (with --dev)")
 	fs.StringVar(&o.DevSrv.Listen, "dev-listen", devserver.DefaultListen, "host:port of the embedded Temporal frontend (with --dev)")
 	fs.StringVar(&o.DevSrv.UIListen, "ui-listen", devserver.DefaultUIListen, `host:port of the embedded Temporal Web UI; "" disables it (with --dev)`)
 	fs.StringVar(&o.TaskQueue, "task-queue", defaultTaskQueue, "Temporal task queue of the controller")

@@ -5,5 +5,5 @@
 // in package activities.
 //
 // Each workflow takes one input struct and returns one result struct, and is
-// registered under a constant name (see Register).
+// registered under its function name, which internal/protocol spells out.
 package workflows

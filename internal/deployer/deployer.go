@@ -66,6 +66,23 @@ type Release struct {
 	DeploymentID string
 	// Wait waits for resources to become ready within the timeout.
 	Wait bool
+	// ForceNamespace confines the release to one namespace (Fleet's
+	// fleet.yaml namespace or GitRepo targetNamespace): every namespaced
+	// object is moved into it, whatever namespace it names, and a
+	// cluster-scoped object (including a CRD in the chart's crds/) makes
+	// Deploy fail with ErrInvalidRelease before anything is applied. It is
+	// normally equal to Namespace; Deploy creates only Namespace.
+	// Optional: default "" (objects keep their namespaces; those without
+	// one go to Namespace).
+	ForceNamespace string
+	// Labels are set on every object the templates render, replacing the
+	// object's own value for the same key (for example flotilla.dev/bundle).
+	// They are not the labels of Helm's release records.
+	// Optional: default none.
+	Labels map[string]string
+	// Annotations are set on every object the templates render, replacing
+	// the object's own value for the same key. Optional: default none.
+	Annotations map[string]string
 }
 
 // Result reports what Deploy did.
@@ -78,9 +95,6 @@ type Result struct {
 	// deployed revision before this call, if any.
 	Previous string
 }
-
-// ErrInvalidRelease marks a Release that can never be deployed as given.
-var ErrInvalidRelease = errors.New("invalid release")
 
 // Deploy makes the cluster behind getter run rel. It installs when the
 // release does not exist, upgrades when it runs another deployment ID or is
@@ -102,6 +116,18 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 		if id := DeploymentIDOf(last); last.Info.Status == release.StatusDeployed && id == rel.DeploymentID {
 			return Result{Revision: last.Version, Previous: id}, nil
 		}
+	}
+	// Rendering, post-rendering and checking happen before Helm applies
+	// anything, except for the chart's crds/, which Helm installs first:
+	// check those now, before a release is recovered or created.
+	pr, err := newPostRenderer(getter, rel)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := pr.checkCRDFiles(rel.Chart); err != nil {
+		return Result{}, fmt.Errorf("check CRDs of release %s/%s: %w", rel.Namespace, rel.Name, err)
+	}
+	if last != nil {
 		if last, err = d.recoverPending(cfg, last); err != nil {
 			return Result{}, err
 		}
@@ -116,9 +142,9 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	chrt := stamp(rel.Chart, rel.DeploymentID)
 	var out *release.Release
 	if last == nil {
-		out, err = d.install(ctx, cfg, rel, chrt)
+		out, err = d.install(ctx, cfg, rel, chrt, pr)
 	} else {
-		out, err = d.upgrade(ctx, cfg, rel, chrt)
+		out, err = d.upgrade(ctx, cfg, rel, chrt, pr)
 	}
 	if err != nil {
 		return Result{}, err
@@ -172,26 +198,6 @@ func DeploymentIDOf(rel *release.Release) string {
 	return rel.Chart.Metadata.Annotations[DeploymentIDAnnotation]
 }
 
-func validate(rel Release) error {
-	var errs []error
-	if rel.Name == "" || len(rel.Name) > 53 {
-		errs = append(errs, fmt.Errorf("release name %q must be 1 to 53 characters", rel.Name))
-	}
-	if rel.Namespace == "" {
-		errs = append(errs, errors.New("namespace is empty"))
-	}
-	if rel.Chart == nil || rel.Chart.Metadata == nil {
-		errs = append(errs, errors.New("chart is missing"))
-	}
-	if rel.DeploymentID == "" {
-		errs = append(errs, errors.New("deployment ID is empty"))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%w %s/%s: %w", ErrInvalidRelease, rel.Namespace, rel.Name, err)
-	}
-	return nil
-}
-
 // stamp returns a shallow copy of c whose metadata carries the deployment ID.
 func stamp(c *chart.Chart, id string) *chart.Chart {
 	md := *c.Metadata
@@ -219,8 +225,9 @@ func (d *Deployer) configuration(getter genericclioptions.RESTClientGetter, name
 	return cfg, nil
 }
 
-func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel Release, chrt *chart.Chart) (*release.Release, error) {
+func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel Release, chrt *chart.Chart, pr *postRenderer) (*release.Release, error) {
 	in := action.NewInstall(cfg)
+	in.PostRenderer = pr
 	in.ReleaseName = rel.Name
 	in.Namespace = rel.Namespace
 	in.CreateNamespace = true
@@ -233,8 +240,9 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel R
 	return out, nil
 }
 
-func (d *Deployer) upgrade(ctx context.Context, cfg *action.Configuration, rel Release, chrt *chart.Chart) (*release.Release, error) {
+func (d *Deployer) upgrade(ctx context.Context, cfg *action.Configuration, rel Release, chrt *chart.Chart, pr *postRenderer) (*release.Release, error) {
 	up := action.NewUpgrade(cfg)
+	up.PostRenderer = pr
 	up.Namespace = rel.Namespace
 	up.Timeout = d.timeout
 	up.Wait = rel.Wait

@@ -4,188 +4,16 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
-	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
-
-// testTimeout bounds one subtest's Kubernetes and Helm calls. It is generous
-// because tests share a small machine with other test binaries.
-const testTimeout = 2 * time.Minute
-
-// configMapTemplate renders one ConfigMap named after the release. It has no
-// namespace on purpose: Helm must place it in the release namespace.
-const configMapTemplate = `apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ .Release.Name }}
-data:
-  value: {{ .Values.value | quote }}
-`
-
-// testChart returns a fresh in-memory chart with the ConfigMap template.
-func testChart() *chart.Chart {
-	return &chart.Chart{
-		Metadata: &chart.Metadata{APIVersion: chart.APIVersionV2, Name: "probe", Version: "0.1.0"},
-		Templates: []*chart.File{
-			{Name: "templates/configmap.yaml", Data: []byte(configMapTemplate)},
-		},
-	}
-}
-
-// testRelease returns a valid Release of testChart whose ConfigMap holds value.
-func testRelease(namespace, name, id, value string) deployer.Release {
-	return deployer.Release{
-		Name:         name,
-		Namespace:    namespace,
-		Chart:        testChart(),
-		Values:       map[string]any{"value": value},
-		DeploymentID: id,
-	}
-}
-
-// fixture is one API server plus what the tests need to drive and inspect it.
-type fixture struct {
-	cs     kubernetes.Interface
-	config *rest.Config
-	// getter is shared by all subtests, as one getter serves a whole cluster
-	// in production. Its default namespace is "default".
-	getter *deployer.RESTClientGetter
-}
-
-// newFixture starts one cluster (skipping the test in -short mode).
-func newFixture(t *testing.T) *fixture {
-	t.Helper()
-	cluster := testenv.StartClusters(t, 1, testenv.Options{})[0]
-	getter, err := deployer.NewRESTClientGetter(cluster.RESTConfig(), metav1.NamespaceDefault)
-	require.NoError(t, err)
-	return &fixture{cs: cluster.Clientset(t), config: cluster.RESTConfig(), getter: getter}
-}
-
-// newDeployer returns a Deployer that logs to t from Info level up.
-func newDeployer(t *testing.T) *deployer.Deployer {
-	return deployer.New(deployer.Options{
-		Logger:  zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
-		Timeout: time.Minute,
-	})
-}
-
-// helm returns a Helm configuration for namespace that reads and writes the
-// same release storage as the Deployer, for setting up and inspecting
-// releases behind the Deployer's back.
-func (f *fixture) helm(t *testing.T, namespace string) *action.Configuration {
-	t.Helper()
-	cfg := new(action.Configuration)
-	require.NoError(t, cfg.Init(f.getter, namespace, "secret", func(string, ...any) {}))
-	kc, ok := cfg.KubeClient.(*kube.Client)
-	require.True(t, ok, "Helm kube client is %T", cfg.KubeClient)
-	kc.Namespace = namespace
-	return cfg
-}
-
-// history returns the release's revisions, oldest first.
-func (f *fixture) history(t *testing.T, namespace, name string) []*release.Release {
-	t.Helper()
-	rels, err := f.helm(t, namespace).Releases.History(name)
-	require.NoError(t, err)
-	releaseutil.SortByRevision(rels)
-	return rels
-}
-
-// statuses returns the status of each revision of the release, oldest first.
-func (f *fixture) statuses(t *testing.T, namespace, name string) []release.Status {
-	t.Helper()
-	var out []release.Status
-	for _, r := range f.history(t, namespace, name) {
-		out = append(out, r.Info.Status)
-	}
-	return out
-}
-
-// setStatus overwrites the stored status of one revision, as a crash or a
-// failed operation would have left it.
-func (f *fixture) setStatus(t *testing.T, namespace, name string, version int, status release.Status) {
-	t.Helper()
-	cfg := f.helm(t, namespace)
-	rel, err := cfg.Releases.Get(name, version)
-	require.NoError(t, err)
-	rel.Info.Status = status
-	require.NoError(t, cfg.Releases.Update(rel))
-}
-
-// createPending stores a new revision copied from revision from, carrying
-// deploymentID and left in status: what Helm has written when a process dies
-// after recording an upgrade or rollback and before finishing it.
-func (f *fixture) createPending(t *testing.T, namespace, name string, from int, deploymentID string, status release.Status) {
-	t.Helper()
-	cfg := f.helm(t, namespace)
-	base, err := cfg.Releases.Get(name, from)
-	require.NoError(t, err)
-	last, err := cfg.Releases.Last(name)
-	require.NoError(t, err)
-	chrt := *base.Chart
-	md := *chrt.Metadata
-	md.Annotations = map[string]string{deployer.DeploymentIDAnnotation: deploymentID}
-	chrt.Metadata = &md
-	pending := *base
-	pending.Chart = &chrt
-	pending.Version = last.Version + 1
-	pending.Info = &release.Info{
-		FirstDeployed: base.Info.FirstDeployed,
-		LastDeployed:  base.Info.LastDeployed,
-		Status:        status,
-		Description:   "interrupted by the test",
-	}
-	require.NoError(t, cfg.Releases.Create(&pending))
-}
-
-// helmSecrets lists the Secrets the Helm storage driver keeps for a release.
-func (f *fixture) helmSecrets(ctx context.Context, t *testing.T, namespace, name string) []corev1.Secret {
-	t.Helper()
-	list, err := f.cs.CoreV1().Secrets(namespace).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + name})
-	require.NoError(t, err)
-	return list.Items
-}
-
-// configMap returns the release's ConfigMap, failing the test if it is missing.
-func (f *fixture) configMap(ctx context.Context, t *testing.T, namespace, name string) *corev1.ConfigMap {
-	t.Helper()
-	cm, err := f.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-	require.NoError(t, err, "ConfigMap %s/%s", namespace, name)
-	return cm
-}
-
-// assertNoConfigMap asserts that namespace holds no ConfigMap called name.
-func (f *fixture) assertNoConfigMap(ctx context.Context, t *testing.T, namespace, name string) {
-	t.Helper()
-	_, err := f.cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-	assert.True(t, apierrors.IsNotFound(err), "ConfigMap %s/%s: want NotFound, got err=%v", namespace, name, err)
-}
-
-// assertCurrent asserts what Current reports for the release.
-func (f *fixture) assertCurrent(t *testing.T, d *deployer.Deployer, namespace, name, wantID string, wantRevision int) {
-	t.Helper()
-	id, rev, err := d.Current(f.getter, namespace, name)
-	require.NoError(t, err)
-	assert.Equal(t, wantID, id, "Current deployment ID")
-	assert.Equal(t, wantRevision, rev, "Current revision")
-}
 
 func TestDeployer(t *testing.T) {
 	f := newFixture(t)
@@ -194,8 +22,7 @@ func TestDeployer(t *testing.T) {
 	// one cluster, which also exercises concurrent use on different releases.
 	t.Run("install", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-		defer cancel()
+		ctx := testContext(t)
 		d := newDeployer(t)
 		rel := testRelease("install", "app", "id-1", "one")
 
@@ -211,8 +38,7 @@ func TestDeployer(t *testing.T) {
 
 	t.Run("same ID is a no-op", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-		defer cancel()
+		ctx := testContext(t)
 		d := newDeployer(t)
 		_, err := d.Deploy(ctx, f.getter, testRelease("noop", "app", "id-1", "one"))
 		require.NoError(t, err)
@@ -238,8 +64,7 @@ func TestDeployer(t *testing.T) {
 
 	t.Run("new ID upgrades", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-		defer cancel()
+		ctx := testContext(t)
 		d := newDeployer(t)
 		_, err := d.Deploy(ctx, f.getter, testRelease("upgrade", "app", "id-1", "one"))
 		require.NoError(t, err)
@@ -256,8 +81,7 @@ func TestDeployer(t *testing.T) {
 
 	t.Run("failed release with same ID is upgraded", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-		defer cancel()
+		ctx := testContext(t)
 		d := newDeployer(t)
 		_, err := d.Deploy(ctx, f.getter, testRelease("failed", "app", "id-1", "one"))
 		require.NoError(t, err)
@@ -276,8 +100,7 @@ func TestDeployer(t *testing.T) {
 
 	t.Run("uninstall is idempotent", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-		defer cancel()
+		ctx := testContext(t)
 		d := newDeployer(t)
 		_, err := d.Deploy(ctx, f.getter, testRelease("uninstall", "app", "id-1", "one"))
 		require.NoError(t, err)
@@ -301,8 +124,7 @@ func TestDeployer(t *testing.T) {
 
 	t.Run("53-character name is accepted", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-		defer cancel()
+		ctx := testContext(t)
 		d := newDeployer(t)
 		name := strings.Repeat("a", 53)
 
@@ -319,8 +141,7 @@ func TestDeployer(t *testing.T) {
 	// namespace, on install, upgrade and uninstall alike.
 	t.Run("objects without namespace land in release namespace", func(t *testing.T) {
 		t.Parallel()
-		ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-		defer cancel()
+		ctx := testContext(t)
 		d := newDeployer(t)
 		// "other" exists, so a misplaced object is created there rather than
 		// failing with NotFound.
@@ -441,8 +262,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
-			defer cancel()
+			ctx := testContext(t)
 			d := newDeployer(t)
 			ns := "recover-" + string(rune('a'+i))
 			tt.crash(ctx, t, d, ns)
@@ -466,10 +286,7 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 }
 
 func TestDeploy_InvalidRelease(t *testing.T) {
-	// Nothing listens on port 1: a release that wrongly passed validation
-	// fails with a connection error instead of ErrInvalidRelease.
-	getter, err := deployer.NewRESTClientGetter(&rest.Config{Host: "https://127.0.0.1:1"}, metav1.NamespaceDefault)
-	require.NoError(t, err)
+	getter := unreachableGetter(t)
 	d := deployer.New(deployer.Options{})
 
 	tests := []struct {
@@ -501,12 +318,4 @@ func TestDeploy_InvalidRelease(t *testing.T) {
 		require.Error(t, err, "nothing listens on the getter's server")
 		assert.NotErrorIs(t, err, deployer.ErrInvalidRelease)
 	})
-}
-
-// mustDeploy deploys release "app" in ns at id with value, as a crash
-// scenario's set-up step.
-func mustDeploy(ctx context.Context, t *testing.T, d *deployer.Deployer, f *fixture, ns, id, value string) {
-	t.Helper()
-	_, err := d.Deploy(ctx, f.getter, testRelease(ns, "app", id, value))
-	require.NoError(t, err)
 }

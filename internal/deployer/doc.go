@@ -8,6 +8,18 @@
 // pending-upgrade or pending-rollback by a crash) is recovered by the next
 // Deploy instead of blocking the release until a human intervenes.
 //
+// Every install and upgrade runs a post-render step over what the chart's
+// templates render, before Helm applies anything: it confines the release
+// to Release.ForceNamespace, adds Release.Labels and Release.Annotations to
+// every object, and rejects labels and annotations the API server would
+// (ErrInvalidMetadata), so that an invalid chart fails without a partial
+// apply. Helm v3 does not post-render hooks; they are applied as rendered.
+//
+// Besides Deploy and Uninstall, a Deployer reports a deployed release's
+// readiness (Status, WaitReady, by Helm's own ready checks), forgets a
+// release while keeping its objects (Forget, Fleet's keepResources) and
+// deletes a release namespace (DeleteNamespace, Fleet's deleteNamespace).
+//
 // The package does not log "Deployed bundle": it reports Result.Changed and
 // the caller (an activity, which knows the workflow) logs once per real
 // deploy.

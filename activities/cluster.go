@@ -1,0 +1,283 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.uber.org/zap"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/content"
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// Labels and annotations Flotilla puts on every object it deploys.
+const (
+	LabelBundle       = "flotilla.dev/bundle"
+	AnnotationGitRepo = "flotilla.dev/gitrepo"
+	AnnotationCommit  = "flotilla.dev/commit"
+)
+
+// ClusterActivities deploy to and clean up one cluster. They are
+// registered on the cluster's task queue (protocol.ClusterQueue): by the
+// controller's worker in push mode, by the agent in pull mode.
+type ClusterActivities struct {
+	Cluster string
+	// Config returns the cluster's REST config (read from the kubeconfig
+	// store in push mode, in-cluster config for agents).
+	Config   func() (*rest.Config, error)
+	Deployer *deployer.Deployer
+	Content  *content.Store
+	Logger   *zap.Logger
+	// ReadyPoll is how often WaitReady re-checks. Default 500ms.
+	ReadyPoll time.Duration
+
+	mu      sync.Mutex
+	getters map[string]genericclioptions.RESTClientGetter
+	host    string
+}
+
+// getter returns a cached RESTClientGetter for namespace, so discovery is
+// read once per cluster and namespace, not once per deploy.
+func (c *ClusterActivities) getter(namespace string) (genericclioptions.RESTClientGetter, error) {
+	cfg, err := c.Config()
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", c.Cluster, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.host != cfg.Host || c.getters == nil {
+		c.getters, c.host = map[string]genericclioptions.RESTClientGetter{}, cfg.Host
+	}
+	if g, ok := c.getters[namespace]; ok {
+		return g, nil
+	}
+	g, err := deployer.NewRESTClientGetter(cfg, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", c.Cluster, err)
+	}
+	c.getters[namespace] = g
+	return g, nil
+}
+
+// reachable checks the API server answers, so an unreachable cluster is
+// reported as such rather than as a Helm error per bundle.
+func (c *ClusterActivities) reachable(ctx context.Context) error {
+	cfg, err := c.Config()
+	if err != nil {
+		return err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 5 * time.Second
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+		return fmt.Errorf("API server %s unreachable: %w", cfg.Host, err)
+	}
+	return nil
+}
+
+// Deploy makes the cluster run each bundle at its deployment ID. A
+// release already at the ID is left alone (no Helm call beyond reading
+// it); otherwise it is installed or upgraded and "Deployed bundle" is
+// logged once. A bundle whose objects are invalid (bad label or
+// annotation, cluster-scoped object in a forced namespace) is ErrApplied
+// on this cluster and nothing of it is applied. An unreachable cluster
+// returns Retry, and the rollout tries again.
+func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployResult, error) {
+	if err := c.reachable(ctx); err != nil {
+		return c.retry(in, err), nil
+	}
+	var out DeployResult
+	for _, b := range in.Bundles {
+		d, err := c.deployOne(ctx, in, b)
+		if err != nil {
+			return c.retry(in, err), nil
+		}
+		out.Deployments = append(out.Deployments, d)
+		activity.RecordHeartbeat(ctx, b.Name)
+	}
+	return out, nil
+}
+
+func (c *ClusterActivities) retry(in DeployInput, err error) DeployResult {
+	msg := fmt.Sprintf("cluster %s: %v", c.Cluster, err)
+	res := DeployResult{Retry: true, Message: msg}
+	c.Logger.Warn("Cluster not reachable", zap.String("cluster", c.Cluster), zap.String("workflowID", in.WorkflowID), zap.Error(err))
+	return res
+}
+
+func (c *ClusterActivities) deployOne(ctx context.Context, in DeployInput, b Bundle) (status.Deployment, error) {
+	d := status.Deployment{Bundle: b.Name, Cluster: c.Cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
+	rel, err := c.release(in, b)
+	if err != nil {
+		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", c.Cluster, b.Name, err)
+		return d, nil
+	}
+	getter, err := c.getter(b.Namespace)
+	if err != nil {
+		return d, err
+	}
+	res, err := c.Deployer.Deploy(ctx, getter, rel)
+	if errors.Is(err, deployer.ErrInvalidRelease) {
+		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", c.Cluster, b.Name, err)
+		d.AppliedDeploymentID = res.Previous
+		c.Logger.Warn("Bundle not applied", zap.String("bundle", b.Name), zap.String("cluster", c.Cluster),
+			zap.String("release", b.Namespace+"/"+b.Release), zap.String("workflowID", in.WorkflowID), zap.Error(err))
+		return d, nil
+	}
+	if err != nil {
+		return d, fmt.Errorf("bundle %s: %w", b.Name, err)
+	}
+	if res.Changed {
+		c.Logger.Info("Deployed bundle", zap.String("bundle", b.Name), zap.String("cluster", c.Cluster),
+			zap.String("release", b.Namespace+"/"+b.Release), zap.Int("revision", res.Revision),
+			zap.String("deploymentID", b.DeploymentID), zap.String("workflowID", in.WorkflowID))
+	}
+	d.AppliedDeploymentID = b.DeploymentID
+	return c.observe(ctx, d)
+}
+
+// observe fills in readiness and resource counts.
+func (c *ClusterActivities) observe(ctx context.Context, d status.Deployment) (status.Deployment, error) {
+	getter, err := c.getter(d.Namespace)
+	if err != nil {
+		return d, err
+	}
+	st, err := c.Deployer.Status(ctx, getter, d.Namespace, d.Release)
+	if err != nil {
+		return d, fmt.Errorf("bundle %s: %w", d.Bundle, err)
+	}
+	d.AppliedDeploymentID = st.DeploymentID
+	d.Resources, d.ReadyResources = st.Resources, st.Ready
+	d.State, d.Message = status.Ready, ""
+	if st.DeploymentID != d.DeploymentID && d.DeploymentID != "" {
+		d.State, d.Message = status.WaitApplied, fmt.Sprintf("cluster %s: release runs %s", c.Cluster, st.DeploymentID)
+	} else if notReady := append(st.Missing, st.NotReady...); len(notReady) > 0 {
+		d.State = status.NotReady
+		d.Message = fmt.Sprintf("cluster %s: %s", c.Cluster, strings.Join(notReady, "; "))
+	}
+	return d, nil
+}
+
+// release builds the Helm release of a bundle from the content store.
+func (c *ClusterActivities) release(in DeployInput, b Bundle) (deployer.Release, error) {
+	m, err := c.Content.GetManifest(b.ManifestID)
+	if err != nil {
+		return deployer.Release{}, err
+	}
+	opts, err := c.Content.GetOptions(b.OptionsHash)
+	if err != nil {
+		return deployer.Release{}, err
+	}
+	chrt, err := bundle.Chart(bundle.Bundle{Name: b.Name, Dir: b.Path, ManifestID: b.ManifestID, Options: opts}, m)
+	if err != nil {
+		return deployer.Release{}, err
+	}
+	rel := deployer.Release{Name: b.Release, Namespace: b.Namespace, Chart: chrt, DeploymentID: b.DeploymentID,
+		ForceNamespace: opts.TargetNamespace,
+		Labels:         map[string]string{LabelBundle: b.Name},
+		Annotations:    map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}}
+	if opts.Helm != nil {
+		rel.Values = opts.Helm.Values
+	}
+	return rel, nil
+}
+
+// WaitReady polls the bundles' resources until all are ready, the
+// activity's deadline passes, or the rollout cancels it; it reports what
+// it saw last either way.
+func (c *ClusterActivities) WaitReady(ctx context.Context, in DeployInput) (DeployResult, error) {
+	poll := c.ReadyPoll
+	if poll <= 0 {
+		poll = 500 * time.Millisecond
+	}
+	deadline, ok := ctx.Deadline()
+	if ok {
+		deadline = deadline.Add(-2 * time.Second)
+	}
+	for {
+		var out DeployResult
+		ready := true
+		for _, b := range in.Bundles {
+			d := status.Deployment{Bundle: b.Name, Cluster: c.Cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
+			d, err := c.observe(ctx, d)
+			if err != nil {
+				d.State, d.Message = status.NotReady, fmt.Sprintf("cluster %s: %v", c.Cluster, err)
+			}
+			ready = ready && d.State == status.Ready
+			out.Deployments = append(out.Deployments, d)
+		}
+		activity.RecordHeartbeat(ctx)
+		if ready || ctx.Err() != nil || (ok && time.Now().After(deadline)) {
+			return out, nil
+		}
+		select {
+		case <-ctx.Done():
+			return out, nil
+		case <-time.After(poll):
+		}
+	}
+}
+
+// Cleanup removes releases: helm uninstall, or with keepResources only
+// Helm's record of them; deleteNamespace then deletes the namespace.
+func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (CleanupResult, error) {
+	var out CleanupResult
+	if err := c.reachable(ctx); err != nil {
+		out.Retry, out.Message = true, fmt.Sprintf("cluster %s: %v", c.Cluster, err)
+		return out, nil
+	}
+	for _, r := range in.Releases {
+		if err := c.cleanupOne(ctx, in, r); err != nil {
+			out.Retry, out.Message = true, fmt.Sprintf("cluster %s: release %s/%s: %v", c.Cluster, r.Namespace, r.Release, err)
+			continue
+		}
+		out.Removed = append(out.Removed, r.Namespace+"/"+r.Release)
+		activity.RecordHeartbeat(ctx, r.Release)
+	}
+	sort.Strings(out.Removed)
+	return out, nil
+}
+
+func (c *ClusterActivities) cleanupOne(ctx context.Context, in CleanupInput, r Release) error {
+	getter, err := c.getter(r.Namespace)
+	if err != nil {
+		return err
+	}
+	id, _, err := c.Deployer.Current(getter, r.Namespace, r.Release)
+	if err != nil {
+		return err
+	}
+	if r.KeepResources {
+		err = c.Deployer.Forget(ctx, getter, r.Namespace, r.Release)
+	} else {
+		err = c.Deployer.Uninstall(ctx, getter, r.Namespace, r.Release)
+	}
+	if err != nil {
+		return err
+	}
+	if r.DeleteNamespace && !r.KeepResources {
+		if err := c.Deployer.DeleteNamespace(ctx, getter, r.Namespace); err != nil {
+			return err
+		}
+	}
+	if id != "" {
+		c.Logger.Info("Removed bundle", zap.String("bundle", r.Bundle), zap.String("cluster", c.Cluster),
+			zap.String("release", r.Namespace+"/"+r.Release), zap.Bool("keepResources", r.KeepResources),
+			zap.String("deploymentID", id), zap.String("workflowID", in.WorkflowID))
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
+	"github.com/flotilla-gitops/flotilla/internal/content"
+	"github.com/flotilla-gitops/flotilla/internal/gitsource"
+)
+
+// Activities are the controller's activities: Git, rendering and the
+// cluster registry. They run on the controller's task queue.
+type Activities struct {
+	// Client reads cluster and group workflows and signals GitRepos.
+	Client  client.Client
+	Secrets *cluster.SecretStore
+	Content *content.Store
+	Git     *gitsource.Cache
+	Logger  *zap.Logger
+}
+
+// remote builds the Git remote of a GitRepo, with its credentials.
+func (a *Activities) remote(ref GitRepoRef, spec api.GitRepoSpec) (gitsource.Remote, error) {
+	r := gitsource.Remote{URL: spec.Repo, InsecureSkipTLSVerify: spec.InsecureSkipTLSVerify}
+	if spec.ClientSecretName == "" {
+		return r, nil
+	}
+	user, pass, err := a.Secrets.Load(ref.Namespace, spec.ClientSecretName)
+	if errors.Is(err, cluster.ErrNotFound) {
+		return r, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("GitRepo %s: clientSecretName %q: no such secret in namespace %s (apply a v1 Secret with `flotilla apply`)",
+				ref, spec.ClientSecretName, ref.Namespace), ErrTypeSecretNotFound, nil)
+	}
+	if err != nil {
+		return r, fmt.Errorf("GitRepo %s: read secret %s: %w", ref, spec.ClientSecretName, err)
+	}
+	r.Auth = &gitsource.Auth{Username: user, Password: pass}
+	return r, nil
+}
+
+// ResolveCommit asks the remote which commit the GitRepo's branch, tag or
+// revision is at, without cloning.
+func (a *Activities) ResolveCommit(ctx context.Context, in ResolveInput) (ResolveResult, error) {
+	r, err := a.remote(in.GitRepo, in.Spec)
+	if err != nil {
+		return ResolveResult{}, err
+	}
+	ref, err := gitsource.Resolve(ctx, r, in.Spec.Branch, in.Spec.Revision)
+	if err != nil {
+		return ResolveResult{}, gitError(in.GitRepo, err)
+	}
+	return ResolveResult{Ref: ref.Name, Commit: ref.Commit}, nil
+}
+
+func gitError(ref GitRepoRef, err error) error {
+	msg := fmt.Sprintf("GitRepo %s: %v", ref, err)
+	switch {
+	case errors.Is(err, gitsource.ErrAuth):
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitAuth, nil)
+	case errors.Is(err, gitsource.ErrRefNotFound):
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeRefNotFound, nil)
+	}
+	return temporal.NewApplicationError(msg, "Git")
+}
+
+// Render checks out the commit, finds the bundles under the GitRepo's
+// paths, and stores each bundle's resources and options in the content
+// store. Errors in the repository (a bad fleet.yaml, a missing chart)
+// are non-retryable and name the file and the bundle.
+func (a *Activities) Render(ctx context.Context, in RenderInput) (RenderResult, error) {
+	r, err := a.remote(in.GitRepo, in.Spec)
+	if err != nil {
+		return RenderResult{}, err
+	}
+	dir, err := a.Git.Checkout(ctx, r, gitsource.Ref{Name: in.Commit, Commit: in.Commit})
+	if err != nil {
+		return RenderResult{}, gitError(in.GitRepo, err)
+	}
+	activity.RecordHeartbeat(ctx, "checked out")
+	dirs, err := bundle.Scan(dir, in.Spec.EffectivePaths())
+	if err != nil {
+		return RenderResult{}, invalidBundle(in.GitRepo, err)
+	}
+	var out RenderResult
+	names, releases := map[string]string{}, map[string]string{}
+	for _, d := range dirs {
+		b, m, err := bundle.Read(dir, d, in.GitRepo.Name)
+		if err != nil {
+			return RenderResult{}, invalidBundle(in.GitRepo, err)
+		}
+		rb, err := a.store(in, b, m)
+		if err != nil {
+			return RenderResult{}, err
+		}
+		if other, ok := names[rb.Name]; ok {
+			return RenderResult{}, invalidBundle(in.GitRepo, fmt.Errorf("bundles %s and %s are both named %q", other, d, rb.Name))
+		}
+		if other, ok := releases[rb.Namespace+"/"+rb.Release]; ok {
+			return RenderResult{}, invalidBundle(in.GitRepo, fmt.Errorf("bundles %s and %s both deploy release %s/%s", other, d, rb.Namespace, rb.Release))
+		}
+		names[rb.Name], releases[rb.Namespace+"/"+rb.Release] = d, d
+		out.Bundles = append(out.Bundles, rb)
+		activity.RecordHeartbeat(ctx, d)
+	}
+	sort.Slice(out.Bundles, func(i, j int) bool { return out.Bundles[i].Name < out.Bundles[j].Name })
+	a.Logger.Info("Rendered bundles", zap.String("gitrepo", in.GitRepo.String()), zap.String("commit", in.Commit),
+		zap.Int("bundles", len(out.Bundles)))
+	return out, nil
+}
+
+// store applies the GitRepo's options to a bundle and stores it.
+func (a *Activities) store(in RenderInput, b bundle.Bundle, m bundle.Manifest) (Bundle, error) {
+	opts := b.Options
+	if in.Spec.TargetNamespace != "" {
+		opts.TargetNamespace = in.Spec.TargetNamespace
+	}
+	opts.KeepResources = opts.KeepResources || in.Spec.KeepResources
+	opts.DeleteNamespace = opts.DeleteNamespace || in.Spec.DeleteNamespace
+	if in.Spec.ForceSyncGeneration != 0 {
+		opts.ForceSyncGeneration = in.Spec.ForceSyncGeneration
+	}
+	manifestID, err := a.Content.PutManifest(m)
+	if err != nil {
+		return Bundle{}, fmt.Errorf("store bundle %s: %w", b.Name, err)
+	}
+	optionsHash, err := a.Content.PutOptions(opts)
+	if err != nil {
+		return Bundle{}, fmt.Errorf("store options of bundle %s: %w", b.Name, err)
+	}
+	release := bundle.ReleaseName(b.Name)
+	if opts.Helm != nil && opts.Helm.ReleaseName != "" {
+		release = opts.Helm.ReleaseName
+	}
+	ns := opts.TargetNamespace
+	if ns == "" {
+		ns = opts.DefaultNamespace
+	}
+	if ns == "" {
+		ns = "default"
+	}
+	return Bundle{Name: b.Name, Path: b.Dir, ManifestID: manifestID, OptionsHash: optionsHash,
+		DeploymentID: manifestID + ":" + optionsHash, Release: release, Namespace: ns,
+		KeepResources: opts.KeepResources, DeleteNamespace: opts.DeleteNamespace, Resources: b.ResourceCount}, nil
+}
+
+func invalidBundle(ref GitRepoRef, err error) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("GitRepo %s: %v", ref, err), ErrTypeInvalidBundle, nil)
+}

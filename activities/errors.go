@@ -1,0 +1,16 @@
+package activities
+
+// Error types of non-retryable application errors. Workflows and the CLI
+// match on these, never on messages.
+const (
+	// ErrTypeInvalidBundle: a bundle in the repository cannot be rendered
+	// (bad fleet.yaml, missing chart, duplicate names). The message names
+	// the file and the bundle.
+	ErrTypeInvalidBundle = "InvalidBundle"
+	// ErrTypeGitAuth: the Git server refused the credentials.
+	ErrTypeGitAuth = "GitAuth"
+	// ErrTypeRefNotFound: the branch, tag or commit does not exist.
+	ErrTypeRefNotFound = "RefNotFound"
+	// ErrTypeSecretNotFound: clientSecretName names no stored secret.
+	ErrTypeSecretNotFound = "SecretNotFound"
+)

@@ -1,0 +1,134 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.uber.org/zap"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/target"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+// ListTargets reads every registered cluster and group and matches the
+// targets against them. Cluster workflows are enumerated through
+// visibility and each one is queried, so labels are never stale.
+func (a *Activities) ListTargets(ctx context.Context, in TargetsInput) (TargetsResult, error) {
+	clusters, err := a.clusters(ctx)
+	if err != nil {
+		return TargetsResult{}, err
+	}
+	groups, err := a.groups(ctx)
+	if err != nil {
+		return TargetsResult{}, err
+	}
+	var tcs []target.Cluster
+	paused := map[string]bool{}
+	out := TargetsResult{Registered: []string{}, Matched: []TargetCluster{}}
+	for _, c := range clusters {
+		tcs = append(tcs, target.Cluster{Name: c.Name, Labels: c.Labels})
+		paused[c.Name] = c.Paused
+		out.Registered = append(out.Registered, c.Name)
+	}
+	var tgs []target.Group
+	for _, g := range groups {
+		tgs = append(tgs, target.Group{Name: g.Name, Selector: g.Selector, Labels: g.Labels})
+	}
+	matched, err := target.Match(in.Targets, tcs, tgs)
+	if err != nil {
+		return TargetsResult{}, err
+	}
+	for _, m := range matched {
+		out.Matched = append(out.Matched, TargetCluster{Name: m.Cluster, Paused: paused[m.Cluster]})
+	}
+	return out, nil
+}
+
+// clusters returns every registered cluster, sorted by name.
+func (a *Activities) clusters(ctx context.Context) ([]protocol.ClusterRecord, error) {
+	var out []protocol.ClusterRecord
+	err := a.each(ctx, protocol.ClusterWorkflow, func(id string) error {
+		var rec protocol.ClusterRecord
+		if err := a.query(ctx, id, &rec); err != nil {
+			return err
+		}
+		if !rec.Removed && rec.Name != "" {
+			out = append(out, rec)
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+// groups returns every cluster group, sorted by name.
+func (a *Activities) groups(ctx context.Context) ([]protocol.GroupRecord, error) {
+	var out []protocol.GroupRecord
+	err := a.each(ctx, protocol.ClusterGroupWorkflow, func(id string) error {
+		var rec protocol.GroupRecord
+		if err := a.query(ctx, id, &rec); err != nil {
+			return err
+		}
+		if !rec.Removed && rec.Name != "" {
+			out = append(out, rec)
+		}
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}
+
+func (a *Activities) query(ctx context.Context, id string, out any) error {
+	v, err := a.Client.QueryWorkflow(ctx, id, "", protocol.QueryStatus)
+	if err != nil {
+		return fmt.Errorf("query %s: %w", id, err)
+	}
+	return v.Get(out)
+}
+
+// each calls fn with the ID of every running workflow of type wfType.
+func (a *Activities) each(ctx context.Context, wfType string, fn func(id string) error) error {
+	return temporalx.EachWorkflow(ctx, a.Client, temporalx.RunningOfType(wfType), fn)
+}
+
+// NotifyGitRepos signals every running GitRepo workflow that clusters or
+// groups changed. With WaitFor set it first waits until that workflow is
+// listed, so every GitRepo that lists clusters afterwards sees it.
+func (a *Activities) NotifyGitRepos(ctx context.Context, in NotifyInput) error {
+	if in.WaitFor != "" {
+		q := fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Running'", in.WaitFor)
+		for {
+			found := false
+			if err := temporalx.EachWorkflow(ctx, a.Client, q, func(string) error { found = true; return nil }); err != nil {
+				return err
+			}
+			if found {
+				break
+			}
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	n := 0
+	err := a.each(ctx, protocol.GitRepoWorkflow, func(id string) error {
+		err := a.Client.SignalWorkflow(ctx, id, "", protocol.SignalClustersChanged, nil)
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil // it ended since it was listed
+		}
+		n++
+		return err
+	})
+	a.Logger.Debug("Notified GitRepos", zap.String("reason", in.Reason), zap.Int("gitrepos", n))
+	return err
+}

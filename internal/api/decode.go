@@ -1,0 +1,151 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// Document is one decoded YAML document; exactly one pointer is set.
+type Document struct {
+	// Source names where the document came from ("apps.yaml#2").
+	Source       string
+	GitRepo      *GitRepo
+	Cluster      *Cluster
+	ClusterGroup *ClusterGroup
+	Secret       *Secret
+}
+
+// Kind returns the document's kind.
+func (d Document) Kind() string {
+	switch {
+	case d.GitRepo != nil:
+		return KindGitRepo
+	case d.Cluster != nil:
+		return KindCluster
+	case d.ClusterGroup != nil:
+		return KindClusterGroup
+	case d.Secret != nil:
+		return KindSecret
+	}
+	return ""
+}
+
+// Name returns "<namespace>/<name>" or "<name>" for cluster-scoped kinds.
+func (d Document) Name() string {
+	switch {
+	case d.GitRepo != nil:
+		return d.GitRepo.Metadata.Namespace + "/" + d.GitRepo.Metadata.Name
+	case d.Cluster != nil:
+		return d.Cluster.Metadata.Name
+	case d.ClusterGroup != nil:
+		return d.ClusterGroup.Metadata.Name
+	case d.Secret != nil:
+		return d.Secret.Metadata.Namespace + "/" + d.Secret.Metadata.Name
+	}
+	return ""
+}
+
+// Decode reads every YAML (or JSON) document in r, defaults and validates
+// it. source names the input in errors. Empty documents are skipped; a
+// document of an unknown kind or apiVersion, or an invalid one, is an error
+// naming the source and the field.
+func Decode(r io.Reader, source string) ([]Document, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
+	var docs []Document
+	for i := 1; ; i++ {
+		var raw map[string]any
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				return docs, nil
+			}
+			return nil, fmt.Errorf("%s: document %d: %w", source, i, err)
+		}
+		if len(raw) == 0 {
+			continue
+		}
+		src := fmt.Sprintf("%s#%d", source, i)
+		doc, err := decodeOne(raw, src)
+		if err != nil {
+			return nil, err
+		}
+		docs = append(docs, doc)
+	}
+}
+
+func decodeOne(raw map[string]any, src string) (Document, error) {
+	apiVersion, _ := raw["apiVersion"].(string)
+	kind, _ := raw["kind"].(string)
+	data, err := yaml.Marshal(raw)
+	if err != nil {
+		return Document{}, fmt.Errorf("%s: %w", src, err)
+	}
+	doc := Document{Source: src}
+	switch {
+	case kind == KindGitRepo && (apiVersion == Version || apiVersion == FleetVersion):
+		doc.GitRepo = &GitRepo{}
+		err = unmarshal(data, doc.GitRepo)
+	case kind == KindClusterGroup && (apiVersion == Version || apiVersion == FleetVersion):
+		doc.ClusterGroup = &ClusterGroup{}
+		err = unmarshal(data, doc.ClusterGroup)
+	case kind == KindCluster && apiVersion == Version:
+		doc.Cluster = &Cluster{}
+		err = unmarshal(data, doc.Cluster)
+	case kind == KindSecret && apiVersion == "v1":
+		doc.Secret = &Secret{}
+		err = unmarshal(data, doc.Secret)
+	default:
+		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo or ClusterGroup in %s or %s, Cluster in %s, or a v1 Secret)",
+			src, kind, apiVersion, Version, FleetVersion, Version)
+	}
+	if err != nil {
+		return Document{}, fmt.Errorf("%s: %s %s: %w", src, kind, metaName(raw), err)
+	}
+	if err := doc.defaultAndValidate(); err != nil {
+		return Document{}, fmt.Errorf("%s: %w", src, err)
+	}
+	return doc, nil
+}
+
+func (d *Document) defaultAndValidate() error {
+	switch {
+	case d.GitRepo != nil:
+		d.GitRepo.Default()
+		return d.GitRepo.Validate()
+	case d.Cluster != nil:
+		return d.Cluster.Validate()
+	case d.ClusterGroup != nil:
+		return d.ClusterGroup.Validate()
+	case d.Secret != nil:
+		if d.Secret.Metadata.Namespace == "" {
+			d.Secret.Metadata.Namespace = DefaultNamespace
+		}
+		return d.Secret.Validate()
+	}
+	return nil
+}
+
+func unmarshal(data []byte, v any) error {
+	// Fleet documents carry fields Flotilla does not use yet (status,
+	// helmSecretName, ...); they are accepted and ignored.
+	return yaml.Unmarshal(data, v)
+}
+
+func metaName(raw map[string]any) string {
+	md, _ := raw["metadata"].(map[string]any)
+	name, _ := md["name"].(string)
+	if ns, _ := md["namespace"].(string); ns != "" {
+		return ns + "/" + name
+	}
+	return name
+}
+
+// EncodeYAML renders v as YAML (for `flotilla get -o yaml` and tests).
+func EncodeYAML(v any) (string, error) {
+	b, err := yaml.Marshal(v)
+	return string(bytes.TrimSpace(b)), err
+}

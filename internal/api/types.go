@@ -1,0 +1,140 @@
+package api
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// API versions and kinds understood by Decode.
+const (
+	Version      = "flotilla.dev/v1alpha1"
+	FleetVersion = "fleet.cattle.io/v1alpha1"
+
+	KindGitRepo      = "GitRepo"
+	KindCluster      = "Cluster"
+	KindClusterGroup = "ClusterGroup"
+	KindSecret       = "Secret"
+)
+
+// Defaults applied by Default.
+const (
+	// DefaultNamespace is the namespace of a GitRepo that names none
+	// (Fleet's namespace for downstream clusters).
+	DefaultNamespace = "fleet-default"
+	// DefaultPollingInterval is how often a GitRepo's remote is polled.
+	DefaultPollingInterval = 15 * time.Second
+	// DefaultClusterGroup is the group targeted by a GitRepo without targets.
+	DefaultClusterGroup = "default"
+	// DefaultPath is the path scanned when a GitRepo lists none.
+	DefaultPath = "."
+)
+
+// ObjectMeta is the subset of Kubernetes object metadata Flotilla uses.
+type ObjectMeta struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// TypeMeta names the document's schema.
+type TypeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
+// GitRepo is a Git repository whose bundles are deployed to target clusters.
+type GitRepo struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta  `json:"metadata"`
+	Spec     GitRepoSpec `json:"spec"`
+}
+
+// GitRepoSpec carries Fleet's GitRepo field names.
+type GitRepoSpec struct {
+	// Repo is the clone URL (http, https).
+	Repo string `json:"repo"`
+	// Branch to follow. Empty: the remote's HEAD (its default branch).
+	Branch string `json:"branch,omitempty"`
+	// Revision pins a commit or tag; polling then never moves it.
+	Revision string `json:"revision,omitempty"`
+	// Paths are the directories (globs) scanned for bundles. Default ".".
+	Paths []string `json:"paths,omitempty"`
+	// Targets select clusters. Default: clusterGroup "default".
+	Targets []GitTarget `json:"targets,omitempty"`
+	// TargetNamespace forces every bundle's objects into this namespace.
+	TargetNamespace string `json:"targetNamespace,omitempty"`
+	// ClientSecretName names a basic-auth Secret (username/password, or a
+	// token as password) applied with `flotilla apply`.
+	ClientSecretName string `json:"clientSecretName,omitempty"`
+	// PollingInterval between checks of the remote. Default 15s, ±10 % jitter.
+	PollingInterval *metav1.Duration `json:"pollingInterval,omitempty"`
+	// DisablePolling stops polling; only sync signals and webhooks trigger.
+	DisablePolling bool `json:"disablePolling,omitempty"`
+	// Paused keeps polling but deploys nothing until resumed.
+	Paused bool `json:"paused,omitempty"`
+	// KeepResources leaves deployed objects in place when bundles or the
+	// GitRepo are deleted, or clusters are no longer targeted.
+	KeepResources bool `json:"keepResources,omitempty"`
+	// DeleteNamespace deletes a bundle's namespace when the bundle is removed.
+	DeleteNamespace bool `json:"deleteNamespace,omitempty"`
+	// ForceSyncGeneration, when bumped, redeploys everything.
+	ForceSyncGeneration int64 `json:"forceSyncGeneration,omitempty"`
+	// InsecureSkipTLSVerify disables TLS verification for the Git server.
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+}
+
+// GitTarget selects clusters. Its criteria are AND-ed; a target with none
+// matches nothing; clusterSelector {} matches every cluster.
+type GitTarget struct {
+	Name                 string                `json:"name,omitempty"`
+	ClusterName          string                `json:"clusterName,omitempty"`
+	ClusterSelector      *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+	ClusterGroup         string                `json:"clusterGroup,omitempty"`
+	ClusterGroupSelector *metav1.LabelSelector `json:"clusterGroupSelector,omitempty"`
+}
+
+// Cluster is a registered Kubernetes cluster. Its kubeconfig never travels
+// in a resource: `flotilla cluster add` stores it on the worker's host.
+type Cluster struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta  `json:"metadata"`
+	Spec     ClusterSpec `json:"spec,omitempty"`
+}
+
+// ClusterSpec is the cluster's desired state.
+type ClusterSpec struct {
+	// Paused stops deploys to this cluster.
+	Paused bool `json:"paused,omitempty"`
+}
+
+// ClusterGroup is a named label selector over clusters.
+type ClusterGroup struct {
+	TypeMeta `json:",inline"`
+	Metadata ObjectMeta       `json:"metadata"`
+	Spec     ClusterGroupSpec `json:"spec"`
+}
+
+// ClusterGroupSpec holds the selector.
+type ClusterGroupSpec struct {
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// Secret is a Kubernetes v1 Secret holding Git credentials. `flotilla
+// apply` stores it on the worker's host, never in Temporal.
+type Secret struct {
+	TypeMeta   `json:",inline"`
+	Metadata   ObjectMeta        `json:"metadata"`
+	Type       string            `json:"type,omitempty"`
+	Data       map[string][]byte `json:"data,omitempty"`
+	StringData map[string]string `json:"stringData,omitempty"`
+}
+
+// Polling returns the effective polling interval.
+func (s GitRepoSpec) Polling() time.Duration {
+	if s.PollingInterval == nil || s.PollingInterval.Duration <= 0 {
+		return DefaultPollingInterval
+	}
+	return s.PollingInterval.Duration
+}

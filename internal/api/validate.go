@@ -1,0 +1,276 @@
+package api
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// ValidationError is a resource that failed validation; its message names
+// the resource and every offending field.
+type ValidationError struct {
+	Kind, Name string
+	Errs       field.ErrorList
+}
+
+func (e *ValidationError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, fe := range e.Errs {
+		msgs[i] = fe.Error()
+	}
+	return fmt.Sprintf("invalid %s %s: %s", e.Kind, e.Name, strings.Join(msgs, "; "))
+}
+
+func invalid(kind, name string, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return &ValidationError{Kind: kind, Name: name, Errs: errs}
+}
+
+// Default fills in the GitRepo's defaults: namespace, paths and targets.
+// Branch stays empty (meaning the remote HEAD) and polling is resolved by
+// GitRepoSpec.Polling, so the stored spec is what the user wrote.
+func (g *GitRepo) Default() {
+	if g.Metadata.Namespace == "" {
+		g.Metadata.Namespace = DefaultNamespace
+	}
+	if g.APIVersion == "" {
+		g.APIVersion, g.Kind = Version, KindGitRepo
+	}
+}
+
+// EffectivePaths returns the scanned paths (default ".").
+func (s GitRepoSpec) EffectivePaths() []string {
+	if len(s.Paths) == 0 {
+		return []string{DefaultPath}
+	}
+	return s.Paths
+}
+
+// EffectiveTargets returns the targets (default clusterGroup "default").
+func (s GitRepoSpec) EffectiveTargets() []GitTarget {
+	if len(s.Targets) == 0 {
+		return []GitTarget{{Name: "default", ClusterGroup: DefaultClusterGroup}}
+	}
+	return s.Targets
+}
+
+// Validate checks the GitRepo; the error names every bad field.
+func (g *GitRepo) Validate() error {
+	var errs field.ErrorList
+	errs = append(errs, validateMeta(g.Metadata, true, field.NewPath("metadata"))...)
+	errs = append(errs, g.Spec.validate(field.NewPath("spec"))...)
+	return invalid(KindGitRepo, g.Metadata.Namespace+"/"+g.Metadata.Name, errs)
+}
+
+func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.Repo == "" {
+		errs = append(errs, field.Required(p.Child("repo"), "the Git repository URL"))
+	} else if u, err := url.Parse(s.Repo); err != nil {
+		errs = append(errs, field.Invalid(p.Child("repo"), redactURL(s.Repo), err.Error()))
+	} else if u.Scheme != "http" && u.Scheme != "https" {
+		errs = append(errs, field.NotSupported(p.Child("repo"), u.Scheme, []string{"http", "https"}))
+	} else if u.User != nil {
+		errs = append(errs, field.Invalid(p.Child("repo"), redactURL(s.Repo), "credentials in the URL are not allowed; use clientSecretName"))
+	}
+	if s.Branch != "" && !validRef(s.Branch) {
+		errs = append(errs, field.Invalid(p.Child("branch"), s.Branch, "not a valid Git branch name"))
+	}
+	if s.Revision != "" && !validRef(s.Revision) {
+		errs = append(errs, field.Invalid(p.Child("revision"), s.Revision, "not a valid Git revision"))
+	}
+	for i, pt := range s.Paths {
+		pp := p.Child("paths").Index(i)
+		switch {
+		case pt == "":
+			errs = append(errs, field.Invalid(pp, pt, "must not be empty"))
+		case path.IsAbs(pt) || strings.HasPrefix(pt, "/"):
+			errs = append(errs, field.Invalid(pp, pt, "must be relative to the repository root"))
+		case hasDotDot(pt):
+			errs = append(errs, field.Invalid(pp, pt, "must not leave the repository ('..')"))
+		default:
+			if _, err := path.Match(pt, ""); err != nil {
+				errs = append(errs, field.Invalid(pp, pt, "bad glob: "+err.Error()))
+			}
+		}
+	}
+	for i, t := range s.Targets {
+		errs = append(errs, t.validate(p.Child("targets").Index(i))...)
+	}
+	if s.TargetNamespace != "" {
+		errs = append(errs, dnsLabel(p.Child("targetNamespace"), s.TargetNamespace)...)
+	}
+	if s.ClientSecretName != "" {
+		errs = append(errs, dnsSubdomain(p.Child("clientSecretName"), s.ClientSecretName)...)
+	}
+	if s.PollingInterval != nil && s.PollingInterval.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("pollingInterval"), s.PollingInterval.Duration.String(), "must not be negative"))
+	}
+	if s.ForceSyncGeneration < 0 {
+		errs = append(errs, field.Invalid(p.Child("forceSyncGeneration"), s.ForceSyncGeneration, "must not be negative"))
+	}
+	return errs
+}
+
+func (t GitTarget) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if t.ClusterName != "" {
+		errs = append(errs, dnsLabel(p.Child("clusterName"), t.ClusterName)...)
+	}
+	if t.ClusterGroup != "" {
+		errs = append(errs, dnsSubdomain(p.Child("clusterGroup"), t.ClusterGroup)...)
+	}
+	errs = append(errs, selector(p.Child("clusterSelector"), t.ClusterSelector)...)
+	errs = append(errs, selector(p.Child("clusterGroupSelector"), t.ClusterGroupSelector)...)
+	return errs
+}
+
+// Validate checks the Cluster's name and labels.
+func (c *Cluster) Validate() error {
+	return invalid(KindCluster, c.Metadata.Name, ValidateClusterMeta(c.Metadata))
+}
+
+// ValidateClusterMeta checks a cluster's name (a DNS-1123 label: it becomes
+// part of workflow IDs and task queues) and labels.
+func ValidateClusterMeta(m ObjectMeta) field.ErrorList {
+	p := field.NewPath("metadata")
+	errs := dnsLabel(p.Child("name"), m.Name)
+	errs = append(errs, ValidateLabels(m.Labels, p.Child("labels"))...)
+	return errs
+}
+
+// Validate checks the ClusterGroup's name and selector.
+func (g *ClusterGroup) Validate() error {
+	errs := validateMeta(g.Metadata, false, field.NewPath("metadata"))
+	errs = append(errs, selector(field.NewPath("spec", "selector"), g.Spec.Selector)...)
+	if g.Spec.Selector == nil {
+		errs = append(errs, field.Required(field.NewPath("spec", "selector"), "a label selector ({} selects every cluster)"))
+	}
+	return invalid(KindClusterGroup, g.Metadata.Name, errs)
+}
+
+// Validate checks the Secret carries usable Git credentials.
+func (s *Secret) Validate() error {
+	errs := validateMeta(s.Metadata, true, field.NewPath("metadata"))
+	keys := map[string]bool{}
+	for k := range s.Data {
+		keys[k] = true
+	}
+	for k := range s.StringData {
+		keys[k] = true
+	}
+	if !keys["password"] && !keys["token"] {
+		errs = append(errs, field.Required(field.NewPath("data"), "a basic-auth secret needs \"password\" (with \"username\") or \"token\""))
+	}
+	return invalid(KindSecret, s.Metadata.Namespace+"/"+s.Metadata.Name, errs)
+}
+
+// Credentials returns the secret's username and password (a "token" is a
+// password with username "git" unless one is given).
+func (s *Secret) Credentials() (username, password string) {
+	get := func(k string) string {
+		if v, ok := s.StringData[k]; ok {
+			return v
+		}
+		return string(s.Data[k])
+	}
+	username, password = get("username"), get("password")
+	if password == "" {
+		password = get("token")
+		if username == "" {
+			username = "git"
+		}
+	}
+	return username, password
+}
+
+// ValidateLabels checks label keys and values with apimachinery's rules.
+func ValidateLabels(labels map[string]string, p *field.Path) field.ErrorList {
+	return metav1validation.ValidateLabels(labels, p)
+}
+
+func validateMeta(m ObjectMeta, namespaced bool, p *field.Path) field.ErrorList {
+	errs := dnsSubdomain(p.Child("name"), m.Name)
+	if len(m.Name) > 63 {
+		errs = append(errs, field.TooLong(p.Child("name"), m.Name, 63))
+	}
+	if namespaced && m.Namespace != "" {
+		errs = append(errs, dnsLabel(p.Child("namespace"), m.Namespace)...)
+	}
+	errs = append(errs, ValidateLabels(m.Labels, p.Child("labels"))...)
+	return errs
+}
+
+func dnsLabel(p *field.Path, v string) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(v) {
+		errs = append(errs, field.Invalid(p, v, msg))
+	}
+	return errs
+}
+
+func dnsSubdomain(p *field.Path, v string) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(v) {
+		errs = append(errs, field.Invalid(p, v, msg))
+	}
+	return errs
+}
+
+func selector(p *field.Path, s *metav1.LabelSelector) field.ErrorList {
+	if s == nil {
+		return nil
+	}
+	errs := metav1validation.ValidateLabelSelector(s, metav1validation.LabelSelectorValidationOptions{}, p)
+	if len(errs) == 0 {
+		if _, err := metav1.LabelSelectorAsSelector(s); err != nil {
+			errs = append(errs, field.Invalid(p, s.String(), err.Error()))
+		}
+	}
+	return errs
+}
+
+func validRef(ref string) bool {
+	if strings.ContainsAny(ref, " ~^:?*[\\") || strings.Contains(ref, "..") || strings.HasPrefix(ref, "-") {
+		return false
+	}
+	return !strings.HasSuffix(ref, ".lock") && !strings.HasSuffix(ref, "/") && !strings.HasPrefix(ref, "/")
+}
+
+func hasDotDot(p string) bool {
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// redactURL drops any userinfo from a URL so it can appear in messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		if i := strings.Index(raw, "@"); i >= 0 {
+			if j := strings.Index(raw, "://"); j >= 0 && j < i {
+				return raw[:j+3] + "REDACTED@" + raw[i+1:]
+			}
+		}
+		return raw
+	}
+	u.User = url.User("REDACTED")
+	return u.String()
+}

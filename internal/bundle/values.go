@@ -1,0 +1,102 @@
+package bundle
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path"
+
+	"sigs.k8s.io/yaml"
+)
+
+// mergeValues returns base with overlay deep-merged on top: where both hold
+// a map under the same key the maps are merged, otherwise overlay's value
+// wins (lists are replaced, not appended). Neither argument is modified.
+func mergeValues(base, overlay map[string]any) map[string]any {
+	out := maps.Clone(base)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, v := range overlay {
+		bm, bok := out[k].(map[string]any)
+		om, ook := v.(map[string]any)
+		if bok && ook {
+			out[k] = mergeValues(bm, om)
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// helmValues returns the values of h with its values files merged in, and
+// the paths, relative to the bundle directory, of the values files inside
+// the bundle directory (they are not bundle resources).
+//
+// Order follows Fleet (bundlereader generateValues): the inline values come
+// first and each values file is merged on top, so later files win over
+// earlier ones and any file wins over inline values. Values files are read
+// as YAML like fleet.yaml, so numbers become float64 as in Fleet. Fleet
+// only merges values files when helm.chart is set; Read merges them for
+// every bundle, since ignoring a file the user listed helps no one.
+func (rd *reader) helmValues(h *HelmOptions) (map[string]any, []string, error) {
+	values := h.Values
+	var inBundle []string
+	for i, vf := range h.ValuesFiles {
+		field := fmt.Sprintf("helm.valuesFiles[%d]", i)
+		rel, err := rd.localPath(field, vf)
+		if err != nil {
+			return nil, nil, err
+		}
+		_, fi, err := rd.repo.resolve(rel)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, rd.invalid(field, fmt.Errorf("values file %s does not exist", rel))
+		}
+		if err != nil {
+			return nil, nil, rd.invalidOrIO(field, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, nil, rd.invalid(field, fmt.Errorf("values file %s is not a regular file", rel))
+		}
+		data, err := os.ReadFile(rd.repo.abs(rel))
+		if err != nil {
+			return nil, nil, fmt.Errorf("bundle %s: read %s: %w", rd.name, rel, err)
+		}
+		var fileValues map[string]any
+		if err := yaml.Unmarshal(data, &fileValues); err != nil {
+			return nil, nil, &ValidationError{Bundle: rd.name, Path: rel, Err: err}
+		}
+		values = mergeValues(values, fileValues)
+		if withinDir(rd.dir, rel) {
+			inBundle = append(inBundle, relTo(rd.dir, rel))
+		}
+	}
+	if len(values) == 0 {
+		values = nil
+	}
+	return values, inBundle, nil
+}
+
+// localPath resolves p, relative to the bundle directory, to a repo path,
+// rejecting absolute paths and paths that leave the repository.
+func (rd *reader) localPath(field, p string) (string, error) {
+	if path.IsAbs(p) {
+		return "", rd.invalid(field, fmt.Errorf("%q is absolute: %w", p, ErrOutsideRepo))
+	}
+	rel, err := cleanRel(path.Join(rd.dir, p))
+	if err != nil {
+		return "", rd.invalid(field, fmt.Errorf("%q: %w", p, ErrOutsideRepo))
+	}
+	return rel, nil
+}
+
+// invalidOrIO wraps err as a validation error when it is about the content
+// (a path leaving the repository) and as a plain error otherwise.
+func (rd *reader) invalidOrIO(field string, err error) error {
+	if errors.Is(err, ErrOutsideRepo) {
+		return rd.invalid(field, err)
+	}
+	return fmt.Errorf("bundle %s: %s: %s: %w", rd.name, rd.file, field, err)
+}

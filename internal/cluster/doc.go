@@ -1,0 +1,13 @@
+// Package cluster stores, on the worker's host, what must never travel
+// through Temporal: cluster kubeconfigs (Store, <state-dir>/clusters) and
+// Git credentials (SecretStore, <state-dir>/secrets). `flotilla cluster
+// add` and `flotilla apply` run on the same host as the worker, share its
+// --state-dir and write here; the worker reads.
+//
+// Files are written with mode 0600 in directories created 0700, through a
+// temporary file renamed into place, so a reader never sees a partial
+// file. Errors and messages name clusters, contexts, secrets and
+// directories but never include kubeconfig content, tokens or passwords.
+// Names are validated before they become file names, so a name cannot
+// escape the store's directory.
+package cluster

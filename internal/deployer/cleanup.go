@@ -1,0 +1,88 @@
+package deployer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"helm.sh/helm/v3/pkg/storage/driver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Forget deletes every record Helm keeps of the release (all revisions)
+// and leaves every object the release deployed in place, unmanaged: Fleet's
+// keepResources. A release that does not exist is not an error. The kept
+// objects still carry Helm's ownership metadata, so a later Deploy of the
+// same release is a fresh install (revision 1) that adopts them.
+func (d *Deployer) Forget(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string) error {
+	cfg, err := d.configuration(getter, namespace)
+	if err != nil {
+		return err
+	}
+	revisions, err := cfg.Releases.History(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read history of release %s/%s: %w", namespace, name, err)
+	}
+	for _, rev := range revisions {
+		// Helm's storage takes no context: stop between deletions.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("forget release %s/%s: %w", namespace, name, err)
+		}
+		_, err := cfg.Releases.Delete(name, rev.Version)
+		if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("forget release %s/%s revision %d: %w", namespace, name, rev.Version, err)
+		}
+	}
+	return nil
+}
+
+// DeleteNamespace asks the cluster to delete namespace and everything in it
+// (Fleet's deleteNamespace) and returns without waiting for the namespace
+// controller to finish. A namespace that is missing or already terminating
+// is not an error. The namespaces Kubernetes itself relies on (default,
+// kube-system, kube-public, kube-node-lease) are never deleted: for them
+// DeleteNamespace does nothing and returns nil.
+func (d *Deployer) DeleteNamespace(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace string) error {
+	switch namespace {
+	case "":
+		return errors.New("delete namespace: name is empty")
+	case metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, "kube-node-lease":
+		return nil
+	}
+	cs, err := newClientset(getter)
+	if err != nil {
+		return err
+	}
+	err = cs.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
+	if err == nil || apierrors.IsNotFound(err) {
+		return nil
+	}
+	// Deleting a terminating namespace is a conflict ("the system is
+	// ensuring all content is removed"): the request is already granted.
+	if apierrors.IsConflict(err) {
+		ns, getErr := cs.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+		if apierrors.IsNotFound(getErr) || (getErr == nil && ns.DeletionTimestamp != nil) {
+			return nil
+		}
+	}
+	return fmt.Errorf("delete namespace %s: %w", namespace, err)
+}
+
+// newClientset returns a typed client for the cluster behind getter.
+func newClientset(getter genericclioptions.RESTClientGetter) (kubernetes.Interface, error) {
+	cfg, err := getter.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("read REST config: %w", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create client for %s: %w", cfg.Host, err)
+	}
+	return cs, nil
+}

@@ -1,0 +1,73 @@
+package deployer_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
+)
+
+func TestCleanup(t *testing.T) {
+	f := newFixture(t)
+
+	t.Run("Forget drops every revision and keeps the objects", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		d := newDeployer(t)
+		mustDeploy(ctx, t, d, f, "forget", "id-1", "one")
+		mustDeploy(ctx, t, d, f, "forget", "id-2", "two")
+		before := f.configMap(ctx, t, "forget", "app")
+
+		require.NoError(t, d.Forget(ctx, f.getter, "forget", "app"))
+
+		after := f.configMap(ctx, t, "forget", "app")
+		assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "ConfigMap untouched")
+		assert.Empty(t, f.helmSecrets(ctx, t, "forget", "app"), "release records")
+		f.assertCurrent(t, d, "forget", "app", "", 0)
+		_, err := d.Status(ctx, f.getter, "forget", "app")
+		require.ErrorIs(t, err, deployer.ErrNotFound)
+
+		require.NoError(t, d.Forget(ctx, f.getter, "forget", "app"), "second Forget")
+		require.NoError(t, d.Forget(ctx, f.getter, "nowhere", "never-installed"), "Forget of an unknown release")
+
+		// The kept objects still carry Helm's ownership metadata for the
+		// release, so deploying it again adopts them.
+		res, err := d.Deploy(ctx, f.getter, testRelease("forget", "app", "id-3", "three"))
+		require.NoError(t, err)
+		assert.Equal(t, deployer.Result{Revision: 1, Changed: true}, res)
+		assert.Equal(t, map[string]string{"value": "three"}, f.configMap(ctx, t, "forget", "app").Data)
+	})
+
+	// The cluster runs no namespace controller: a deleted namespace stays
+	// Terminating, which is all DeleteNamespace promises.
+	t.Run("DeleteNamespace requests deletion and is idempotent", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		d := newDeployer(t)
+		mustDeploy(ctx, t, d, f, "doomed", "id-1", "one")
+
+		require.NoError(t, d.DeleteNamespace(ctx, f.getter, "doomed"))
+
+		ns, err := f.cs.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.NotNil(t, ns.DeletionTimestamp, "namespace is terminating")
+		require.NoError(t, d.DeleteNamespace(ctx, f.getter, "doomed"), "DeleteNamespace of a terminating namespace")
+		require.NoError(t, d.DeleteNamespace(ctx, f.getter, "never-created"), "DeleteNamespace of a missing namespace")
+	})
+
+	t.Run("DeleteNamespace leaves system namespaces alone", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		d := newDeployer(t)
+		for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+			require.NoError(t, d.DeleteNamespace(ctx, f.getter, name), name)
+
+			ns, err := f.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+			require.NoError(t, err, name)
+			assert.Nil(t, ns.DeletionTimestamp, "%s must not be terminating", name)
+		}
+	})
+}

@@ -1,0 +1,49 @@
+package deployer_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/testenv"
+)
+
+// TestWithControllers covers what needs controllers to happen: Deployments
+// becoming available, namespaces finishing termination.
+func TestWithControllers(t *testing.T) {
+	f := newFixtureWith(t, testenv.Options{Sim: true})
+
+	t.Run("WaitReady returns once the Deployment is available", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		d := newDeployer(t)
+		mustDeployWeb(ctx, t, d, f, "available")
+
+		var last deployer.Status
+		st, err := d.WaitReady(ctx, f.getter, "available", "app", 200*time.Millisecond, func(s deployer.Status) { last = s })
+
+		require.NoError(t, err)
+		assert.Equal(t, deployer.Status{DeploymentID: "id-1", Revision: 1, Resources: 2, Ready: 2}, st)
+		assert.Equal(t, st, last, "progress saw the final status")
+	})
+
+	t.Run("DeleteNamespace removes the namespace and its objects", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		d := newDeployer(t)
+		mustDeploy(ctx, t, d, f, "removed", "id-1", "one")
+
+		require.NoError(t, d.DeleteNamespace(ctx, f.getter, "removed"))
+
+		require.Eventually(t, func() bool {
+			_, err := f.cs.CoreV1().Namespaces().Get(ctx, "removed", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, time.Minute, 200*time.Millisecond, "namespace is gone")
+		require.NoError(t, d.DeleteNamespace(ctx, f.getter, "removed"), "DeleteNamespace of a deleted namespace")
+	})
+}

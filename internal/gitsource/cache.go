@@ -1,0 +1,302 @@
+package gitsource
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+)
+
+// Layout of a Cache directory.
+const (
+	reposDir     = "repos"     // one bare clone per remote URL: repos/<sha256(url)>
+	worktreesDir = "worktrees" // one tree per commit: worktrees/<commit>
+	tmpPrefix    = ".tmp-"     // directories being built; never returned
+)
+
+// maxTagDepth bounds how many annotated tags pointing at tags are peeled.
+const maxTagDepth = 10
+
+// Cache keeps one bare clone per remote URL and one worktree per commit
+// under a directory it owns. It is safe for concurrent use within one
+// process; two processes must not share a directory.
+type Cache struct {
+	dir string
+
+	mu    sync.Mutex
+	locks map[string]chan struct{} // per clone directory; a full channel is a held lock
+
+	// building is held for reading while a worktree is built or returned and
+	// for writing by Prune, so Prune never removes a tree being built.
+	building sync.RWMutex
+}
+
+// NewCache returns a Cache rooted at dir, which is created on first use.
+func NewCache(dir string) *Cache {
+	return &Cache{dir: dir, locks: map[string]chan struct{}{}}
+}
+
+// Checkout returns the path of a clean worktree (files only, no .git) of
+// ref.Commit from r, building it on first use: the clone of r is fetched
+// only when it lacks the commit, and the tree is written to a temporary
+// directory that is renamed into place, so a crash never leaves a partial
+// tree under <dir>/worktrees/<commit>. ref.Name is not used; an annotated
+// tag's hash is peeled to its commit, which names the worktree.
+//
+// The caller must treat the worktree as read-only and may use it until it
+// calls Prune. Checkouts of one URL are serialised; ctx bounds waiting for
+// that and the fetch. A commit the remote does not have is ErrRefNotFound.
+func (c *Cache) Checkout(ctx context.Context, r Remote, ref Ref) (string, error) {
+	if !isFullHash(ref.Commit) {
+		return "", fmt.Errorf("check out %s: %q is not a 40-hex commit hash", RedactURL(r.URL), ref.Commit)
+	}
+	ep, err := r.endpoint()
+	if err != nil {
+		return "", err
+	}
+	want := plumbing.NewHash(strings.ToLower(ref.Commit))
+
+	c.building.RLock()
+	defer c.building.RUnlock()
+	if dir, ok := c.existing(want); ok {
+		return dir, nil
+	}
+	unlock, err := c.lock(ctx, ep.url)
+	if err != nil {
+		return "", fmt.Errorf("check out %s from %s: %w", want, ep.url, err)
+	}
+	defer unlock()
+
+	repo, err := c.openClone(ep.url)
+	if err != nil {
+		return "", err
+	}
+	commit, err := c.ensureCommit(ctx, repo, ep, want)
+	if err != nil {
+		return "", err
+	}
+	if dir, ok := c.existing(commit.Hash); ok {
+		return dir, nil
+	}
+	return c.build(ctx, repo, commit, ep.url)
+}
+
+// existing returns the worktree of commit if it was built, marking it used.
+func (c *Cache) existing(commit plumbing.Hash) (string, bool) {
+	dir := filepath.Join(c.dir, worktreesDir, commit.String())
+	if _, err := os.Stat(dir); err != nil {
+		return "", false
+	}
+	now := time.Now()
+	_ = os.Chtimes(dir, now, now) // best effort: only Prune's ordering depends on it
+	return dir, true
+}
+
+// lock serialises work on one clone; the returned func releases it.
+func (c *Cache) lock(ctx context.Context, url string) (func(), error) {
+	c.mu.Lock()
+	ch, ok := c.locks[url]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		c.locks[url] = ch
+	}
+	c.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for another checkout: %w", ctx.Err())
+	}
+}
+
+// openClone opens the bare clone of url, creating it (atomically, by
+// rename) when missing and recreating it when it cannot be opened.
+func (c *Cache) openClone(url string) (*git.Repository, error) {
+	sum := sha256.Sum256([]byte(url))
+	dir := filepath.Join(c.dir, reposDir, hex.EncodeToString(sum[:]))
+	if repo, err := git.PlainOpen(dir); err == nil {
+		return repo, nil
+	} else if !errors.Is(err, git.ErrRepositoryNotExists) {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("remove broken clone of %s: %w", url, err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return nil, fmt.Errorf("create clone of %s: %w", url, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), tmpPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("create clone of %s: %w", url, err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }() // a no-op once renamed
+	repo, err := git.PlainInit(tmp, true)
+	if err != nil {
+		return nil, fmt.Errorf("create clone of %s: %w", url, err)
+	}
+	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: git.DefaultRemoteName, URLs: []string{url}}); err != nil {
+		return nil, fmt.Errorf("create clone of %s: %w", url, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return nil, fmt.Errorf("create clone of %s: %w", url, err)
+	}
+	repo, err = git.PlainOpen(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open clone of %s: %w", url, err)
+	}
+	return repo, nil
+}
+
+// ensureCommit returns the commit want names (peeling annotated tags),
+// fetching branches and tags when the clone lacks it and then, as a last
+// resort, the hash itself (servers allowing it serve unadvertised commits).
+func (c *Cache) ensureCommit(ctx context.Context, repo *git.Repository, ep endpoint, want plumbing.Hash) (*object.Commit, error) {
+	if commit, err := peel(repo, want); err == nil || !errors.Is(err, plumbing.ErrObjectNotFound) {
+		return commit, err
+	}
+	err := ep.fetch(ctx, repo, "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
+	if err != nil {
+		return nil, err
+	}
+	if commit, err := peel(repo, want); err == nil || !errors.Is(err, plumbing.ErrObjectNotFound) {
+		return commit, err
+	}
+	spec := config.RefSpec(want.String() + ":refs/flotilla/" + want.String())
+	if err := ep.fetch(ctx, repo, spec); err != nil && (errors.Is(err, ErrAuth) || ctx.Err() != nil) {
+		return nil, err
+	} // any other failure: the server does not serve the hash, so it is not found
+	if commit, err := peel(repo, want); err == nil || !errors.Is(err, plumbing.ErrObjectNotFound) {
+		return commit, err
+	}
+	return nil, &RefNotFoundError{Kind: "commit", Name: want.String(), URL: ep.url}
+}
+
+// fetch fetches specs into repo; being up to date is not an error.
+func (ep endpoint) fetch(ctx context.Context, repo *git.Repository, specs ...config.RefSpec) error {
+	err := repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName:      git.DefaultRemoteName,
+		RefSpecs:        specs,
+		Auth:            ep.auth,
+		InsecureSkipTLS: ep.insecure,
+		CABundle:        ep.caBundle,
+		Tags:            git.NoTags, // the specs name the tags wanted
+	})
+	if err == nil || errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return nil
+	}
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return nil // nothing to fetch: the commit will not be found
+	}
+	return ep.classify("fetch", err)
+}
+
+// peel returns the commit h names, following annotated tags. A missing
+// object is plumbing.ErrObjectNotFound.
+func peel(repo *git.Repository, h plumbing.Hash) (*object.Commit, error) {
+	for range maxTagDepth {
+		obj, err := repo.Storer.EncodedObject(plumbing.AnyObject, h)
+		if err != nil {
+			return nil, fmt.Errorf("read object %s: %w", h, err)
+		}
+		switch obj.Type() {
+		case plumbing.CommitObject:
+			commit, err := object.DecodeCommit(repo.Storer, obj)
+			if err != nil {
+				return nil, fmt.Errorf("read commit %s: %w", h, err)
+			}
+			return commit, nil
+		case plumbing.TagObject:
+			tag, err := object.DecodeTag(repo.Storer, obj)
+			if err != nil {
+				return nil, fmt.Errorf("read tag %s: %w", h, err)
+			}
+			h = tag.Target
+		default:
+			return nil, fmt.Errorf("object %s is a %s, not a commit", h, obj.Type())
+		}
+	}
+	return nil, fmt.Errorf("tag %s: more than %d nested tags", h, maxTagDepth)
+}
+
+// build writes commit's tree to a temporary directory and renames it into
+// place. When another URL built the same commit meanwhile, that tree wins.
+func (c *Cache) build(ctx context.Context, repo *git.Repository, commit *object.Commit, url string) (string, error) {
+	parent := filepath.Join(c.dir, worktreesDir)
+	dir := filepath.Join(parent, commit.Hash.String())
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		return "", fmt.Errorf("check out %s from %s: %w", commit.Hash, url, err)
+	}
+	tmp, err := os.MkdirTemp(parent, tmpPrefix+commit.Hash.String()+"-")
+	if err != nil {
+		return "", fmt.Errorf("check out %s from %s: %w", commit.Hash, url, err)
+	}
+	defer func() { _ = os.RemoveAll(tmp) }() // a no-op once renamed
+	if err := writeTree(ctx, repo.Storer, commit, tmp); err != nil {
+		return "", fmt.Errorf("check out %s from %s: %w", commit.Hash, url, err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if existing, ok := c.existing(commit.Hash); ok {
+			return existing, nil
+		}
+		return "", fmt.Errorf("check out %s from %s: %w", commit.Hash, url, err)
+	}
+	return dir, nil
+}
+
+// Prune removes all worktrees but the keep most recently used (returned or
+// built by Checkout), and any half-built ones a crash left behind. Clones
+// are kept. It waits for running Checkouts; worktrees it removes must no
+// longer be in use.
+func (c *Cache) Prune(keep int) error {
+	c.building.Lock()
+	defer c.building.Unlock()
+	parent := filepath.Join(c.dir, worktreesDir)
+	entries, err := os.ReadDir(parent)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("prune worktrees: %w", err)
+	}
+	type tree struct {
+		name string
+		used time.Time
+	}
+	var trees []tree
+	var errs []error
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tmpPrefix) {
+			errs = append(errs, os.RemoveAll(filepath.Join(parent, e.Name())))
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		trees = append(trees, tree{e.Name(), info.ModTime()})
+	}
+	slices.SortFunc(trees, func(a, b tree) int { return b.used.Compare(a.used) })
+	for i, t := range trees {
+		if i >= max(keep, 0) {
+			errs = append(errs, os.RemoveAll(filepath.Join(parent, t.name)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("prune worktrees: %w", err)
+	}
+	return nil
+}

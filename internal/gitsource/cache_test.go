@@ -1,0 +1,247 @@
+package gitsource
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flotilla-gitops/flotilla/internal/testenv"
+)
+
+// readTree returns every regular file below dir (slash path → content).
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	}))
+	return files
+}
+
+func resolve(t *testing.T, r Remote, branch, revision string) Ref {
+	t.Helper()
+	ref, err := Resolve(t.Context(), r, branch, revision)
+	require.NoError(t, err)
+	return ref
+}
+
+func TestCache_Checkout(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	v1 := map[string]string{"app/fleet.yaml": "namespace: app\n", "app/cm.yaml": "kind: ConfigMap\n"}
+	repo := srv.CreateRepo(t, "app", v1)
+	remote := Remote{URL: repo.URL()}
+	cache := NewCache(t.TempDir())
+
+	first := resolve(t, remote, "", "")
+	dir, err := cache.Checkout(t.Context(), remote, first)
+	require.NoError(t, err)
+	assert.Equal(t, first.Commit, filepath.Base(dir))
+	assert.Equal(t, v1, readTree(t, dir))
+	assert.NoDirExists(t, filepath.Join(dir, ".git"))
+
+	// A second checkout reuses the tree: a marker written into it survives.
+	marker := filepath.Join(dir, "marker")
+	require.NoError(t, os.WriteFile(marker, nil, 0o600))
+	again, err := cache.Checkout(t.Context(), remote, first)
+	require.NoError(t, err)
+	assert.Equal(t, dir, again)
+	assert.FileExists(t, marker)
+
+	// A new commit is fetched; the old tree stays.
+	second := repo.Delete(t, "drop cm", "app/cm.yaml")
+	repo.Commit(t, map[string]string{"app/new.yaml": "new\n"}, "add new")
+	ref := resolve(t, remote, "master", "")
+	dir2, err := cache.Checkout(t.Context(), remote, ref)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"app/fleet.yaml": "namespace: app\n", "app/new.yaml": "new\n"}, readTree(t, dir2))
+	assert.FileExists(t, marker)
+
+	// An older commit fetched along the way needs no fetch of its own.
+	dir3, err := cache.Checkout(t.Context(), remote, Ref{Name: second, Commit: second})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"app/fleet.yaml": "namespace: app\n"}, readTree(t, dir3))
+
+	entries, err := os.ReadDir(filepath.Join(cache.dir, reposDir))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "one clone per URL")
+}
+
+func TestCache_CheckoutMissingCommit(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{Username: "alice", Password: secret})
+	repo := srv.CreateRepo(t, "app", map[string]string{"a": "a\n"})
+	cache := NewCache(t.TempDir())
+	remote := Remote{URL: repo.URL(), Auth: &Auth{Username: "alice", Password: secret}}
+
+	missing := hashOf('e')
+	_, err := cache.Checkout(t.Context(), remote, Ref{Name: missing, Commit: missing})
+	require.ErrorIs(t, err, ErrRefNotFound)
+	assert.EqualError(t, err, `commit "`+missing+`" not found in `+repo.URL())
+
+	withUserinfo := Remote{URL: strings.Replace(repo.URL(), "://", "://alice:"+secret+"@", 1)}
+	_, err = cache.Checkout(t.Context(), withUserinfo, Ref{Name: missing, Commit: missing})
+	require.ErrorIs(t, err, ErrRefNotFound)
+	assert.NotContains(t, err.Error(), secret)
+
+	_, err = cache.Checkout(t.Context(), remote, Ref{Name: "main", Commit: "main"})
+	require.ErrorContains(t, err, "not a 40-hex commit hash")
+}
+
+func TestCache_Auth(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{Username: "alice", Password: secret})
+	repo := srv.CreateRepo(t, "private", map[string]string{"a": "a\n"})
+	good := Remote{URL: repo.URL(), Auth: &Auth{Username: "alice", Password: secret}}
+	bad := Remote{URL: repo.URL(), Auth: &Auth{Username: "alice", Password: "wrong-" + secret}}
+	cache := NewCache(t.TempDir())
+	ref := resolve(t, good, "", "")
+
+	_, err := cache.Checkout(t.Context(), bad, ref)
+	require.ErrorIs(t, err, ErrAuth)
+	assert.NotContains(t, err.Error(), secret)
+
+	dir, err := cache.Checkout(t.Context(), good, ref)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"a": "a\n"}, readTree(t, dir))
+
+	// Once the clone has the commit, rebuilding its tree needs no server:
+	// bad credentials would fail any request.
+	require.NoError(t, cache.Prune(0))
+	require.NoDirExists(t, dir)
+	dir, err = cache.Checkout(t.Context(), bad, ref)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"a": "a\n"}, readTree(t, dir))
+
+	// Credentials are not stored in the clone.
+	clones, err := filepath.Glob(filepath.Join(cache.dir, reposDir, "*", "config"))
+	require.NoError(t, err)
+	require.Len(t, clones, 1)
+	cfg, err := os.ReadFile(clones[0])
+	require.NoError(t, err)
+	assert.NotContains(t, string(cfg), secret)
+}
+
+func TestCache_AnnotatedTag(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	repo := srv.CreateRepo(t, "app", map[string]string{"a": "tagged\n"})
+	tagged := repo.Head(t)
+	pushAnnotatedTag(t, repo.URL(), "v2")
+	repo.Commit(t, map[string]string{"a": "later\n"}, "later")
+	remote := Remote{URL: repo.URL()}
+
+	// go-git's server advertises no peeled tags, so Resolve returns the tag
+	// object; Checkout peels it (TestSelectRef covers peeled entries).
+	ref := resolve(t, remote, "", "v2")
+	assert.Equal(t, "refs/tags/v2", ref.Name)
+	dir, err := NewCache(t.TempDir()).Checkout(t.Context(), remote, ref)
+	require.NoError(t, err)
+	assert.Equal(t, tagged, filepath.Base(dir))
+	assert.Equal(t, map[string]string{"a": "tagged\n"}, readTree(t, dir))
+}
+
+func pushAnnotatedTag(t *testing.T, url, name string) {
+	t.Helper()
+	clone, err := git.CloneContext(t.Context(), memory.NewStorage(), nil, &git.CloneOptions{URL: url})
+	require.NoError(t, err)
+	head, err := clone.Head()
+	require.NoError(t, err)
+	sig := &object.Signature{Name: "t", Email: "t@example.com", When: time.Unix(1700000000, 0)}
+	_, err = clone.CreateTag(name, head.Hash(), &git.CreateTagOptions{Tagger: sig, Message: "release " + name})
+	require.NoError(t, err)
+	spec := config.RefSpec("refs/tags/" + name + ":refs/tags/" + name)
+	require.NoError(t, clone.PushContext(t.Context(), &git.PushOptions{RefSpecs: []config.RefSpec{spec}}))
+}
+
+func TestCache_ConcurrentCheckouts(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	repo := srv.CreateRepo(t, "app", map[string]string{"a": "1\n"})
+	c1 := repo.Head(t)
+	c2 := repo.Commit(t, map[string]string{"a": "2\n"}, "2")
+	remote := Remote{URL: repo.URL()}
+	cache := NewCache(t.TempDir())
+
+	var wg sync.WaitGroup
+	dirs := make([]string, 8)
+	errs := make([]error, 8)
+	for i := range dirs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := []string{c1, c2}[i%2]
+			dirs[i], errs[i] = cache.Checkout(t.Context(), remote, Ref{Name: c, Commit: c})
+		}()
+	}
+	wg.Wait()
+	for i := range dirs {
+		require.NoError(t, errs[i])
+		want := []string{"1\n", "2\n"}[i%2]
+		assert.Equal(t, map[string]string{"a": want}, readTree(t, dirs[i]))
+	}
+	entries, err := os.ReadDir(filepath.Join(cache.dir, worktreesDir))
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "no temporary directories left")
+}
+
+func TestCache_Prune(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	repo := srv.CreateRepo(t, "app", map[string]string{"a": "0\n"})
+	remote := Remote{URL: repo.URL()}
+	cache := NewCache(t.TempDir())
+	require.NoError(t, cache.Prune(1), "nothing to prune yet")
+
+	var dirs []string
+	for i := range 3 {
+		c := repo.Commit(t, map[string]string{"a": string(rune('1'+i)) + "\n"}, "c")
+		dir, err := cache.Checkout(t.Context(), remote, Ref{Name: c, Commit: c})
+		require.NoError(t, err)
+		old := time.Now().Add(time.Duration(i-10) * time.Minute)
+		require.NoError(t, os.Chtimes(dir, old, old))
+		dirs = append(dirs, dir)
+	}
+	// Using the oldest makes it the most recent.
+	_, err := cache.Checkout(t.Context(), remote, Ref{Name: filepath.Base(dirs[0]), Commit: filepath.Base(dirs[0])})
+	require.NoError(t, err)
+	crashed := filepath.Join(cache.dir, worktreesDir, tmpPrefix+"half-built")
+	require.NoError(t, os.MkdirAll(crashed, 0o700))
+
+	require.NoError(t, cache.Prune(2))
+	assert.DirExists(t, dirs[0])
+	assert.NoDirExists(t, dirs[1])
+	assert.DirExists(t, dirs[2])
+	assert.NoDirExists(t, crashed)
+}
+
+func TestEmptyRemote(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	repo := srv.CreateRepo(t, "empty", map[string]string{"a": "a\n"})
+	head := repo.Head(t)
+	bare, err := git.PlainOpen(repo.Dir()) // no request in flight
+	require.NoError(t, err)
+	require.NoError(t, bare.Storer.RemoveReference("refs/heads/master"))
+	remote := Remote{URL: repo.URL()}
+
+	_, err = Resolve(t.Context(), remote, "", "")
+	require.ErrorIs(t, err, ErrRefNotFound)
+	assert.EqualError(t, err, `branch "master" not found in `+repo.URL())
+
+	_, err = NewCache(t.TempDir()).Checkout(t.Context(), remote, Ref{Name: head, Commit: head})
+	require.ErrorIs(t, err, ErrRefNotFound)
+}

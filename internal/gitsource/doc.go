@@ -1,0 +1,15 @@
+// Package gitsource reads Git repositories over HTTP(S) with go-git: Resolve
+// turns a GitRepo's branch or revision into a commit with one ls-remote, and
+// Cache keeps one bare clone per remote URL and materialises clean,
+// read-only-by-convention worktrees for single commits.
+//
+// Credentials never leave a Remote's Auth: userinfo in a URL is moved into
+// Auth before go-git sees the URL, and every error and String names the URL
+// without userinfo (RedactURL). Authentication failures are ErrAuth, missing
+// branches, tags, revisions and commits are ErrRefNotFound, and a missing
+// repository is ErrRepositoryNotFound, all for errors.Is.
+//
+// Only the http and https transports are used; SSH remotes are not
+// supported. Submodules are not checked out (their directory stays empty),
+// as with a plain `git clone` without --recurse-submodules.
+package gitsource

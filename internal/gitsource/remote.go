@@ -1,0 +1,153 @@
+package gitsource
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+)
+
+// Sentinel errors, for errors.Is.
+var (
+	// ErrAuth means the server refused the credentials, or asked for some
+	// and none were given.
+	ErrAuth = errors.New("git authentication failed")
+	// ErrRefNotFound means a branch, tag, revision or commit does not exist
+	// in the remote; the error is a *RefNotFoundError.
+	ErrRefNotFound = errors.New("git reference not found")
+	// ErrRepositoryNotFound means the server has no repository at the URL.
+	ErrRepositoryNotFound = errors.New("git repository not found")
+	// ErrInvalidURL means a Remote's URL cannot be parsed.
+	ErrInvalidURL = errors.New("invalid Git URL")
+)
+
+// RefNotFoundError is a branch, tag, revision or commit missing from a
+// remote. It matches ErrRefNotFound.
+type RefNotFoundError struct {
+	// Kind is "branch", "revision" or "commit".
+	Kind string
+	// Name is what was looked for, as given.
+	Name string
+	// URL is the remote, without credentials.
+	URL string
+}
+
+// Error reads `branch "x" not found in <url>`.
+func (e *RefNotFoundError) Error() string {
+	return fmt.Sprintf("%s %q not found in %s", e.Kind, e.Name, e.URL)
+}
+
+// Is makes errors.Is(err, ErrRefNotFound) true.
+func (e *RefNotFoundError) Is(target error) bool { return target == ErrRefNotFound }
+
+// Auth is HTTP basic authentication. A token goes in Password (most servers
+// accept any non-empty Username with it).
+type Auth struct {
+	Username string
+	Password string
+}
+
+// String names the user and hides the password.
+func (a Auth) String() string {
+	if a.Password == "" {
+		return fmt.Sprintf("basic auth %q (no password)", a.Username)
+	}
+	return fmt.Sprintf("basic auth %q (password redacted)", a.Username)
+}
+
+// GoString keeps %#v from printing the password.
+func (a Auth) GoString() string { return "gitsource.Auth{" + a.String() + "}" }
+
+// Remote is a Git repository reachable over HTTP(S).
+type Remote struct {
+	// URL is the clone URL. Userinfo in it is used as Auth when Auth is nil
+	// and is never sent to go-git or shown in messages.
+	URL string
+	// Auth is optional: default anonymous.
+	Auth *Auth
+	// InsecureSkipTLSVerify turns off certificate verification.
+	InsecureSkipTLSVerify bool
+	// CABundle holds PEM certificates trusted in addition to the system's.
+	CABundle []byte
+}
+
+// String is the URL without credentials.
+func (r Remote) String() string { return RedactURL(r.URL) }
+
+// GoString keeps %#v from printing credentials.
+func (r Remote) GoString() string {
+	auth := "nil"
+	if r.Auth != nil {
+		auth = r.Auth.GoString()
+	}
+	return fmt.Sprintf("gitsource.Remote{URL: %q, Auth: %s, InsecureSkipTLSVerify: %t, CABundle: %d bytes}",
+		RedactURL(r.URL), auth, r.InsecureSkipTLSVerify, len(r.CABundle))
+}
+
+// RedactURL returns raw without userinfo ("https://user:pw@host/x" becomes
+// "https://host/x"). It works on strings that do not parse as URLs too, so
+// it is safe for any message.
+func RedactURL(raw string) string {
+	start := 0
+	if i := strings.Index(raw, "://"); i >= 0 {
+		start = i + 3
+	}
+	end := len(raw)
+	if i := strings.IndexAny(raw[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndex(raw[start:end], "@")
+	if at < 0 {
+		return raw
+	}
+	return raw[:start] + raw[start+at+1:]
+}
+
+// endpoint is a Remote prepared for go-git: a URL without userinfo and the
+// transport options.
+type endpoint struct {
+	url      string
+	auth     transport.AuthMethod
+	insecure bool
+	caBundle []byte
+}
+
+func (r Remote) endpoint() (endpoint, error) {
+	// The parse error is not wrapped: url.Error quotes the whole URL,
+	// credentials included.
+	u, err := url.Parse(r.URL)
+	if err != nil || u.Host == "" {
+		return endpoint{}, fmt.Errorf("%w: %s", ErrInvalidURL, RedactURL(r.URL))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return endpoint{}, fmt.Errorf("%w: %s: only http and https are supported", ErrInvalidURL, RedactURL(r.URL))
+	}
+	ep := endpoint{insecure: r.InsecureSkipTLSVerify, caBundle: r.CABundle}
+	switch {
+	case r.Auth != nil:
+		ep.auth = &githttp.BasicAuth{Username: r.Auth.Username, Password: r.Auth.Password}
+	case u.User != nil:
+		pw, _ := u.User.Password()
+		ep.auth = &githttp.BasicAuth{Username: u.User.Username(), Password: pw}
+	}
+	u.User = nil
+	ep.url = u.String()
+	return ep, nil
+}
+
+// classify wraps a go-git error from an operation on ep with this package's
+// sentinels. go-git's messages never carry the password: it is sent in a
+// header and the URL it sees has no userinfo.
+func (ep endpoint) classify(op string, err error) error {
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		return fmt.Errorf("%s %s: %w: %w", op, ep.url, ErrAuth, err)
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("%s %s: %w: %w", op, ep.url, ErrRepositoryNotFound, err)
+	default:
+		return fmt.Errorf("%s %s: %w", op, ep.url, err)
+	}
+}

@@ -1,0 +1,214 @@
+package status
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// State is the state of one bundle on one cluster, with Fleet's names.
+type State string
+
+// The states, from Fleet's bundle_types.go.
+const (
+	Ready       State = "Ready"
+	NotReady    State = "NotReady"
+	WaitApplied State = "WaitApplied"
+	ErrApplied  State = "ErrApplied"
+	OutOfSync   State = "OutOfSync"
+	Pending     State = "Pending"
+	Modified    State = "Modified"
+)
+
+// States lists every state, most severe first.
+var States = []State{ErrApplied, WaitApplied, Modified, OutOfSync, Pending, NotReady, Ready}
+
+// Rank orders states by severity (Fleet's StateRank); the summary of many
+// deployments takes the highest-ranked state.
+func (s State) Rank() int {
+	switch s {
+	case ErrApplied:
+		return 7
+	case WaitApplied:
+		return 6
+	case Modified:
+		return 5
+	case OutOfSync:
+		return 4
+	case Pending:
+		return 3
+	case NotReady:
+		return 2
+	case Ready:
+		return 1
+	}
+	return 0
+}
+
+// Deployment is one bundle on one cluster (a Fleet BundleDeployment).
+type Deployment struct {
+	Bundle    string `json:"bundle"`
+	Cluster   string `json:"cluster"`
+	Release   string `json:"release,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	// DeploymentID is what the cluster should run.
+	DeploymentID string `json:"deploymentID,omitempty"`
+	// AppliedDeploymentID is what the cluster was last seen running.
+	AppliedDeploymentID string `json:"appliedDeploymentID,omitempty"`
+	State               State  `json:"state"`
+	// Message explains a state other than Ready; it names the cluster.
+	Message string `json:"message,omitempty"`
+	// Resources and ReadyResources count the release's objects.
+	Resources      int `json:"resources"`
+	ReadyResources int `json:"readyResources"`
+}
+
+// Key identifies the deployment.
+func (d Deployment) Key() string { return d.Bundle + "@" + d.Cluster }
+
+// Counts counts deployments per state.
+type Counts map[State]int
+
+// Summary condenses a set of deployments.
+type Summary struct {
+	// State is the worst state present (Ready when all are).
+	State State `json:"state"`
+	// Ready and Desired count ready deployments out of all of them.
+	Ready   int    `json:"ready"`
+	Desired int    `json:"desired"`
+	Counts  Counts `json:"counts,omitempty"`
+	// ReadyClusters and Clusters count clusters whose every bundle is ready.
+	ReadyClusters int `json:"readyClusters"`
+	Clusters      int `json:"clusters"`
+	// Resources and ReadyResources add up the objects.
+	Resources      int `json:"resources"`
+	ReadyResources int `json:"readyResources"`
+	// Message is Fleet's Ready-condition style message:
+	// "ErrApplied(1) [Cluster c2: ...]; NotReady(2) [...]", each distinct
+	// message once, at most MaxMessages of them.
+	Message string `json:"message,omitempty"`
+}
+
+// MaxMessages bounds the messages a summary quotes (Fleet truncates at 10).
+const MaxMessages = 10
+
+// Summarize computes the summary of deps. The result does not depend on
+// the order of deps.
+func Summarize(deps []Deployment) Summary {
+	s := Summary{State: Ready, Desired: len(deps), Counts: Counts{}}
+	clusters := map[string]bool{}
+	for _, d := range deps {
+		s.Counts[d.State]++
+		s.Resources += d.Resources
+		s.ReadyResources += d.ReadyResources
+		if d.State == Ready {
+			s.Ready++
+		}
+		if d.State.Rank() > s.State.Rank() {
+			s.State = d.State
+		}
+		ready, seen := clusters[d.Cluster]
+		clusters[d.Cluster] = (ready || !seen) && d.State == Ready
+	}
+	s.Clusters = len(clusters)
+	for _, ok := range clusters {
+		if ok {
+			s.ReadyClusters++
+		}
+	}
+	s.Message = message(deps)
+	return s
+}
+
+func message(deps []Deployment) string {
+	byState := map[State][]string{}
+	seen := map[string]bool{}
+	for _, d := range deps {
+		if d.State == Ready || d.Message == "" {
+			continue
+		}
+		key := string(d.State) + "\x00" + d.Message
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		byState[d.State] = append(byState[d.State], d.Message)
+	}
+	counts := map[State]int{}
+	for _, d := range deps {
+		if d.State != Ready {
+			counts[d.State]++
+		}
+	}
+	var parts []string
+	quoted := 0
+	for _, st := range States {
+		if counts[st] == 0 {
+			continue
+		}
+		msgs := byState[st]
+		sort.Strings(msgs)
+		if room := MaxMessages - quoted; len(msgs) > room {
+			msgs = append(msgs[:max(room, 0)], "...")
+		}
+		quoted += len(msgs)
+		part := fmt.Sprintf("%s(%d)", st, counts[st])
+		if len(msgs) > 0 {
+			part += " [" + strings.Join(msgs, "; ") + "]"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Sort orders deployments by bundle, then cluster.
+func Sort(deps []Deployment) {
+	sort.Slice(deps, func(i, j int) bool {
+		if deps[i].Bundle != deps[j].Bundle {
+			return deps[i].Bundle < deps[j].Bundle
+		}
+		return deps[i].Cluster < deps[j].Cluster
+	})
+}
+
+// GitRepo is the status of one GitRepo, as `flotilla status` shows it.
+type GitRepo struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Repo      string `json:"repo"`
+	Branch    string `json:"branch,omitempty"`
+	Revision  string `json:"revision,omitempty"`
+	// Commit is the commit of the last finished rollout.
+	Commit string `json:"commit,omitempty"`
+	// LatestCommit is the newest commit seen on the remote.
+	LatestCommit string `json:"latestCommit,omitempty"`
+	// Generation counts spec changes; ObservedGeneration is the generation
+	// of the last finished rollout.
+	Generation         int64 `json:"generation"`
+	ObservedGeneration int64 `json:"observedGeneration"`
+	Paused             bool  `json:"paused,omitempty"`
+	Deleting           bool  `json:"deleting,omitempty"`
+	// Rollout is the ID of the running rollout, if any; LastRollout the
+	// ID of the last finished one.
+	Rollout     string `json:"rollout,omitempty"`
+	LastRollout string `json:"lastRollout,omitempty"`
+	// Error is why the last rollout could not run (bad fleet.yaml, Git
+	// unreachable, ...); deployments keep their previous state.
+	Error       string       `json:"error,omitempty"`
+	Deployments []Deployment `json:"deployments,omitempty"`
+	Summary     Summary      `json:"summary"`
+	// Settled is true when no rollout runs and none is due.
+	Settled bool `json:"settled"`
+	// Syncs counts the sync requests the GitRepo has taken.
+	Syncs int64 `json:"syncs"`
+}
+
+// Rollout is the status of one rollout, as its query returns it.
+type Rollout struct {
+	ID          string       `json:"id"`
+	Commit      string       `json:"commit"`
+	Generation  int64        `json:"generation"`
+	Phase       string       `json:"phase"`
+	Deployments []Deployment `json:"deployments,omitempty"`
+	Error       string       `json:"error,omitempty"`
+}

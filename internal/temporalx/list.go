@@ -1,0 +1,34 @@
+package temporalx
+
+import (
+	"context"
+	"fmt"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+)
+
+// RunningOfType is the visibility query for running workflows of one type.
+func RunningOfType(workflowType string) string {
+	return fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflowType)
+}
+
+// EachWorkflow calls fn with the ID of every workflow the visibility query
+// lists, page by page, stopping at the first error.
+func EachWorkflow(ctx context.Context, c client.Client, query string, fn func(id string) error) error {
+	var token []byte
+	for {
+		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
+		if err != nil {
+			return fmt.Errorf("list workflows (%s): %w", query, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if err := fn(e.GetExecution().GetWorkflowId()); err != nil {
+				return err
+			}
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+func newApplyCommand(g *globals) *cobra.Command {
+	var files []string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE|DIR|-",
+		Short: "Create or update GitRepos, Clusters, ClusterGroups and Git credential Secrets from YAML",
+		Long: `Apply reads every document first and validates all of them; if any is invalid nothing
+is applied. GitRepo and ClusterGroup documents may use apiVersion flotilla.dev/v1alpha1 or
+Fleet's fleet.cattle.io/v1alpha1. A v1 Secret (basic-auth: username and password, or token)
+is stored under --state-dir on this host, never sent to Temporal; name it in a GitRepo's
+clientSecretName.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return errors.New("-f is required (a file, a directory of *.yaml, or - for stdin)")
+			}
+			docs, err := readDocuments(cmd.InOrStdin(), files)
+			if err != nil {
+				return err
+			}
+			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
+				return applyDocuments(ctx, c, g, docs, cmd.OutOrStdout())
+			})
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "file, directory (its *.yaml, *.yml, *.json) or - for stdin; repeatable")
+	return cmd
+}
+
+// readDocuments decodes and validates every document of every input.
+func readDocuments(stdin io.Reader, files []string) ([]api.Document, error) {
+	var docs []api.Document
+	for _, f := range files {
+		paths, err := expand(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			var r io.Reader = stdin
+			if p != "-" {
+				fh, err := os.Open(p)
+				if err != nil {
+					return nil, err
+				}
+				defer fh.Close()
+				r = fh
+			}
+			d, err := api.Decode(r, p)
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, d...)
+		}
+	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("no documents in %s", strings.Join(files, ", "))
+	}
+	// Secrets and groups first, GitRepos last: what they reference exists.
+	order := map[string]int{api.KindSecret: 0, api.KindClusterGroup: 1, api.KindCluster: 2, api.KindGitRepo: 3}
+	sort.SliceStable(docs, func(i, j int) bool { return order[docs[i].Kind()] < order[docs[j].Kind()] })
+	return docs, nil
+}
+
+func expand(f string) ([]string, error) {
+	if f == "-" {
+		return []string{f}, nil
+	}
+	info, err := os.Stat(f)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return []string{f}, nil
+	}
+	var out []string
+	for _, pat := range []string{"*.yaml", "*.yml", "*.json"} {
+		m, _ := filepath.Glob(filepath.Join(f, pat)) // patterns are constant and valid
+		out = append(out, m...)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json files", f)
+	}
+	return out, nil
+}
+
+func applyDocuments(ctx context.Context, c client.Client, g *globals, docs []api.Document, out io.Writer) error {
+	for _, d := range docs {
+		verb, err := applyOne(ctx, c, g, d)
+		if err != nil {
+			return fmt.Errorf("%s: %s %s: %w", d.Source, strings.ToLower(d.Kind()), d.Name(), unwrapUpdate(err))
+		}
+		fmt.Fprintf(out, "%s/%s %s\n", strings.ToLower(d.Kind()), d.Name(), verb)
+	}
+	return nil
+}
+
+func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) (string, error) {
+	switch {
+	case d.Secret != nil:
+		if err := g.secrets().Save(*d.Secret); err != nil {
+			return "", err
+		}
+		return "stored in " + g.StateDir, nil
+	case d.GitRepo != nil:
+		gr := d.GitRepo
+		var res protocol.ApplyResult
+		err := updateWithStart(ctx, c, g.TaskQueue, protocol.GitRepoID(gr.Metadata.Namespace, gr.Metadata.Name), protocol.UpdateApply,
+			protocol.GitRepoApply{GitRepo: *gr}, &res, protocol.GitRepoWorkflow,
+			protocol.GitRepoStart{Namespace: gr.Metadata.Namespace, Name: gr.Metadata.Name},
+			temporalx.KeyGitRepo.ValueSet(gr.Metadata.Namespace+"/"+gr.Metadata.Name),
+			temporalx.KeyRepoURL.ValueSet(gr.Spec.Repo))
+		return verb(res.Created, res.Changed), err
+	case d.ClusterGroup != nil:
+		cg := d.ClusterGroup
+		var res protocol.GroupRecord
+		err := updateWithStart(ctx, c, g.TaskQueue, protocol.ClusterGroupID(cg.Metadata.Name), protocol.UpdateApply, *cg, &res,
+			protocol.ClusterGroupWorkflow, protocol.GroupStart{Record: protocol.GroupRecord{Name: cg.Metadata.Name}})
+		return verb(res.Generation == 1, true), err
+	case d.Cluster != nil:
+		cl := d.Cluster
+		paused := cl.Spec.Paused
+		rec, err := applyCluster(ctx, c, g.TaskQueue, cl.Metadata.Name, protocol.ClusterApply{Labels: cl.Metadata.Labels, SetLabels: true, Paused: &paused})
+		return verb(rec.Generation == 1, true), err
+	}
+	return "", fmt.Errorf("unsupported document")
+}
+
+func verb(created, changed bool) string {
+	switch {
+	case created:
+		return "created"
+	case changed:
+		return "configured"
+	}
+	return "unchanged"
+}
+
+func applyCluster(ctx context.Context, c client.Client, queue, name string, a protocol.ClusterApply) (protocol.ClusterRecord, error) {
+	var rec protocol.ClusterRecord
+	err := updateWithStart(ctx, c, queue, protocol.ClusterID(name), protocol.UpdateApply, a, &rec,
+		protocol.ClusterWorkflow, protocol.ClusterStart{Record: protocol.ClusterRecord{Name: name}},
+		temporalx.KeyCluster.ValueSet([]string{name}))
+	return rec, err
+}
+
+// updateWithStart sends an update to an entity workflow, starting it
+// first when it does not run.
+func updateWithStart(ctx context.Context, c client.Client, queue, id, update string, arg, out any,
+	wf string, input any, attrs ...temporal.SearchAttributeUpdate) error {
+	op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                queue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
+	}, wf, input)
+	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions: client.UpdateWorkflowOptions{
+			UpdateName:   update,
+			Args:         []any{arg},
+			WaitForStage: client.WorkflowUpdateStageCompleted,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	return h.Get(ctx, out)
+}
+
+// unwrapUpdate reduces a rejected update to its message.
+func unwrapUpdate(err error) error {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return errors.New(ae.Message())
+	}
+	return err
+}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// dial connects to Temporal with the global flags.
+func (g *globals) dial(ctx context.Context) (client.Client, error) {
+	logger, err := g.Log.New()
+	if err != nil {
+		return nil, err
+	}
+	return g.Temporal.Dial(ctx, logger)
+}
+
+// withClient runs fn with a connected client and a bounded context.
+func (g *globals) withClient(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, c client.Client) error) error {
+	c, err := g.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return fn(ctx, c)
+}
+
+// query runs the status query of workflow id into out. A missing
+// workflow is reported as "<kind> <name> not found".
+func query(ctx context.Context, c client.Client, id, what string, out any) error {
+	v, err := c.QueryWorkflow(ctx, id, "", protocol.QueryStatus)
+	if err != nil {
+		return notFound(err, what)
+	}
+	return v.Get(out)
+}
+
+func notFound(err error, what string) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return fmt.Errorf("%s not found", what)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// gitRepoStatus returns the GitRepo's status, with the running rollout's
+// live progress folded in.
+func gitRepoStatus(ctx context.Context, c client.Client, namespace, name string) (status.GitRepo, error) {
+	var st status.GitRepo
+	if err := query(ctx, c, protocol.GitRepoID(namespace, name), "GitRepo "+namespace+"/"+name, &st); err != nil {
+		return st, err
+	}
+	if st.Rollout == "" {
+		return st, nil
+	}
+	var ro status.Rollout
+	if err := query(ctx, c, st.Rollout, "rollout "+st.Rollout, &ro); err != nil || len(ro.Deployments) == 0 {
+		return st, nil // it may have just finished; the GitRepo's view stands
+	}
+	st.Deployments = ro.Deployments
+	st.Summary = status.Summarize(ro.Deployments)
+	return st, nil
+}

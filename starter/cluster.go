@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/output"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+func newClusterCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Register, label and remove clusters (push mode: the worker deploys with their kubeconfig)",
+	}
+	cmd.AddCommand(newClusterAddCommand(g), newClusterListCommand(g), newClusterLabelCommand(g), newClusterRemoveCommand(g))
+	return cmd
+}
+
+func newClusterAddCommand(g *globals) *cobra.Command {
+	var kubeconfig, kubeContext string
+	var labels []string
+	cmd := &cobra.Command{
+		Use:   "add NAME --kubeconfig FILE [--context C] [--label k=v]...",
+		Short: "Register a cluster, storing its kubeconfig under --state-dir on this host",
+		Long: `Add registers a cluster. Its kubeconfig (reduced to one context, with certificates
+embedded) is written to <state-dir>/clusters/NAME.kubeconfig with mode 0600, where the
+worker sharing that state dir picks it up; it never enters Temporal. Adding an existing
+cluster replaces its kubeconfig, and its labels when --label is given.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			set, _, err := parseLabels(labels, false)
+			if err != nil {
+				return err
+			}
+			if errs := api.ValidateClusterMeta(api.ObjectMeta{Name: name, Labels: set}); len(errs) > 0 {
+				return &api.ValidationError{Kind: api.KindCluster, Name: name, Errs: errs}
+			}
+			if kubeconfig == "" {
+				return fmt.Errorf("--kubeconfig is required")
+			}
+			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
+				store := g.clusters()
+				_, missing := store.Hash(name)
+				hash, err := store.SaveFile(name, kubeconfig, kubeContext)
+				if err != nil {
+					return err
+				}
+				rec, err := applyCluster(ctx, c, g.TaskQueue, name, protocol.ClusterApply{Labels: set, SetLabels: len(labels) > 0,
+					KubeconfigHash: hash, Context: kubeContext})
+				if err != nil {
+					if missing != nil {
+						_ = store.Remove(name) // registration failed: leave no orphan kubeconfig
+					}
+					return fmt.Errorf("register cluster %s: %w", name, unwrapUpdate(err))
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "cluster/%s %s\n", name, verb(rec.Generation == 1, true))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (required)")
+	cmd.Flags().StringVar(&kubeContext, "context", "", "context to use (default: the kubeconfig's current context)")
+	cmd.Flags().StringArrayVarP(&labels, "label", "l", nil, "label k=v; repeatable")
+	return cmd
+}
+
+func newClusterLabelCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "label NAME k=v|k- ...",
+		Short: "Set (k=v) or remove (k-) cluster labels; every GitRepo re-evaluates its targets",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			set, remove, err := parseLabels(args[1:], true)
+			if err != nil {
+				return err
+			}
+			if errs := api.ValidateLabels(set, field.NewPath("metadata", "labels")); len(errs) > 0 {
+				return &api.ValidationError{Kind: api.KindCluster, Name: name, Errs: errs}
+			}
+			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
+				h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: protocol.ClusterID(name),
+					UpdateName: protocol.UpdateLabel, Args: []any{protocol.ClusterLabel{Set: set, Remove: remove}},
+					WaitForStage: client.WorkflowUpdateStageCompleted})
+				if err != nil {
+					return notFound(err, "cluster "+name)
+				}
+				var rec protocol.ClusterRecord
+				if err := h.Get(ctx, &rec); err != nil {
+					return unwrapUpdate(err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "cluster/%s labeled: %s\n", name, formatLabels(rec.Labels))
+				return nil
+			})
+		},
+	}
+}
+
+func newClusterRemoveCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Unregister a cluster and delete its stored kubeconfig (its releases are left in place)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
+				if err := c.SignalWorkflow(ctx, protocol.ClusterID(name), "", protocol.SignalDelete, nil); err != nil {
+					return notFound(err, "cluster "+name)
+				}
+				if err := g.clusters().Remove(name); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "cluster/%s removed\n", name)
+				return nil
+			})
+		},
+	}
+}
+
+func newClusterListCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List registered clusters",
+		Args:    cobra.NoArgs,
+		RunE:    func(cmd *cobra.Command, _ []string) error { return listClusters(cmd, g) },
+	}
+}
+
+// clusterView is one row of `flotilla cluster list`.
+type clusterView struct {
+	protocol.ClusterRecord `json:",inline"`
+	// Kubeconfig says whether this host holds the cluster's kubeconfig.
+	Kubeconfig bool `json:"kubeconfigOnThisHost"`
+}
+
+func listClusters(cmd *cobra.Command, g *globals) error {
+	f, _ := g.format() // validated in PersistentPreRunE
+	return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
+		var views []clusterView
+		err := temporalx.EachWorkflow(ctx, c, temporalx.RunningOfType(protocol.ClusterWorkflow), func(id string) error {
+			var rec protocol.ClusterRecord
+			if err := query(ctx, c, id, id, &rec); err != nil || rec.Removed {
+				return err
+			}
+			_, herr := g.clusters().Hash(rec.Name)
+			views = append(views, clusterView{ClusterRecord: rec, Kubeconfig: herr == nil})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		sort.Slice(views, func(i, j int) bool { return views[i].Name < views[j].Name })
+		rows := output.Rows{Header: []string{"NAME", "LABELS", "PAUSED", "KUBECONFIG"}}
+		for _, v := range views {
+			kc := "missing on this host"
+			if v.Kubeconfig {
+				kc = "stored"
+			}
+			rows.Rows = append(rows.Rows, []string{v.Name, formatLabels(v.Labels), fmt.Sprint(v.Paused), kc})
+		}
+		return output.Print(cmd.OutOrStdout(), f, views, rows)
+	})
+}
+
+// parseLabels parses k=v (and, when allowRemove, k-) arguments.
+func parseLabels(args []string, allowRemove bool) (map[string]string, []string, error) {
+	set := map[string]string{}
+	var remove []string
+	for _, a := range args {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			set[k] = v
+			continue
+		}
+		if k, ok := strings.CutSuffix(a, "-"); ok && allowRemove {
+			remove = append(remove, k)
+			continue
+		}
+		return nil, nil, fmt.Errorf("label %q: want key=value%s", a, map[bool]string{true: " or key-"}[allowRemove])
+	}
+	return set, remove, nil
+}
+
+func formatLabels(l map[string]string) string {
+	if len(l) == 0 {
+		return "<none>"
+	}
+	parts := make([]string, 0, len(l))
+	for k, v := range l {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// newSignalCommand builds sync, pause, resume and delete: each signals a
+// GitRepo, and with --wait follows it until it settles (or, for delete,
+// until it is gone).
+func newSignalCommand(g *globals, name, signal, short string, waitByDefault bool) *cobra.Command {
+	var wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   name + " NAME",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			repo := args[0]
+			id := protocol.GitRepoID(g.Namespace, repo)
+			return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
+				before, err := gitRepoStatus(ctx, c, g.Namespace, repo)
+				if err != nil {
+					return err
+				}
+				if err := c.SignalWorkflow(ctx, id, "", signal, nil); err != nil {
+					return notFound(err, "GitRepo "+g.Namespace+"/"+repo)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "gitrepo/%s/%s %s\n", g.Namespace, repo, pastTense(name))
+				if !wait {
+					return nil
+				}
+				if signal == protocol.SignalDelete {
+					err := c.GetWorkflow(ctx, id, "").Get(ctx, nil)
+					if err != nil && !errors.Is(err, context.Canceled) {
+						return fmt.Errorf("GitRepo %s/%s: %w", g.Namespace, repo, err)
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "gitrepo/%s/%s deleted\n", g.Namespace, repo)
+					return err
+				}
+				_, err = waitSettled(ctx, c, g.Namespace, repo, func(st status.GitRepo) bool {
+					return signal != protocol.SignalSync || st.Syncs > before.Syncs
+				}, nil)
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", waitByDefault, "wait until the GitRepo settles (delete: until its releases are removed)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up waiting after this long")
+	return cmd
+}
+
+func pastTense(verb string) string {
+	switch verb {
+	case "sync":
+		return "sync requested"
+	case "delete":
+		return "deletion requested"
+	case "pause":
+		return "paused"
+	}
+	return verb + "d"
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/flotilla-gitops/flotilla/internal/output"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+func newGetCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:       "get gitrepos|clusters|clustergroups",
+		Short:     "List GitRepos, clusters or cluster groups",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"gitrepos", "clusters", "clustergroups"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch args[0] {
+			case "gitrepos", "gitrepo", "gitrepos.fleet.cattle.io":
+				return listGitRepos(cmd, g)
+			case "clusters", "cluster":
+				return listClusters(cmd, g)
+			case "clustergroups", "clustergroup":
+				return listGroups(cmd, g)
+			}
+			return fmt.Errorf("unknown resource %q: want gitrepos, clusters or clustergroups", args[0])
+		},
+	}
+	return cmd
+}
+
+func listGitRepos(cmd *cobra.Command, g *globals) error {
+	f, _ := g.format() // validated in PersistentPreRunE
+	return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
+		var repos []status.GitRepo
+		err := temporalx.EachWorkflow(ctx, c, temporalx.RunningOfType(protocol.GitRepoWorkflow), func(id string) error {
+			var st status.GitRepo
+			if err := query(ctx, c, id, id, &st); err != nil {
+				return err
+			}
+			repos = append(repos, st)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		sort.Slice(repos, func(i, j int) bool {
+			return repos[i].Namespace+"/"+repos[i].Name < repos[j].Namespace+"/"+repos[j].Name
+		})
+		rows := output.Rows{Header: []string{"NAMESPACE", "NAME", "REPO", "COMMIT", "BUNDLEDEPLOYMENTS-READY", "STATE"}}
+		for _, r := range repos {
+			rows.Rows = append(rows.Rows, []string{r.Namespace, r.Name, r.Repo, short(r.Commit),
+				fmt.Sprintf("%d/%d", r.Summary.Ready, r.Summary.Desired), displayState(r)})
+		}
+		return output.Print(cmd.OutOrStdout(), f, repos, rows)
+	})
+}
+
+func listGroups(cmd *cobra.Command, g *globals) error {
+	f, _ := g.format() // validated in PersistentPreRunE
+	return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
+		var groups []protocol.GroupRecord
+		err := temporalx.EachWorkflow(ctx, c, temporalx.RunningOfType(protocol.ClusterGroupWorkflow), func(id string) error {
+			var rec protocol.GroupRecord
+			if err := query(ctx, c, id, id, &rec); err != nil || rec.Removed {
+				return err
+			}
+			groups = append(groups, rec)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		sort.Slice(groups, func(i, j int) bool { return groups[i].Name < groups[j].Name })
+		rows := output.Rows{Header: []string{"NAME", "SELECTOR"}}
+		for _, gr := range groups {
+			sel := "<none>"
+			if gr.Selector != nil {
+				sel = gr.Selector.String()
+			}
+			rows.Rows = append(rows.Rows, []string{gr.Name, sel})
+		}
+		return output.Print(cmd.OutOrStdout(), f, groups, rows)
+	})
+}
+
+// displayState is the one-word state of a GitRepo.
+func displayState(r status.GitRepo) string {
+	switch {
+	case r.Deleting:
+		return "Deleting"
+	case r.Error != "":
+		return "Error"
+	case r.Paused:
+		return "Paused"
+	case r.Rollout != "":
+		return "Rolling"
+	case r.Summary.Desired == 0:
+		return "NoTargets"
+	}
+	return string(r.Summary.State)
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}

@@ -1,0 +1,210 @@
+package workflows
+
+import (
+	"maps"
+	"reflect"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+// ClusterInput starts (or continues) a cluster's entity workflow.
+type ClusterInput struct {
+	Record protocol.ClusterRecord `json:"record"`
+	// Notified is false until the GitRepos have heard of the cluster.
+	Notified bool `json:"notified,omitempty"`
+}
+
+// ClusterWorkflow is the entity workflow of one registered cluster (ID
+// cluster/<name>): its labels and registration. Every change that can
+// alter targeting tells the GitRepos, which re-evaluate their targets.
+// `flotilla cluster remove` ends it.
+func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
+	rec := in.Record
+	e := entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ClusterRecord, error) { return rec, nil }); err != nil {
+		return err
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply,
+		func(ctx workflow.Context, a protocol.ClusterApply) (protocol.ClusterRecord, error) {
+			next := rec
+			if a.SetLabels {
+				next.Labels = maps.Clone(a.Labels)
+			}
+			if a.Paused != nil {
+				next.Paused = *a.Paused
+			}
+			if a.KubeconfigHash != "" {
+				next.KubeconfigHash, next.Context = a.KubeconfigHash, a.Context
+			}
+			e.change(ctx, &rec, next)
+			return rec, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a protocol.ClusterApply) error {
+			return validateLabels(rec.Name, a.Labels)
+		}})
+	if err != nil {
+		return err
+	}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateLabel,
+		func(ctx workflow.Context, l protocol.ClusterLabel) (protocol.ClusterRecord, error) {
+			next := rec
+			next.Labels = maps.Clone(rec.Labels)
+			if next.Labels == nil {
+				next.Labels = map[string]string{}
+			}
+			maps.Copy(next.Labels, l.Set)
+			for _, k := range l.Remove {
+				delete(next.Labels, k)
+			}
+			e.change(ctx, &rec, next)
+			return rec, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, l protocol.ClusterLabel) error {
+			return validateLabels(rec.Name, l.Set)
+		}})
+	if err != nil {
+		return err
+	}
+	upsertCluster(ctx, rec)
+	removed, err := e.run(ctx, func() { rec.Removed = true })
+	if err != nil || removed {
+		return err
+	}
+	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{Record: rec, Notified: !e.notifyDue})
+}
+
+func upsertCluster(ctx workflow.Context, rec protocol.ClusterRecord) {
+	state := "Active"
+	if rec.Paused {
+		state = "Paused"
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx,
+		temporalx.KeyCluster.ValueSet([]string{rec.Name}),
+		temporalx.KeyState.ValueSet(state))
+}
+
+func validateLabels(cluster string, labels map[string]string) error {
+	errs := api.ValidateLabels(labels, field.NewPath("metadata", "labels")) //workflowcheck:ignore validation only reads its input
+	if len(errs) == 0 {
+		return nil
+	}
+	return temporal.NewNonRetryableApplicationError((&api.ValidationError{Kind: api.KindCluster, Name: cluster, Errs: errs}).Error(), "InvalidSpec", nil)
+}
+
+// ClusterGroupInput starts (or continues) a cluster group's workflow.
+type ClusterGroupInput struct {
+	Record   protocol.GroupRecord `json:"record"`
+	Notified bool                 `json:"notified,omitempty"`
+}
+
+// ClusterGroupWorkflow is the entity workflow of one cluster group (ID
+// clustergroup/<name>), a named label selector. Changes re-evaluate the
+// targets of every GitRepo; the delete signal ends it.
+func ClusterGroupWorkflow(ctx workflow.Context, in ClusterGroupInput) error {
+	rec := in.Record
+	e := entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.GroupRecord, error) { return rec, nil }); err != nil {
+		return err
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply,
+		func(ctx workflow.Context, g api.ClusterGroup) (protocol.GroupRecord, error) {
+			next := rec
+			next.Labels, next.Selector = g.Metadata.Labels, g.Spec.Selector
+			e.change(ctx, &rec, next)
+			return rec, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, g api.ClusterGroup) error {
+			if g.Metadata.Name != rec.Name {
+				return temporal.NewNonRetryableApplicationError("ClusterGroup "+g.Metadata.Name+" sent to the workflow of "+rec.Name, "InvalidSpec", nil)
+			}
+			if err := g.Validate(); err != nil { //workflowcheck:ignore validation only reads its input
+				return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
+			}
+			return nil
+		}})
+	if err != nil {
+		return err
+	}
+	removed, err := e.run(ctx, func() { rec.Removed = true })
+	if err != nil || removed {
+		return err
+	}
+	return workflow.NewContinueAsNewError(ctx, ClusterGroupWorkflow, ClusterGroupInput{Record: rec, Notified: !e.notifyDue})
+}
+
+// entity is the loop shared by cluster and group workflows: apply changes,
+// tell GitRepos, end on delete, continue as new when history grows.
+type entity struct {
+	notifyDue bool
+	waitFor   string
+	deleted   bool
+}
+
+// change stores next into *rec when it differs, bumping the generation.
+func (e *entity) change(ctx workflow.Context, rec, next any) {
+	if reflect.DeepEqual(rec, next) { //workflowcheck:ignore DeepEqual is deterministic
+		return
+	}
+	switch r := rec.(type) {
+	case *protocol.ClusterRecord:
+		n := next.(protocol.ClusterRecord)
+		n.Generation = r.Generation + 1
+		*r = n
+		upsertCluster(ctx, n)
+	case *protocol.GroupRecord:
+		n := next.(protocol.GroupRecord)
+		n.Generation = r.Generation + 1
+		*r = n
+	}
+	e.notifyDue = true
+}
+
+// run serves the entity until it is deleted (true) or should continue as
+// new (false).
+func (e *entity) run(ctx workflow.Context, markRemoved func()) (bool, error) {
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		workflow.GetSignalChannel(ctx, protocol.SignalDelete).Receive(ctx, nil)
+		e.deleted = true
+	})
+	for {
+		if err := workflow.Await(ctx, func() bool {
+			return e.notifyDue || e.deleted || workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
+		}); err != nil {
+			return false, err
+		}
+		if e.deleted {
+			markRemoved()
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return false, err
+			}
+			// Tell GitRepos so they stop targeting it; queries now answer
+			// Removed.
+			err := notifyGitRepos(ctx, activities.NotifyInput{Reason: "removed " + e.waitFor})
+			return true, err
+		}
+		if e.notifyDue {
+			e.notifyDue = false
+			if err := notifyGitRepos(ctx, activities.NotifyInput{WaitFor: e.waitFor, Reason: "changed " + e.waitFor}); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			return false, err
+		}
+		return false, nil
+	}
+}
+
+// notifyGitRepos signals every GitRepo to re-evaluate its targets.
+func notifyGitRepos(ctx workflow.Context, in activities.NotifyInput) error {
+	var a *activities.Activities
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.NotifyGitRepos, in).Get(ctx, nil)
+}

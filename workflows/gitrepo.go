@@ -1,0 +1,366 @@
+package workflows
+
+import (
+	"hash/fnv"
+	"reflect"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+// GitRepoInput starts (or continues) a GitRepo's entity workflow.
+type GitRepoInput struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// State is carried across continue-as-new; nil on the first run.
+	State *GitRepoState `json:"state,omitempty"`
+}
+
+// GitRepoState is everything a GitRepo workflow knows.
+type GitRepoState struct {
+	GitRepo            *api.GitRepo        `json:"gitRepo,omitempty"`
+	Generation         int64               `json:"generation"`
+	ObservedGeneration int64               `json:"observedGeneration"`
+	Commit             string              `json:"commit,omitempty"`
+	LatestCommit       string              `json:"latestCommit,omitempty"`
+	Paused             bool                `json:"paused,omitempty"`
+	Deleting           bool                `json:"deleting,omitempty"`
+	Inventory          []InventoryEntry    `json:"inventory,omitempty"`
+	Deployments        []status.Deployment `json:"deployments,omitempty"`
+	LastRollout        string              `json:"lastRollout,omitempty"`
+	Error              string              `json:"error,omitempty"`
+	// Dirty: a rollout is due (new commit, spec, clusters, sync).
+	Dirty bool `json:"dirty,omitempty"`
+	// ResolveDue: the remote should be checked now.
+	ResolveDue bool `json:"resolveDue,omitempty"`
+	// Polls counts polls, for deterministic jitter.
+	Polls int64 `json:"polls,omitempty"`
+	// Syncs counts sync signals, so a client can wait for its own sync.
+	Syncs int64 `json:"syncs,omitempty"`
+}
+
+// GitRepoWorkflow is the entity workflow of one GitRepo (ID
+// gitrepo/<namespace>/<name>). It takes its spec from the apply update,
+// polls the remote, and runs one RolloutWorkflow per change; a newer change
+// supersedes a running rollout, which stops starting work, lets in-flight
+// steps finish and hands back its inventory.
+func GitRepoWorkflow(ctx workflow.Context, in GitRepoInput) error {
+	g := &gitRepo{ref: activities.GitRepoRef{Namespace: in.Namespace, Name: in.Name}, id: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	if in.State != nil {
+		g.s = *in.State
+	}
+	if err := g.register(ctx); err != nil {
+		return err
+	}
+	workflow.Go(ctx, g.poll)
+	return g.loop(ctx, in)
+}
+
+type gitRepo struct {
+	ref activities.GitRepoRef
+	id  string
+	s   GitRepoState
+	// running is the rollout in flight; superseding is set once it was
+	// asked to stop.
+	running     string
+	superseding bool
+	// runningCommit and runningGeneration are what the running rollout
+	// rolls out.
+	runningCommit     string
+	runningGeneration int64
+	done              workflow.Future
+	// pollNow wakes the poller (spec change, sync).
+	pollReset int
+	attrs     map[string]string
+}
+
+func (g *gitRepo) register(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, g.status); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, g.apply,
+		workflow.UpdateHandlerOptions{Validator: g.validate}); err != nil {
+		return err
+	}
+	signals := map[string]func(){
+		protocol.SignalSync:            func() { g.s.ResolveDue, g.s.Dirty = true, true; g.s.Syncs++ },
+		protocol.SignalPause:           func() { g.s.Paused = true },
+		protocol.SignalResume:          func() { g.s.Paused, g.s.ResolveDue = false, true },
+		protocol.SignalDelete:          func() { g.s.Deleting = true },
+		protocol.SignalClustersChanged: func() { g.s.Dirty = true },
+	}
+	for _, name := range []string{protocol.SignalSync, protocol.SignalPause, protocol.SignalResume, protocol.SignalDelete, protocol.SignalClustersChanged} {
+		ch, fn := workflow.GetSignalChannel(ctx, name), signals[name]
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			for {
+				ch.Receive(ctx, nil)
+				fn()
+				if name == protocol.SignalSync {
+					g.pollReset++
+				}
+			}
+		})
+	}
+	return nil
+}
+
+func (g *gitRepo) validate(ctx workflow.Context, in protocol.GitRepoApply) error {
+	repo := in.GitRepo
+	repo.Default()
+	if repo.Metadata.Namespace != g.ref.Namespace || repo.Metadata.Name != g.ref.Name {
+		return temporal.NewNonRetryableApplicationError("GitRepo "+repo.Metadata.Namespace+"/"+repo.Metadata.Name+
+			" sent to the workflow of "+g.ref.String(), "InvalidSpec", nil)
+	}
+	if g.s.Deleting {
+		return temporal.NewNonRetryableApplicationError("GitRepo "+g.ref.String()+" is being deleted", "Deleting", nil)
+	}
+	return repo.Validate() //workflowcheck:ignore validation only reads its input
+}
+
+func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protocol.ApplyResult, error) {
+	repo := in.GitRepo
+	repo.Default()
+	res := protocol.ApplyResult{Created: g.s.GitRepo == nil}
+	if g.s.GitRepo == nil || !reflect.DeepEqual(g.s.GitRepo.Spec, repo.Spec) { //workflowcheck:ignore DeepEqual is deterministic
+		res.Changed = true
+		g.s.Generation++
+		if g.s.GitRepo == nil || g.s.GitRepo.Spec.Paused != repo.Spec.Paused {
+			g.s.Paused = repo.Spec.Paused
+		}
+		g.s.Dirty, g.s.ResolveDue = true, true
+		g.pollReset++
+	}
+	g.s.GitRepo = &repo
+	res.Generation = g.s.Generation
+	return res, nil
+}
+
+// poll checks the remote every polling interval ±10 %.
+func (g *gitRepo) poll(ctx workflow.Context) {
+	for {
+		reset := g.pollReset
+		if g.s.GitRepo == nil || g.s.GitRepo.Spec.DisablePolling {
+			_ = workflow.Await(ctx, func() bool { return g.pollReset != reset || (g.s.GitRepo != nil && !g.s.GitRepo.Spec.DisablePolling) })
+			continue
+		}
+		timerCtx, cancel := workflow.WithCancel(ctx)
+		timer := workflow.NewTimer(timerCtx, g.jitter(g.s.GitRepo.Spec.Polling()))
+		fired := false
+		_ = workflow.Await(ctx, func() bool { fired = timer.IsReady(); return fired || g.pollReset != reset })
+		cancel()
+		if fired {
+			g.s.Polls++
+			g.s.ResolveDue = true
+			// Deployments that have not settled are refreshed on each poll.
+			if !g.s.Paused && unsettled(g.s.Deployments) {
+				g.s.Dirty = true
+			}
+		}
+	}
+}
+
+// jitter spreads polls ±10 % deterministically (a hash of the workflow ID
+// and the poll count), so replays agree without recording randomness.
+func (g *gitRepo) jitter(d time.Duration) time.Duration {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(g.id))
+	_, _ = h.Write([]byte{byte(g.s.Polls), byte(g.s.Polls >> 8), byte(g.s.Polls >> 16)})
+	frac := float64(h.Sum64()%2001)/10000 - 0.1 // [-0.1, 0.1]
+	return d + time.Duration(float64(d)*frac)
+}
+
+func (g *gitRepo) loop(ctx workflow.Context, in GitRepoInput) error {
+	logger := workflow.GetLogger(ctx)
+	for {
+		err := workflow.Await(ctx, func() bool {
+			if g.s.GitRepo == nil {
+				return g.s.Deleting
+			}
+			idle := g.running == ""
+			return g.s.ResolveDue ||
+				(idle && g.s.Deleting) ||
+				(idle && g.s.Dirty && !g.s.Paused && g.s.LatestCommit != "") ||
+				(!idle && !g.superseding && (g.s.Deleting || (g.s.Dirty && !g.s.Paused))) ||
+				(idle && g.continueAsNew(ctx))
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case g.s.GitRepo == nil && g.s.Deleting:
+			return nil
+		case g.s.ResolveDue && !g.s.Deleting:
+			g.resolve(ctx)
+		case g.running != "" && !g.superseding:
+			g.superseding = true
+			logger.Info("Superseding rollout", "rollout", g.running)
+			_ = workflow.SignalExternalWorkflow(ctx, g.running, "", protocol.SignalSupersede, nil).Get(ctx, nil)
+		case g.running == "" && g.s.Deleting:
+			g.s.ResolveDue = false
+			g.startRollout(ctx, true)
+			if err := g.done.Get(ctx, nil); err != nil {
+				return err
+			}
+			logger.Info("GitRepo deleted", "gitrepo", g.ref.String())
+			return nil
+		case g.running == "" && g.s.Dirty && !g.s.Paused && g.s.LatestCommit != "":
+			g.startRollout(ctx, false)
+		case g.running == "" && g.continueAsNew(ctx):
+			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+				return err
+			}
+			in.State = &g.s
+			return workflow.NewContinueAsNewError(ctx, GitRepoWorkflow, in)
+		default:
+			g.s.ResolveDue = false
+		}
+	}
+}
+
+func (g *gitRepo) continueAsNew(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > historyLimit
+}
+
+// resolve asks the remote which commit the branch or revision is at.
+func (g *gitRepo) resolve(ctx workflow.Context) {
+	g.s.ResolveDue = false
+	var a *activities.Activities
+	var res activities.ResolveResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, gitOptions), a.ResolveCommit,
+		activities.ResolveInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec}).Get(ctx, &res)
+	if err != nil {
+		g.s.Error = "git: " + activityMessage(err)
+		g.upsert(ctx)
+		return
+	}
+	current := g.s.Commit
+	if g.running != "" {
+		current = g.runningCommit
+	}
+	if res.Commit != current {
+		g.s.Dirty = true
+	}
+	g.s.LatestCommit = res.Commit
+	if len(g.s.Error) > 4 && g.s.Error[:4] == "git:" {
+		g.s.Error = ""
+		g.s.Dirty = true
+	}
+}
+
+// startRollout starts a child RolloutWorkflow for the latest commit and
+// spec; its result is folded in when it finishes.
+func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
+	g.s.Dirty = false
+	commit := g.s.LatestCommit
+	in := RolloutInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec, Commit: commit, Generation: g.s.Generation,
+		Inventory: g.s.Inventory, Delete: del}
+	id := protocol.RolloutID(g.ref.Namespace, g.ref.Name, commit, g.s.Generation)
+	if del {
+		id += "-delete"
+	}
+	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+		WorkflowID:            id,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporalx.KeyGitRepo.ValueSet(g.ref.String()),
+			temporalx.KeyCommit.ValueSet(commit),
+			temporalx.KeyRepoURL.ValueSet(g.s.GitRepo.Spec.Repo),
+			temporalx.KeyState.ValueSet("Rolling"),
+		),
+	})
+	g.running, g.superseding = id, false
+	g.runningCommit, g.runningGeneration = commit, g.s.Generation
+	child := workflow.ExecuteChildWorkflow(cctx, RolloutWorkflow, in)
+	future, settle := workflow.NewFuture(ctx)
+	g.done = future
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		var res RolloutResult
+		err := child.Get(ctx, &res)
+		g.finish(ctx, id, res, err)
+		settle.Set(nil, err)
+	})
+}
+
+func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err error) {
+	g.running, g.superseding, g.s.LastRollout = "", false, id
+	switch {
+	case err != nil:
+		g.s.Error = "rollout " + id + ": " + activityMessage(err)
+		g.s.Dirty = true
+	case res.Error != "":
+		g.s.Error = res.Error
+	default:
+		g.s.Error = ""
+		g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments
+		if !res.Superseded {
+			g.s.Commit, g.s.ObservedGeneration = res.Commit, res.Generation
+		} else {
+			g.s.Dirty = true
+		}
+	}
+	g.upsert(ctx)
+}
+
+// upsert keeps the workflow's search attributes current.
+func (g *gitRepo) upsert(ctx workflow.Context) {
+	sum := status.Summarize(g.s.Deployments) //workflowcheck:ignore order-independent counts
+	state := string(sum.State)
+	if g.s.Error != "" {
+		state = "Error"
+	}
+	want := map[string]string{"state": state, "commit": g.s.Commit}
+	if reflect.DeepEqual(want, g.attrs) { //workflowcheck:ignore DeepEqual is deterministic
+		return
+	}
+	g.attrs = want
+	repo := ""
+	if g.s.GitRepo != nil {
+		repo = g.s.GitRepo.Spec.Repo
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx,
+		temporalx.KeyGitRepo.ValueSet(g.ref.String()),
+		temporalx.KeyRepoURL.ValueSet(repo),
+		temporalx.KeyState.ValueSet(state),
+		temporalx.KeyCommit.ValueSet(g.s.Commit),
+		temporalx.KeyCluster.ValueSet(clustersOf(g.s.Deployments)),
+	)
+}
+
+func (g *gitRepo) status() (status.GitRepo, error) {
+	st := status.GitRepo{Namespace: g.ref.Namespace, Name: g.ref.Name, Commit: g.s.Commit, LatestCommit: g.s.LatestCommit,
+		Generation: g.s.Generation, ObservedGeneration: g.s.ObservedGeneration, Paused: g.s.Paused, Deleting: g.s.Deleting,
+		Rollout: g.running, LastRollout: g.s.LastRollout, Error: g.s.Error, Syncs: g.s.Syncs}
+	if g.s.GitRepo != nil {
+		st.Repo, st.Branch, st.Revision = g.s.GitRepo.Spec.Repo, g.s.GitRepo.Spec.Branch, g.s.GitRepo.Spec.Revision
+	}
+	outOfSync := g.s.Paused && (g.s.LatestCommit != g.s.Commit || g.s.Generation != g.s.ObservedGeneration)
+	for _, d := range g.s.Deployments {
+		if outOfSync && d.State == status.Ready {
+			d.State, d.Message = status.OutOfSync, "GitRepo is paused"
+		}
+		st.Deployments = append(st.Deployments, d)
+	}
+	st.Summary = status.Summarize(st.Deployments)
+	st.Settled = g.running == "" && !g.s.ResolveDue && (!g.s.Dirty || g.s.Paused)
+	return st, nil
+}
+
+// unsettled reports deployments worth refreshing on the next poll.
+func unsettled(deps []status.Deployment) bool {
+	for _, d := range deps {
+		switch d.State {
+		case status.NotReady, status.WaitApplied, status.Pending:
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,182 @@
+package workflows
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// fakeFleet answers the activities of a GitRepo with two clusters and
+// records what was deployed and cleaned.
+type fakeFleet struct {
+	mu       sync.Mutex
+	commit   string
+	matched  []string
+	deploys  map[string]int // cluster → deploy calls
+	cleanups map[string][]string
+}
+
+func newFakeFleet() *fakeFleet {
+	return &fakeFleet{commit: "c0ffee0000000000000000000000000000000001", matched: []string{"c1", "c2"},
+		deploys: map[string]int{}, cleanups: map[string][]string{}}
+}
+
+func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
+	var a *activities.Activities
+	var ca *activities.ClusterActivities
+	env.RegisterWorkflow(RolloutWorkflow)
+	env.OnActivity(a.ResolveCommit, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.ResolveInput) (activities.ResolveResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return activities.ResolveResult{Ref: "refs/heads/main", Commit: f.commit}, nil
+		})
+	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RenderInput) (activities.RenderResult, error) {
+			return activities.RenderResult{Bundles: []activities.Bundle{{Name: "app", Release: "app", Namespace: "default",
+				DeploymentID: "s-" + in.Commit[:6] + ":h", Resources: 1}}}, nil
+		})
+	env.OnActivity(a.ListTargets, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.TargetsInput) (activities.TargetsResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			res := activities.TargetsResult{Registered: []string{"c1", "c2"}}
+			for _, c := range f.matched {
+				res.Matched = append(res.Matched, activities.TargetCluster{Name: c})
+			}
+			return res, nil
+		})
+	env.OnActivity(ca.Deploy, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.DeployInput) (activities.DeployResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.deploys[in.Cluster]++
+			var res activities.DeployResult
+			for _, b := range in.Bundles {
+				res.Deployments = append(res.Deployments, status.Deployment{Bundle: b.Name, Cluster: in.Cluster,
+					Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID,
+					AppliedDeploymentID: b.DeploymentID, State: status.Ready, Resources: 1, ReadyResources: 1})
+			}
+			return res, nil
+		})
+	env.OnActivity(ca.Cleanup, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CleanupInput) (activities.CleanupResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			var res activities.CleanupResult
+			for _, r := range in.Releases {
+				f.cleanups[in.Cluster] = append(f.cleanups[in.Cluster], r.Release)
+				res.Removed = append(res.Removed, r.Namespace+"/"+r.Release)
+			}
+			return res, nil
+		})
+}
+
+func testGitRepo(keep bool) api.GitRepo {
+	return api.GitRepo{Metadata: api.ObjectMeta{Name: "app", Namespace: "fleet-default"},
+		Spec: api.GitRepoSpec{Repo: "https://git.example/app.git", KeepResources: keep}}
+}
+
+func applyUpdate(t *testing.T, env *testsuite.TestWorkflowEnvironment, repo api.GitRepo) {
+	env.UpdateWorkflow(protocol.UpdateApply, "apply-"+repo.Metadata.Name, &testsuite.TestUpdateCallback{
+		OnReject:   func(err error) { t.Errorf("apply rejected: %v", err) },
+		OnComplete: func(any, error) {},
+	}, protocol.GitRepoApply{GitRepo: repo})
+}
+
+func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) status.GitRepo {
+	v, err := env.QueryWorkflow(protocol.QueryStatus)
+	require.NoError(t, err)
+	var st status.GitRepo
+	require.NoError(t, v.Get(&st))
+	return st
+}
+
+func TestGitRepoWorkflow_RollsOutRetargetsAndDeletes(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Equal(t, f.commit, st.Commit)
+		assert.Equal(t, 2, st.Summary.Ready, "deployed on both clusters")
+		assert.True(t, st.Settled)
+		// Retarget to c1 only: c2 must be cleaned up.
+		f.mu.Lock()
+		f.matched = []string{"c1"}
+		f.mu.Unlock()
+		env.SignalWorkflow(protocol.SignalClustersChanged, nil)
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Equal(t, 1, st.Summary.Desired)
+		f.mu.Lock()
+		assert.Equal(t, []string{"app"}, f.cleanups["c2"])
+		f.mu.Unlock()
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 10*time.Second)
+
+	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, []string{"app"}, f.cleanups["c1"], "delete uninstalls the remaining release")
+}
+
+func TestGitRepoWorkflow_InvalidSpecIsRejected(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	newFakeFleet().register(env)
+	bad := testGitRepo(false)
+	bad.Spec.Targets = []api.GitTarget{{ClusterName: "Not_A_Name"}}
+	var rejected error
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(protocol.UpdateApply, "bad", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { rejected = err },
+			OnAccept:   func() { t.Error("invalid spec accepted") },
+			OnComplete: func(any, error) {},
+		}, protocol.GitRepoApply{GitRepo: bad})
+	}, 0)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalDelete, nil) }, time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	require.Error(t, rejected)
+	assert.Contains(t, rejected.Error(), "spec.targets[0].clusterName")
+}
+
+func TestGitRepoWorkflow_NewCommitSupersedesAndUpgrades(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
+	env.RegisterDelayedCallback(func() {
+		f.mu.Lock()
+		f.commit = "beef000000000000000000000000000000000002"
+		f.mu.Unlock()
+	}, 5*time.Second)
+	// The default 15 s poll finds the new commit.
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Equal(t, "beef000000000000000000000000000000000002", st.Commit)
+		for _, d := range st.Deployments {
+			assert.Equal(t, "s-beef00:h", d.AppliedDeploymentID)
+		}
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 40*time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, 2, f.deploys["c1"], "one deploy per commit")
+}

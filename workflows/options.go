@@ -1,0 +1,75 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+)
+
+// Timeouts and retries of the activities Flotilla's workflows run.
+var (
+	// gitOptions: ls-remote of a GitRepo's remote. Failures are reported in
+	// status and retried on the next poll, so attempts are few.
+	gitOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval:        time.Second,
+			MaximumAttempts:        3,
+			NonRetryableErrorTypes: []string{activities.ErrTypeGitAuth, activities.ErrTypeRefNotFound, activities.ErrTypeSecretNotFound},
+		},
+	}
+	// renderOptions: checkout and render of every bundle.
+	renderOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 10 * time.Minute,
+		HeartbeatTimeout:    time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second,
+			MaximumAttempts: 5,
+			NonRetryableErrorTypes: []string{activities.ErrTypeInvalidBundle, activities.ErrTypeGitAuth,
+				activities.ErrTypeRefNotFound, activities.ErrTypeSecretNotFound},
+		},
+	}
+	// registryOptions: reading clusters and groups, notifying GitRepos.
+	registryOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumInterval: 10 * time.Second},
+	}
+	// clusterOptions: deploy and cleanup on a cluster's queue. A queue
+	// nobody serves (agent down, kubeconfig not on this host) fails fast
+	// on ScheduleToStart; the rollout reports it and tries again.
+	clusterOptions = workflow.ActivityOptions{
+		ScheduleToStartTimeout: 30 * time.Second,
+		StartToCloseTimeout:    15 * time.Minute,
+		HeartbeatTimeout:       time.Minute,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
+	}
+	// waitReadyOptions: watching a cluster's resources become ready.
+	waitReadyOptions = workflow.ActivityOptions{
+		ScheduleToStartTimeout: 30 * time.Second,
+		StartToCloseTimeout:    3 * time.Minute,
+		HeartbeatTimeout:       20 * time.Second,
+		WaitForCancellation:    true,
+		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
+	}
+)
+
+// onCluster returns ctx with opts, on the cluster's task queue.
+func onCluster(ctx workflow.Context, cluster string, opts workflow.ActivityOptions) workflow.Context {
+	opts.TaskQueue = protocol.ClusterQueue(cluster)
+	return workflow.WithActivityOptions(ctx, opts)
+}
+
+// historyLimit is the history length at which entity workflows continue
+// as new, well before Temporal's 10k-event warning.
+const historyLimit = 4000
+
+// retryBackoff is the pause before the n-th retry (0-based) of a cluster
+// that could not be reached: 1s, 2s, 4s, ... up to 15s.
+func retryBackoff(n int) time.Duration {
+	d := time.Second << min(n, 4)
+	return min(d, 15*time.Second)
+}

@@ -1,0 +1,154 @@
+package workflows
+
+import (
+	"sort"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// InventoryEntry records a release Flotilla may have put on a cluster. A
+// rollout adds its desired entries before deploying, so the inventory is
+// always a superset of what exists and cleanup never misses a release.
+type InventoryEntry struct {
+	Bundle          string `json:"bundle"`
+	Cluster         string `json:"cluster"`
+	Release         string `json:"release"`
+	Namespace       string `json:"namespace"`
+	DeploymentID    string `json:"deploymentID,omitempty"`
+	KeepResources   bool   `json:"keepResources,omitempty"`
+	DeleteNamespace bool   `json:"deleteNamespace,omitempty"`
+}
+
+func (e InventoryEntry) key() string { return e.Bundle + "@" + e.Cluster }
+
+func (e InventoryEntry) release() activities.Release {
+	return activities.Release{Bundle: e.Bundle, Release: e.Release, Namespace: e.Namespace,
+		KeepResources: e.KeepResources, DeleteNamespace: e.DeleteNamespace}
+}
+
+// clusterWork is what a rollout does on one cluster.
+type clusterWork struct {
+	Cluster string
+	Paused  bool
+	Deploy  []activities.Bundle
+	Cleanup []InventoryEntry
+}
+
+// plan is the pure decision of a rollout: what to deploy and clean where.
+type plan struct {
+	Work []clusterWork
+	// Inventory is the inventory once every step succeeds... minus the
+	// cleanups, which are removed as they succeed.
+	Inventory []InventoryEntry
+	// Dropped are entries on clusters that are no longer registered; their
+	// releases are left alone (nothing can reach them).
+	Dropped []InventoryEntry
+	// Deployments is the initial status of every desired deployment.
+	Deployments []status.Deployment
+}
+
+// makePlan decides a rollout. keepAll forces keepResources on cleanups (a
+// GitRepo deleted with keepResources set after the releases were made).
+func makePlan(bundles []activities.Bundle, targets activities.TargetsResult, inv []InventoryEntry, keepAll bool) plan {
+	registered := map[string]bool{}
+	for _, c := range targets.Registered {
+		registered[c] = true
+	}
+	paused := map[string]bool{}
+	work := map[string]*clusterWork{}
+	get := func(c string) *clusterWork {
+		if w, ok := work[c]; ok {
+			return w
+		}
+		w := &clusterWork{Cluster: c, Paused: paused[c]}
+		work[c] = w
+		return w
+	}
+	desired := map[string]InventoryEntry{}
+	var p plan
+	for _, tc := range targets.Matched {
+		paused[tc.Name] = tc.Paused
+		w := get(tc.Name)
+		for _, b := range bundles {
+			e := InventoryEntry{Bundle: b.Name, Cluster: tc.Name, Release: b.Release, Namespace: b.Namespace,
+				KeepResources: b.KeepResources, DeleteNamespace: b.DeleteNamespace}
+			desired[e.key()] = e
+			d := status.Deployment{Bundle: b.Name, Cluster: tc.Name, Release: b.Release, Namespace: b.Namespace,
+				DeploymentID: b.DeploymentID, State: status.Pending, Resources: b.Resources}
+			if tc.Paused {
+				d.State, d.Message = status.OutOfSync, "cluster "+tc.Name+" is paused"
+			} else {
+				w.Deploy = append(w.Deploy, b)
+			}
+			p.Deployments = append(p.Deployments, d)
+		}
+	}
+	kept := map[string]InventoryEntry{}
+	for _, e := range inv {
+		want, ok := desired[e.key()]
+		switch {
+		case !registered[e.Cluster]:
+			p.Dropped = append(p.Dropped, e)
+			continue
+		case paused[e.Cluster]:
+			// A paused cluster keeps what it runs.
+		case !ok || want.Release != e.Release || want.Namespace != e.Namespace:
+			if keepAll {
+				e.KeepResources = true
+			}
+			get(e.Cluster).Cleanup = append(get(e.Cluster).Cleanup, e)
+		}
+		kept[e.key()+"/"+e.Namespace+"/"+e.Release] = e
+	}
+	for _, e := range desired {
+		k := e.key() + "/" + e.Namespace + "/" + e.Release
+		if old, ok := kept[k]; ok {
+			e.DeploymentID = old.DeploymentID
+		}
+		kept[k] = e
+	}
+	for _, e := range kept {
+		p.Inventory = append(p.Inventory, e)
+	}
+	sortInventory(p.Inventory)
+	for _, w := range work {
+		if len(w.Deploy) > 0 || len(w.Cleanup) > 0 || w.Paused {
+			sortInventory(w.Cleanup)
+			p.Work = append(p.Work, *w)
+		}
+	}
+	sort.Slice(p.Work, func(i, j int) bool { return p.Work[i].Cluster < p.Work[j].Cluster })
+	status.Sort(p.Deployments)
+	return p
+}
+
+func sortInventory(inv []InventoryEntry) {
+	sort.Slice(inv, func(i, j int) bool {
+		a, b := inv[i], inv[j]
+		if a.Bundle != b.Bundle {
+			return a.Bundle < b.Bundle
+		}
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Release < b.Release
+	})
+}
+
+// clustersOf lists the clusters of deployments, sorted and unique.
+func clustersOf(deps []status.Deployment) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range deps {
+		if !seen[d.Cluster] {
+			seen[d.Cluster] = true
+			out = append(out, d.Cluster)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,134 @@
+package workflows
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+func bundles(names ...string) []activities.Bundle {
+	var out []activities.Bundle
+	for _, n := range names {
+		out = append(out, activities.Bundle{Name: n, Release: n, Namespace: "default", DeploymentID: "s-" + n + ":h"})
+	}
+	return out
+}
+
+func targets(registered []string, matched ...string) activities.TargetsResult {
+	r := activities.TargetsResult{Registered: registered}
+	for _, m := range matched {
+		r.Matched = append(r.Matched, activities.TargetCluster{Name: m})
+	}
+	return r
+}
+
+func entry(b, c string) InventoryEntry {
+	return InventoryEntry{Bundle: b, Cluster: c, Release: b, Namespace: "default", DeploymentID: "s-" + b + ":old"}
+}
+
+func TestMakePlan(t *testing.T) {
+	all := []string{"c1", "c2", "c3"}
+	tests := []struct {
+		name        string
+		bundles     []activities.Bundle
+		targets     activities.TargetsResult
+		inv         []InventoryEntry
+		keepAll     bool
+		wantDeploy  map[string][]string
+		wantCleanup map[string][]string
+		wantDropped int
+		wantInv     int
+	}{
+		{
+			name:       "first rollout deploys every bundle on every match",
+			bundles:    bundles("a", "b"),
+			targets:    targets(all, "c1", "c2"),
+			wantDeploy: map[string][]string{"c1": {"a", "b"}, "c2": {"a", "b"}},
+			wantInv:    4,
+		},
+		{
+			name:        "untargeted cluster is cleaned",
+			bundles:     bundles("a"),
+			targets:     targets(all, "c1"),
+			inv:         []InventoryEntry{entry("a", "c1"), entry("a", "c2")},
+			wantDeploy:  map[string][]string{"c1": {"a"}},
+			wantCleanup: map[string][]string{"c2": {"a"}},
+			wantInv:     2, // c2 stays until its cleanup succeeds
+		},
+		{
+			name:        "bundle removed from Git is cleaned",
+			bundles:     bundles("a"),
+			targets:     targets(all, "c1"),
+			inv:         []InventoryEntry{entry("a", "c1"), entry("b", "c1")},
+			wantDeploy:  map[string][]string{"c1": {"a"}},
+			wantCleanup: map[string][]string{"c1": {"b"}},
+			wantInv:     2,
+		},
+		{
+			name:        "unregistered cluster is dropped, not cleaned",
+			bundles:     bundles("a"),
+			targets:     targets([]string{"c1"}, "c1"),
+			inv:         []InventoryEntry{entry("a", "c1"), entry("a", "gone")},
+			wantDeploy:  map[string][]string{"c1": {"a"}},
+			wantDropped: 1,
+			wantInv:     1,
+		},
+		{
+			name:        "delete cleans everything",
+			targets:     targets(all),
+			inv:         []InventoryEntry{entry("a", "c1"), entry("a", "c2")},
+			keepAll:     true,
+			wantCleanup: map[string][]string{"c1": {"a"}, "c2": {"a"}},
+			wantInv:     2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := makePlan(tt.bundles, tt.targets, tt.inv, tt.keepAll)
+			deploy, cleanup := map[string][]string{}, map[string][]string{}
+			for _, w := range p.Work {
+				for _, b := range w.Deploy {
+					deploy[w.Cluster] = append(deploy[w.Cluster], b.Name)
+				}
+				for _, e := range w.Cleanup {
+					cleanup[w.Cluster] = append(cleanup[w.Cluster], e.Bundle)
+					assert.Equal(t, tt.keepAll, e.KeepResources)
+				}
+			}
+			if tt.wantDeploy == nil {
+				tt.wantDeploy = map[string][]string{}
+			}
+			if tt.wantCleanup == nil {
+				tt.wantCleanup = map[string][]string{}
+			}
+			assert.Equal(t, tt.wantDeploy, deploy)
+			assert.Equal(t, tt.wantCleanup, cleanup)
+			assert.Len(t, p.Dropped, tt.wantDropped)
+			assert.Len(t, p.Inventory, tt.wantInv)
+		})
+	}
+}
+
+func TestMakePlan_KeepsAppliedIDAndPausedClusters(t *testing.T) {
+	tr := targets([]string{"c1", "c2"}, "c1", "c2")
+	tr.Matched[1].Paused = true
+	p := makePlan(bundles("a"), tr, []InventoryEntry{entry("a", "c1"), entry("a", "c2"), entry("b", "c2")}, false)
+	require.Len(t, p.Work, 2)
+	assert.Equal(t, "c2", p.Work[1].Cluster)
+	assert.Empty(t, p.Work[1].Deploy, "a paused cluster gets no deploys")
+	assert.Empty(t, p.Work[1].Cleanup, "a paused cluster keeps what it runs")
+	for _, d := range p.Deployments {
+		if d.Cluster == "c2" {
+			assert.Equal(t, status.OutOfSync, d.State)
+		}
+	}
+	for _, e := range p.Inventory {
+		if e.Bundle == "a" && e.Cluster == "c1" {
+			assert.Equal(t, "s-a:old", e.DeploymentID, "the last applied ID is kept until the deploy reports")
+		}
+	}
+}
