@@ -11,7 +11,7 @@ VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo
 COMMIT       ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS      := -s -w -X $(MODULE)/internal/buildinfo.version=$(VERSION) -X $(MODULE)/internal/buildinfo.commit=$(COMMIT)
 TEST_TIMEOUT ?= 45m
-# Run `make run` flags through to the worker, e.g. make run ARGS="--state-dir /tmp/x".
+# Extra `make run` flags for hack/demo, e.g. make run ARGS="-state-dir /tmp/x".
 ARGS         ?=
 # Benchmark to run with `make bench BENCH=<name>` (empty: all).
 BENCH        ?=
@@ -37,9 +37,10 @@ build: ## Build bin/flotilla-worker and bin/flotilla
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/flotilla-worker ./worker
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/flotilla ./starter
 
-run: build ## Start the worker with an embedded Temporal server and Web UI
-	@echo "Starting flotilla-worker --dev (state in .flotilla/); the Temporal UI is at http://127.0.0.1:8233"
-	$(BIN)/flotilla-worker --dev --log-format console $(ARGS)
+run: build ## Start the worker (embedded Temporal + UI), a local demo cluster and Git server, and roll out examples/
+	@echo "Starting the demo: flotilla-worker --dev (state in .flotilla/), a local cluster, a Git server; the Temporal UI is at http://127.0.0.1:8233"
+	export FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; \
+	$(GO) run ./hack/demo -bin $(BIN) $(ARGS)
 
 testbin: ## Build (once, cached) the kube-apiserver/etcd/kwok binaries tests use
 	@bash hack/k8s-testbin/build.sh
