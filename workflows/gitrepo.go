@@ -122,14 +122,16 @@ func (g *gitRepo) validate(ctx workflow.Context, in protocol.GitRepoApply) error
 	if g.s.Deleting {
 		return temporal.NewNonRetryableApplicationError("GitRepo "+g.ref.String()+" is being deleted", "Deleting", nil)
 	}
-	return repo.Validate() //workflowcheck:ignore validation only reads its input
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	return repo.Validate()
 }
 
 func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protocol.ApplyResult, error) {
 	repo := in.GitRepo
 	repo.Default()
 	res := protocol.ApplyResult{Created: g.s.GitRepo == nil}
-	if g.s.GitRepo == nil || !reflect.DeepEqual(g.s.GitRepo.Spec, repo.Spec) { //workflowcheck:ignore DeepEqual is deterministic
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	if g.s.GitRepo == nil || !reflect.DeepEqual(g.s.GitRepo.Spec, repo.Spec) {
 		res.Changed = true
 		g.s.Generation++
 		if g.s.GitRepo == nil || g.s.GitRepo.Spec.Paused != repo.Spec.Paused {
@@ -318,7 +320,8 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 		state = "Error"
 	}
 	want := map[string]string{"state": state, "commit": g.s.Commit}
-	if reflect.DeepEqual(want, g.attrs) { //workflowcheck:ignore DeepEqual is deterministic
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	if reflect.DeepEqual(want, g.attrs) {
 		return
 	}
 	g.attrs = want

@@ -85,6 +85,7 @@ func makePlan(bundles []activities.Bundle, targets activities.TargetsResult, inv
 		}
 	}
 	kept := map[string]InventoryEntry{}
+	//workflowcheck:ignore deterministic: result does not depend on map order
 	for _, e := range inv {
 		want, ok := desired[e.key()]
 		switch {
@@ -101,6 +102,7 @@ func makePlan(bundles []activities.Bundle, targets activities.TargetsResult, inv
 		}
 		kept[e.key()+"/"+e.Namespace+"/"+e.Release] = e
 	}
+	//workflowcheck:ignore deterministic: result does not depend on map order
 	for _, e := range desired {
 		k := e.key() + "/" + e.Namespace + "/" + e.Release
 		if old, ok := kept[k]; ok {
@@ -108,10 +110,12 @@ func makePlan(bundles []activities.Bundle, targets activities.TargetsResult, inv
 		}
 		kept[k] = e
 	}
+	//workflowcheck:ignore deterministic: result does not depend on map order
 	for _, e := range kept {
 		p.Inventory = append(p.Inventory, e)
 	}
 	sortInventory(p.Inventory)
+	//workflowcheck:ignore deterministic: result does not depend on map order
 	for _, w := range work {
 		if len(w.Deploy) > 0 || len(w.Cleanup) > 0 || w.Paused {
 			sortInventory(w.Cleanup)
