@@ -97,6 +97,7 @@ func (c *ClusterActivities) reachable(ctx context.Context) error {
 // on this cluster and nothing of it is applied. An unreachable cluster
 // returns Retry, and the rollout tries again.
 func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployResult, error) {
+	defer keepAlive(ctx)()
 	if err := c.reachable(ctx); err != nil {
 		return c.retry(in, err), nil
 	}
@@ -235,6 +236,7 @@ func (c *ClusterActivities) WaitReady(ctx context.Context, in DeployInput) (Depl
 // Cleanup removes releases: helm uninstall, or with keepResources only
 // Helm's record of them; deleteNamespace then deletes the namespace.
 func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (CleanupResult, error) {
+	defer keepAlive(ctx)()
 	var out CleanupResult
 	if err := c.reachable(ctx); err != nil {
 		out.Retry, out.Message = true, fmt.Sprintf("cluster %s: %v", c.Cluster, err)

@@ -78,6 +78,7 @@ func gitError(ref GitRepoRef, err error) error {
 // store. Errors in the repository (a bad fleet.yaml, a missing chart)
 // are non-retryable and name the file and the bundle.
 func (a *Activities) Render(ctx context.Context, in RenderInput) (RenderResult, error) {
+	defer keepAlive(ctx)()
 	r, err := a.remote(in.GitRepo, in.Spec)
 	if err != nil {
 		return RenderResult{}, err

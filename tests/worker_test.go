@@ -34,16 +34,18 @@ type devWorker struct {
 	proc     *testenv.Process
 	frontend string
 	uiURL    string
+	stateDir string
 }
 
 // startDevWorker runs the real worker binary with an embedded server on free
 // ports and waits until the frontend answers.
-func startDevWorker(t *testing.T, stateDir string, extra ...string) *devWorker {
+func startDevWorker(t testing.TB, stateDir string, extra ...string) *devWorker {
 	t.Helper()
 	ports := testenv.FreePorts(t, 2)
 	w := &devWorker{
 		frontend: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		uiURL:    fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
+		stateDir: stateDir,
 	}
 	args := append([]string{"--dev", "--state-dir", stateDir,
 		"--dev-listen", w.frontend, "--ui-listen", strings.TrimPrefix(w.uiURL, "http://")}, extra...)
@@ -59,7 +61,7 @@ func startDevWorker(t *testing.T, stateDir string, extra ...string) *devWorker {
 	return w
 }
 
-func (w *devWorker) client(t *testing.T) client.Client {
+func (w *devWorker) client(t testing.TB) client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

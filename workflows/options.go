@@ -25,7 +25,7 @@ var (
 	// renderOptions: checkout and render of every bundle.
 	renderOptions = workflow.ActivityOptions{
 		StartToCloseTimeout: 10 * time.Minute,
-		HeartbeatTimeout:    time.Minute,
+		HeartbeatTimeout:    10 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second,
 			MaximumAttempts: 5,
@@ -44,14 +44,14 @@ var (
 	clusterOptions = workflow.ActivityOptions{
 		ScheduleToStartTimeout: 30 * time.Second,
 		StartToCloseTimeout:    15 * time.Minute,
-		HeartbeatTimeout:       time.Minute,
+		HeartbeatTimeout:       10 * time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	}
 	// waitReadyOptions: watching a cluster's resources become ready.
 	waitReadyOptions = workflow.ActivityOptions{
 		ScheduleToStartTimeout: 30 * time.Second,
 		StartToCloseTimeout:    3 * time.Minute,
-		HeartbeatTimeout:       20 * time.Second,
+		HeartbeatTimeout:       10 * time.Second,
 		WaitForCancellation:    true,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 	}

@@ -10,9 +10,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 )
 
-func TestCleanup(t *testing.T) {
-	f := newFixture(t)
-
+// testCleanup is TestOnBareCluster's Forget and DeleteNamespace group.
+func testCleanup(t *testing.T, f *fixture) {
 	t.Run("Forget drops every revision and keeps the objects", func(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t)

@@ -52,9 +52,8 @@ spec:
 // badLabels is a label set whose value the API server rejects.
 func badLabels() map[string]any { return map[string]any{"tier": "bad value!"} }
 
-func TestDeploy_PostRender(t *testing.T) {
-	f := newFixture(t)
-
+// testPostRender is TestOnBareCluster's post-render group.
+func testPostRender(t *testing.T, f *fixture) {
 	t.Run("forced namespace moves every object", func(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t)
