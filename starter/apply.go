@@ -58,7 +58,7 @@ func readDocuments(stdin io.Reader, files []string) ([]api.Document, error) {
 			return nil, err
 		}
 		for _, p := range paths {
-			var r io.Reader = stdin
+			r := stdin
 			if p != "-" {
 				fh, err := os.Open(p)
 				if err != nil {

@@ -39,7 +39,9 @@ type globals struct {
 }
 
 // clusters is the kubeconfig store the worker on this host reads.
-func (g *globals) clusters() *cluster.Store { return cluster.NewStore(filepath.Join(g.StateDir, "clusters")) }
+func (g *globals) clusters() *cluster.Store {
+	return cluster.NewStore(filepath.Join(g.StateDir, "clusters"))
+}
 
 // secrets is the Git credential store the worker on this host reads.
 func (g *globals) secrets() *cluster.SecretStore {

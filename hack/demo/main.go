@@ -98,7 +98,9 @@ Press Ctrl-C to stop.
 
 	select {
 	case <-ctx.Done():
-		<-done
+		if err := <-done; err != nil && ctx.Err() == nil {
+			r.Logf("worker: %v", err)
+		}
 	case err := <-done:
 		if err != nil {
 			r.Fatalf("worker exited: %v", err)
