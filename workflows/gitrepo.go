@@ -353,7 +353,9 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 		st.Deployments = append(st.Deployments, d)
 	}
 	st.Summary = status.Summarize(st.Deployments)
-	st.Settled = g.running == "" && !g.s.ResolveDue && (!g.s.Dirty || g.s.Paused)
+	// Settled: nothing runs and nothing is due, or nothing can run until
+	// the remote answers (no commit known yet).
+	st.Settled = g.running == "" && !g.s.ResolveDue && (!g.s.Dirty || g.s.Paused || g.s.LatestCommit == "")
 	return st, nil
 }
 
