@@ -1,0 +1,117 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
+)
+
+func TestDecode_FleetAndFlotillaDocuments(t *testing.T) {
+	in := `
+apiVersion: fleet.cattle.io/v1alpha1
+kind: GitRepo
+metadata:
+  name: simple
+  namespace: fleet-local
+spec:
+  repo: https://github.com/rancher/fleet-examples
+  paths:
+  - simple
+  helmSecretName: unused-by-flotilla
+  targets:
+  - name: dev
+    clusterSelector:
+      matchLabels:
+        env: dev
+status:
+  commit: abc
+---
+apiVersion: fleet.cattle.io/v1alpha1
+kind: ClusterGroup
+metadata:
+  name: default
+  namespace: fleet-default
+spec:
+  selector:
+    matchExpressions:
+    - {key: env, operator: In, values: [dev, prod]}
+---
+apiVersion: flotilla.dev/v1alpha1
+kind: Cluster
+metadata:
+  name: c1
+  labels: {env: dev}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: git-creds}
+type: kubernetes.io/basic-auth
+stringData: {username: bot, password: s3cret}
+`
+	docs, err := api.Decode(strings.NewReader(in), "fleet.yaml")
+	require.NoError(t, err)
+	require.Len(t, docs, 4)
+	gr := docs[0].GitRepo
+	require.NotNil(t, gr)
+	assert.Equal(t, "fleet-local/simple", docs[0].Name())
+	assert.Equal(t, []string{"simple"}, gr.Spec.EffectivePaths())
+	assert.Equal(t, api.DefaultPollingInterval, gr.Spec.Polling())
+	assert.Equal(t, "dev", gr.Spec.EffectiveTargets()[0].Name)
+	assert.Equal(t, api.KindClusterGroup, docs[1].Kind())
+	assert.Equal(t, "dev", docs[2].Cluster.Metadata.Labels["env"])
+	assert.Equal(t, api.DefaultNamespace, docs[3].Secret.Metadata.Namespace, "secrets default to the GitRepo default namespace")
+	user, pass := docs[3].Secret.Credentials()
+	assert.Equal(t, "bot", user)
+	assert.Equal(t, "s3cret", pass)
+}
+
+func TestDecode_Defaults(t *testing.T) {
+	docs, err := api.Decode(strings.NewReader("apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'http://git/app.git'}\n"), "app.yaml")
+	require.NoError(t, err)
+	spec := docs[0].GitRepo.Spec
+	assert.Equal(t, api.DefaultNamespace, docs[0].GitRepo.Metadata.Namespace)
+	assert.Equal(t, []api.GitTarget{{Name: "default", ClusterGroup: "default"}}, spec.EffectiveTargets())
+	assert.Empty(t, spec.Branch, "an empty branch means the remote's HEAD")
+}
+
+func TestDecode_InvalidDocumentsNameFileAndField(t *testing.T) {
+	tests := []struct {
+		name, doc string
+		want      []string
+	}{
+		{"missing repo", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {}",
+			[]string{"in.yaml#1", "GitRepo fleet-default/app", "spec.repo: Required value"}},
+		{"bad selector key", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec:\n  repo: https://g/a.git\n  targets:\n  - clusterSelector: {matchLabels: {'bad key!': x}}",
+			[]string{"spec.targets[0].clusterSelector.matchLabels", "bad key!"}},
+		{"bad label value", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c1, labels: {env: 'not valid!'}}",
+			[]string{"Cluster c1", "metadata.labels", "not valid!"}},
+		{"credentials in url", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'https://bot:hunter2@git/a.git'}",
+			[]string{"spec.repo", "clientSecretName"}},
+		{"ssh not supported", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'ssh://git/a.git'}",
+			[]string{"spec.repo", "Unsupported value"}},
+		{"escaping path", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'https://g/a.git', paths: ['../x']}",
+			[]string{"spec.paths[0]", ".."}},
+		{"bad cluster name", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: Prod_EU}",
+			[]string{"metadata.name", "Prod_EU"}},
+		{"group without selector", "apiVersion: flotilla.dev/v1alpha1\nkind: ClusterGroup\nmetadata: {name: g}\nspec: {}",
+			[]string{"spec.selector: Required value"}},
+		{"unknown kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}",
+			[]string{"in.yaml#1", "unsupported kind \"ConfigMap\""}},
+		{"secret without password", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {username: u}",
+			[]string{"Secret fleet-default/s", "password"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := api.Decode(strings.NewReader(tt.doc), "in.yaml")
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			assert.NotContains(t, err.Error(), "hunter2", "credentials never appear in errors")
+		})
+	}
+}
