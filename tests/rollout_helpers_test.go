@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
@@ -154,6 +156,15 @@ const allClusters = "  targets:\n  - clusterSelector: {}\n"
 // configMapDoc is a ConfigMap manifest with data {value: value}.
 func configMapDoc(name, value string) string {
 	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s\ndata:\n  value: %q\n", name, value)
+}
+
+// manyConfigMaps is n ConfigMap manifests prefix-0 … prefix-<n-1>.
+func manyConfigMaps(prefix string, n int) string {
+	docs := make([]string, n)
+	for i := range docs {
+		docs[i] = configMapDoc(fmt.Sprintf("%s-%d", prefix, i), "x")
+	}
+	return strings.Join(docs, "---\n")
 }
 
 // fleetYAML puts a bundle's objects in namespace ns.
@@ -321,6 +332,29 @@ func (f *fleet) countDeployed(t *testing.T, bundle, deploymentID string) map[str
 	return out
 }
 
+// waitDeploying waits, querying Temporal directly (a CLI call is too slow),
+// until the GitRepo's running rollout has reached its Deploying phase and
+// returns the rollout's status.
+func (f *fleet) waitDeploying(t *testing.T, name string) status.Rollout {
+	t.Helper()
+	c := f.w.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		var st status.GitRepo
+		var ro status.Rollout
+		v, err := c.QueryWorkflow(ctx, protocol.GitRepoID("fleet-default", name), "", protocol.QueryStatus)
+		if err == nil && v.Get(&st) == nil && st.Rollout != "" {
+			if v, err := c.QueryWorkflow(ctx, st.Rollout, "", protocol.QueryStatus); err == nil && v.Get(&ro) == nil &&
+				ro.Phase == "Deploying" {
+				return ro
+			}
+		}
+		require.NoError(t, ctx.Err(), "rollout of %s never reached Deploying; last status %+v", name, st)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // kill9 kills the worker (and its embedded Temporal server) with SIGKILL.
 func (f *fleet) kill9(t *testing.T) {
 	t.Helper()
@@ -330,6 +364,47 @@ func (f *fleet) kill9(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("worker did not die after SIGKILL")
 	}
+}
+
+// killOnRevision watches release's Helm records on cluster, runs trigger,
+// and kills the worker with SIGKILL the moment record v<rev> is created —
+// in the middle of the Helm operation that writes it. It returns the
+// record's Helm status label at the kill (pending-install, pending-upgrade,
+// or later if Helm was faster than the kill).
+func (f *fleet) killOnRevision(t *testing.T, cluster, ns, release string, rev int, trigger func()) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := f.cluster(cluster).Clientset(t)
+	w, err := cs.CoreV1().Secrets(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + release})
+	require.NoError(t, err)
+	defer w.Stop()
+	want := fmt.Sprintf("sh.helm.release.v1.%s.v%d", release, rev)
+	trigger()
+	for ev := range w.ResultChan() {
+		if s, ok := ev.Object.(*corev1.Secret); ok && s.Name == want {
+			f.kill9(t)
+			got, err := cs.CoreV1().Secrets(ns).Get(context.Background(), want, metav1.GetOptions{})
+			require.NoError(t, err)
+			return got.Labels["status"]
+		}
+	}
+	t.Fatalf("%s never appeared on %s: %v", want, cluster, ctx.Err())
+	return ""
+}
+
+// helmRecords returns the Helm status label of each release record of
+// release on cluster, by revision.
+func (f *fleet) helmRecords(t *testing.T, cluster, ns, release string) map[string]string {
+	t.Helper()
+	list, err := f.cluster(cluster).Clientset(t).CoreV1().Secrets(ns).List(context.Background(),
+		metav1.ListOptions{LabelSelector: "owner=helm,name=" + release})
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, s := range list.Items {
+		out[s.Labels["version"]] = s.Labels["status"]
+	}
+	return out
 }
 
 // restart starts a new worker on the same state dir. The process belongs
@@ -352,4 +427,12 @@ func unreachableKubeconfig(t *testing.T, c *testenv.Cluster) string {
 	p := filepath.Join(t.TempDir(), "unreachable.kubeconfig")
 	require.NoError(t, clientcmd.WriteToFile(*cfg, p))
 	return p
+}
+
+func exitCode(err error) int {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	return -1
 }

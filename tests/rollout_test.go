@@ -2,11 +2,10 @@ package tests
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -126,11 +125,21 @@ func testCommitUpgradeRetarget(t *testing.T, f *fleet) {
 // Scenario 5: deleting a GitRepo uninstalls its releases everywhere; with
 // keepResources the objects stay and only Helm's records go.
 func testDeleteGitRepo(t *testing.T, f *fleet) {
-	// "app" from the previous scenario, if it exists; otherwise a new one.
-	if _, err := f.statusErr(t, "app"); err != nil {
-		repo := f.git.CreateRepo(t, "app2", map[string]string{"fleet.yaml": fleetYAML("app-ns"), "cm.yaml": configMapDoc("app-config", "v1")})
-		f.apply(t, gitRepoDoc("app", repo.URL(), allClusters))
-		f.waitFor(t, "app", "deployed", settledAt(repo.Head(t), 3))
+	// "app" from the previous scenario (or a new one), spread to all three
+	// clusters first so that the deletion has something everywhere.
+	repoURL := ""
+	if st, err := f.statusErr(t, "app"); err == nil && !st.Deleting {
+		repoURL = st.Repo
+	} else {
+		repoURL = f.git.CreateRepo(t, "app2", map[string]string{"fleet.yaml": fleetYAML("app-ns"), "cm.yaml": configMapDoc("app-config", "v1")}).URL()
+	}
+	f.apply(t, gitRepoDoc("app", repoURL, allClusters))
+	f.waitFor(t, "app", "deployed to all clusters", func(st status.GitRepo) bool {
+		return st.Settled && st.Generation == st.ObservedGeneration && st.Summary.State == status.Ready && st.Summary.Ready == 3
+	})
+	for _, c := range []string{"cluster-1", "cluster-2", "cluster-3"} {
+		_, ok := f.configMap(t, c, "app-ns", "app-config")
+		require.True(t, ok, "ConfigMap on %s before the deletion", c)
 	}
 	f.remove(t, "app")
 	for _, c := range []string{"cluster-1", "cluster-2", "cluster-3"} {
@@ -275,8 +284,7 @@ func testClusterAddInvalidLabel(t *testing.T, f *fleet) {
 	assert.Contains(t, stderr, "not valid!")
 
 	var list []struct {
-		Name   string            `json:"name"`
-		Labels map[string]string `json:"labels"`
+		Name string `json:"name"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(f.cli(t, "cluster", "list", "-o", "json")), &list))
 	var names []string
@@ -385,18 +393,11 @@ func testKill9(t *testing.T, f *fleet) {
 	// During a rollout.
 	second := repo.Commit(t, map[string]string{"cm.yaml": configMapDoc(cm, "v2")}, "v2")
 	f.cli(t, "sync", "durable")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := f.statusErr(t, "durable")
-		if err == nil && st.Rollout != "" {
-			t.Logf("killing during rollout %s", st.Rollout)
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no rollout started after sync: %+v %v", st, err)
-		time.Sleep(20 * time.Millisecond)
-	}
+	ro := f.waitDeploying(t, "durable")
+	t.Logf("killing during rollout %s (phase %s)", ro.ID, ro.Phase)
 	f.kill9(t)
-	t.Logf("Deployed bundle lines before the kill: %v", f.countDeployed(t, "durable", ""))
+	t.Logf("at the kill: Deployed bundle lines %v, helm revisions cluster-1 %d, cluster-2 %d", f.countDeployed(t, "durable", ""),
+		f.releaseRevisions(t, "cluster-1", ns, "durable"), f.releaseRevisions(t, "cluster-2", ns, "durable"))
 	f.restart(t)
 	// An activity that was running when the worker died is retried only
 	// after its heartbeat timeout (1 min), so allow for that.
@@ -410,13 +411,39 @@ func testKill9(t *testing.T, f *fleet) {
 		assert.Equal(t, 1, f.countDeployed(t, "durable", d.DeploymentID)[c],
 			"exactly one Deployed bundle line on %s for %s across both workers", c, d.DeploymentID)
 	}
-	f.remove(t, "durable")
-}
-
-func exitCode(err error) int {
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exit.ExitCode()
+	if t.Failed() {
+		return
 	}
-	return -1
+
+	// In the middle of a Helm upgrade: the worker dies right after Helm
+	// wrote the pending record of revision 3 on cluster-1. The deployer
+	// must recover the interrupted release (mark it failed, upgrade again):
+	// the rollout completes, the data is current, no record stays pending.
+	// 150 more ConfigMaps make the upgrade take long enough to be caught.
+	third := repo.Commit(t, map[string]string{"cm.yaml": configMapDoc(cm, "v3"), "many.yaml": manyConfigMaps("durable-extra", 150)}, "v3")
+	state := f.killOnRevision(t, "cluster-1", ns, "durable", 3, func() { f.cli(t, "sync", "durable") })
+	t.Logf("killed with revision 3 on cluster-1 in state %q", state)
+	f.restart(t)
+	st = f.waitForWithin(t, "durable", "third commit rolled out after a kill mid-upgrade", 4*time.Minute, settledAt(third, 2))
+	for _, c := range dev {
+		got, ok := f.configMap(t, c, ns, cm)
+		require.True(t, ok)
+		assert.Equal(t, "v3", got.Data["value"], "data on %s", c)
+		records := f.helmRecords(t, c, ns, "durable")
+		t.Logf("helm records on %s: %v", c, records)
+		latest := 0
+		for v, s := range records {
+			assert.NotContains(t, s, "pending", "release record v%s on %s left %s", v, c, s)
+			n, _ := strconv.Atoi(v)
+			latest = max(latest, n)
+		}
+		assert.Equal(t, "deployed", records[strconv.Itoa(latest)], "latest record on %s", c)
+		assert.LessOrEqual(t, latest, 4, "at most one recovery upgrade on %s", c)
+		d, _ := deploymentOn(st, "durable", c)
+		assert.Equal(t, d.DeploymentID, d.AppliedDeploymentID)
+		assert.Equal(t, 151, d.Resources, "resources on %s", c)
+		_, ok = f.configMap(t, c, ns, "durable-extra-149")
+		assert.True(t, ok, "last extra ConfigMap on %s", c)
+	}
+	f.remove(t, "durable")
 }

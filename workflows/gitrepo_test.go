@@ -180,3 +180,49 @@ func TestGitRepoWorkflow_NewCommitSupersedesAndUpgrades(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, 2, f.deploys["c1"], "one deploy per commit")
 }
+
+// An unreachable cluster is retried with backoff inside the rollout; the
+// other clusters deploy meanwhile, and the rollout converges when it
+// answers. (Regression: the backoff once blocked on the wrong context and
+// panicked the workflow task.)
+func TestRolloutWorkflow_RetriesUnreachableCluster(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	var ca *activities.ClusterActivities
+	calls := 0
+	env.OnActivity(ca.Deploy, mock.Anything, mock.MatchedBy(func(in activities.DeployInput) bool { return in.Cluster == "c2" })).
+		Return(func(_ context.Context, in activities.DeployInput) (activities.DeployResult, error) {
+			calls++
+			if calls < 3 {
+				return activities.DeployResult{Retry: true, Message: "cluster c2: API server unreachable"}, nil
+			}
+			b := in.Bundles[0]
+			return activities.DeployResult{Deployments: []status.Deployment{{Bundle: b.Name, Cluster: "c2", Release: b.Release,
+				Namespace: b.Namespace, DeploymentID: b.DeploymentID, AppliedDeploymentID: b.DeploymentID, State: status.Ready}}}, nil
+		})
+	f.register(env) // after the c2 mock: the first matching mock wins
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(protocol.QueryStatus)
+		require.NoError(t, err)
+		var st status.Rollout
+		require.NoError(t, v.Get(&st))
+		states := map[string]status.State{}
+		for _, d := range st.Deployments {
+			states[d.Cluster] = d.State
+			if d.Cluster == "c2" {
+				assert.Contains(t, d.Message, "cluster c2")
+			}
+		}
+		assert.Equal(t, map[string]status.State{"c1": status.Ready, "c2": status.WaitApplied}, states)
+	}, 1500*time.Millisecond)
+	env.ExecuteWorkflow(RolloutWorkflow, RolloutInput{GitRepo: activities.GitRepoRef{Namespace: "ns", Name: "app"},
+		Spec: api.GitRepoSpec{Repo: "https://git.example/app.git"}, Commit: "c0ffee0000000000000000000000000000000001", Generation: 1})
+	require.NoError(t, env.GetWorkflowError())
+	var res RolloutResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	assert.Equal(t, 3, calls)
+	for _, d := range res.Deployments {
+		assert.Equal(t, status.Ready, d.State, d.Cluster)
+	}
+}

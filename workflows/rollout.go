@@ -173,7 +173,9 @@ func (r *rollout) deploy(ctx, stopCtx workflow.Context, w clusterWork) bool {
 			msg = clusterError(w.Cluster, err)
 		}
 		r.mark(w.Cluster, status.WaitApplied, msg)
-		if workflow.Sleep(stopCtx, retryBackoff(attempt)) != nil {
+		// The timer belongs to stopCtx (a newer change cancels it) but is
+		// waited on in this goroutine's own context.
+		if workflow.NewTimer(stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
 			return false
 		}
 	}
@@ -210,7 +212,9 @@ func (r *rollout) cleanup(ctx, stopCtx workflow.Context, w clusterWork) {
 			msg = clusterError(w.Cluster, err)
 		}
 		workflow.GetLogger(ctx).Warn("Cleanup incomplete; retrying", "cluster", w.Cluster, "error", msg)
-		if workflow.Sleep(stopCtx, retryBackoff(attempt)) != nil {
+		// The timer belongs to stopCtx (a newer change cancels it) but is
+		// waited on in this goroutine's own context.
+		if workflow.NewTimer(stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
 			return
 		}
 	}

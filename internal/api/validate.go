@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -193,8 +194,24 @@ func (s *Secret) Credentials() (username, password string) {
 }
 
 // ValidateLabels checks label keys and values with apimachinery's rules.
+// Keys are checked in sorted order and every error names its key
+// (metadata.labels[env]), so messages are stable and precise.
 func ValidateLabels(labels map[string]string, p *field.Path) field.ErrorList {
-	return metav1validation.ValidateLabels(labels, p)
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs field.ErrorList
+	for _, k := range keys {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p.Key(k), k, "key: "+msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(labels[k]) {
+			errs = append(errs, field.Invalid(p.Key(k), labels[k], msg))
+		}
+	}
+	return errs
 }
 
 func validateMeta(m ObjectMeta, namespaced bool, p *field.Path) field.ErrorList {
