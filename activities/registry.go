@@ -52,35 +52,33 @@ func (a *Activities) ListTargets(ctx context.Context, in TargetsInput) (TargetsR
 
 // clusters returns every registered cluster, sorted by name.
 func (a *Activities) clusters(ctx context.Context) ([]protocol.ClusterRecord, error) {
-	var out []protocol.ClusterRecord
-	err := a.each(ctx, protocol.ClusterWorkflow, func(id string) error {
-		var rec protocol.ClusterRecord
-		if err := a.query(ctx, id, &rec); err != nil {
-			return err
-		}
-		if !rec.Removed && rec.Name != "" {
-			out = append(out, rec)
-		}
-		return nil
-	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, err
+	return records(ctx, a, protocol.ClusterWorkflow, func(r protocol.ClusterRecord) (string, bool) { return r.Name, r.Removed })
 }
 
 // groups returns every cluster group, sorted by name.
 func (a *Activities) groups(ctx context.Context) ([]protocol.GroupRecord, error) {
-	var out []protocol.GroupRecord
-	err := a.each(ctx, protocol.ClusterGroupWorkflow, func(id string) error {
-		var rec protocol.GroupRecord
+	return records(ctx, a, protocol.ClusterGroupWorkflow, func(r protocol.GroupRecord) (string, bool) { return r.Name, r.Removed })
+}
+
+// records queries every running workflow of wfType for its record and
+// returns those not removed, sorted by name.
+func records[T any](ctx context.Context, a *Activities, wfType string, key func(T) (name string, removed bool)) ([]T, error) {
+	var out []T
+	err := a.each(ctx, wfType, func(id string) error {
+		var rec T
 		if err := a.query(ctx, id, &rec); err != nil {
 			return err
 		}
-		if !rec.Removed && rec.Name != "" {
+		if name, removed := key(rec); !removed && name != "" {
 			out = append(out, rec)
 		}
 		return nil
 	})
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool {
+		a, _ := key(out[i])
+		b, _ := key(out[j])
+		return a < b
+	})
 	return out, err
 }
 

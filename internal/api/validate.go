@@ -226,23 +226,18 @@ func validateMeta(m ObjectMeta, namespaced bool, p *field.Path) field.ErrorList 
 	return errs
 }
 
-func dnsLabel(p *field.Path, v string) field.ErrorList {
-	if v == "" {
-		return field.ErrorList{field.Required(p, "")}
-	}
-	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Label(v) {
-		errs = append(errs, field.Invalid(p, v, msg))
-	}
-	return errs
-}
+func dnsLabel(p *field.Path, v string) field.ErrorList { return dnsName(p, v, validation.IsDNS1123Label) }
 
 func dnsSubdomain(p *field.Path, v string) field.ErrorList {
+	return dnsName(p, v, validation.IsDNS1123Subdomain)
+}
+
+func dnsName(p *field.Path, v string, check func(string) []string) field.ErrorList {
 	if v == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
 	var errs field.ErrorList
-	for _, msg := range validation.IsDNS1123Subdomain(v) {
+	for _, msg := range check(v) {
 		errs = append(errs, field.Invalid(p, v, msg))
 	}
 	return errs
