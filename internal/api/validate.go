@@ -226,7 +226,9 @@ func validateMeta(m ObjectMeta, namespaced bool, p *field.Path) field.ErrorList 
 	return errs
 }
 
-func dnsLabel(p *field.Path, v string) field.ErrorList { return dnsName(p, v, validation.IsDNS1123Label) }
+func dnsLabel(p *field.Path, v string) field.ErrorList {
+	return dnsName(p, v, validation.IsDNS1123Label)
+}
 
 func dnsSubdomain(p *field.Path, v string) field.ErrorList {
 	return dnsName(p, v, validation.IsDNS1123Subdomain)
