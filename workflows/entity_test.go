@@ -1,0 +1,77 @@
+package workflows
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// Pause keeps polling but rolls nothing out (deployments show OutOfSync);
+// resume rolls out the commit that arrived meanwhile.
+func TestGitRepoWorkflow_PauseAndResume(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+	const next = "beef000000000000000000000000000000000002"
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(protocol.SignalPause, nil)
+		f.mu.Lock()
+		f.commit = next
+		f.mu.Unlock()
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.True(t, st.Paused)
+		assert.Equal(t, next, st.LatestCommit, "a paused GitRepo still polls")
+		assert.NotEqual(t, next, st.Commit, "but rolls nothing out")
+		for _, d := range st.Deployments {
+			assert.Equal(t, status.OutOfSync, d.State)
+		}
+		assert.Equal(t, 1, f.deploys["c1"])
+		env.SignalWorkflow(protocol.SignalResume, nil)
+	}, 60*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.False(t, st.Paused)
+		assert.Equal(t, next, st.Commit)
+		assert.Equal(t, status.Ready, st.Summary.State)
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 70*time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, 2, f.deploys["c1"])
+}
+
+// A long-lived GitRepo continues as new before its history grows large,
+// carrying its spec, commit and inventory.
+func TestGitRepoWorkflow_ContinuesAsNewWithInventory(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
+	// After the first rollout, pretend the history has grown long.
+	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(historyLimit + 1) }, 20*time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(env.GetWorkflowError(), &can), "got %v", env.GetWorkflowError())
+	var next GitRepoInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.NotNil(t, next.State)
+	assert.Equal(t, f.commit, next.State.Commit)
+	assert.Len(t, next.State.Inventory, 2, "the inventory survives continue-as-new")
+	assert.NotNil(t, next.State.GitRepo)
+	assert.Positive(t, next.State.Polls, "the poll count (jitter seed) is carried too")
+}
