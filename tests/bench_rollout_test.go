@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,26 +34,17 @@ const helmVersion = "v3.22.0"
 func BenchmarkRollout(b *testing.B) {
 	const iterations = 12
 	ctx := context.Background()
-	w := startDevWorker(b, b.TempDir())
-	clusters := testenv.StartClusters(b, 3, testenv.Options{})
-	repo := testenv.NewGitServer(b, testenv.GitServerOptions{}).CreateRepo(b, "bench", map[string]string{"cm.yaml": benchConfigMap(0)})
-	cli := func(stdin string, args ...string) {
-		cmd := exec.Command(bins.cli, append([]string{"--temporal-address", w.frontend, "--state-dir", w.stateDir}, args...)...)
-		cmd.Stdin = strings.NewReader(stdin)
-		out, err := cmd.CombinedOutput()
-		require.NoError(b, err, string(out))
-	}
-	for _, c := range clusters {
-		cli("", "cluster", "add", c.Name, "--kubeconfig", c.KubeconfigPath, "--label", "bench=true")
-	}
+	f := startFleet(b, 3, 3)
+	clusters := f.clusters
+	repo := f.git.CreateRepo(b, "bench", map[string]string{"cm.yaml": benchConfigMap(0)})
 	gr := api.GitRepo{TypeMeta: api.TypeMeta{APIVersion: api.Version, Kind: api.KindGitRepo},
 		Metadata: api.ObjectMeta{Name: "bench", Namespace: api.DefaultNamespace},
 		Spec: api.GitRepoSpec{Repo: repo.URL(), DisablePolling: true,
-			Targets: []api.GitTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bench": "true"}}}}}}
+			Targets: []api.GitTarget{{ClusterSelector: &metav1.LabelSelector{}}}}}
 	doc, err := api.EncodeYAML(gr)
 	require.NoError(b, err)
-	cli(doc, "apply", "-f", "-")
-	c := w.client(b)
+	f.apply(b, doc)
+	c := f.w.client(b)
 	waitBench(ctx, b, c, func(st status.GitRepo) bool { return st.Summary.Ready == 3 })
 
 	var deploy, cleanup, noop []float64

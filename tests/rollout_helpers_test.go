@@ -34,7 +34,7 @@ const defaultWait = 60 * time.Second
 // server. Processes belong to the test that created the fleet, so subtests
 // may restart the worker without it being stopped at the subtest's end.
 type fleet struct {
-	t        *testing.T
+	t        testing.TB
 	stateDir string
 	w        *devWorker
 	// logs are the log files of every worker started on stateDir, oldest
@@ -55,12 +55,9 @@ func clusterLabels(i int) string {
 	return "env=prod"
 }
 
-// newFleet starts a fleet of nClusters clusters, all registered.
-func newFleet(t *testing.T, nClusters int) *fleet { return startFleet(t, nClusters, nClusters) }
-
 // startFleet starts nClusters clusters and registers the first registered
 // of them; the rest are spares a test registers itself.
-func startFleet(t *testing.T, nClusters, registered int) *fleet {
+func startFleet(t testing.TB, nClusters, registered int) *fleet {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts kube-apiservers, a Temporal dev server and a Git server")
@@ -91,7 +88,7 @@ func (f *fleet) cluster(name string) *testenv.Cluster {
 }
 
 // cliErr runs the CLI against the fleet's worker and state dir.
-func (f *fleet) cliErr(t *testing.T, args ...string) (stdout, stderr string, err error) {
+func (f *fleet) cliErr(t testing.TB, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -104,7 +101,7 @@ func (f *fleet) cliErr(t *testing.T, args ...string) (stdout, stderr string, err
 }
 
 // cli runs the CLI, fails the test on a non-zero exit and returns stdout.
-func (f *fleet) cli(t *testing.T, args ...string) string {
+func (f *fleet) cli(t testing.TB, args ...string) string {
 	t.Helper()
 	stdout, stderr, err := f.cliErr(t, args...)
 	require.NoError(t, err, "flotilla %s\nstdout: %s\nstderr: %s\nworker log tail:\n%s",
@@ -113,25 +110,25 @@ func (f *fleet) cli(t *testing.T, args ...string) string {
 }
 
 // apply writes doc to a file and runs `flotilla apply -f` on it.
-func (f *fleet) apply(t *testing.T, doc string) string {
+func (f *fleet) apply(t testing.TB, doc string) string {
 	t.Helper()
 	return f.cli(t, "apply", "-f", writeTemp(t, "doc.yaml", doc))
 }
 
 // sync runs `flotilla sync NAME --wait`.
-func (f *fleet) sync(t *testing.T, name string) {
+func (f *fleet) sync(t testing.TB, name string) {
 	t.Helper()
 	f.cli(t, "sync", name, "--wait", "--timeout", "3m")
 }
 
 // remove runs `flotilla delete NAME`, which waits until the GitRepo is gone.
-func (f *fleet) remove(t *testing.T, name string) {
+func (f *fleet) remove(t testing.TB, name string) {
 	t.Helper()
 	out := f.cli(t, "delete", name, "--timeout", "3m")
 	require.Contains(t, out, "gitrepo/fleet-default/"+name+" deleted")
 }
 
-func writeTemp(t *testing.T, name, content string) string {
+func writeTemp(t testing.TB, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
 	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
@@ -171,7 +168,7 @@ func manyConfigMaps(prefix string, n int) string {
 func fleetYAML(ns string) string { return "defaultNamespace: " + ns + "\n" }
 
 // statusErr runs `flotilla status NAME -o json`.
-func (f *fleet) statusErr(t *testing.T, name string) (status.GitRepo, error) {
+func (f *fleet) statusErr(t testing.TB, name string) (status.GitRepo, error) {
 	t.Helper()
 	var st status.GitRepo
 	stdout, stderr, err := f.cliErr(t, "status", name, "-o", "json")
@@ -185,7 +182,7 @@ func (f *fleet) statusErr(t *testing.T, name string) (status.GitRepo, error) {
 }
 
 // status returns the GitRepo's status and fails the test if it cannot.
-func (f *fleet) status(t *testing.T, name string) status.GitRepo {
+func (f *fleet) status(t testing.TB, name string) status.GitRepo {
 	t.Helper()
 	st, err := f.statusErr(t, name)
 	require.NoError(t, err)
@@ -193,14 +190,14 @@ func (f *fleet) status(t *testing.T, name string) status.GitRepo {
 }
 
 // waitFor polls the GitRepo's status until cond holds (defaultWait).
-func (f *fleet) waitFor(t *testing.T, name, what string, cond func(status.GitRepo) bool) status.GitRepo {
+func (f *fleet) waitFor(t testing.TB, name, what string, cond func(status.GitRepo) bool) status.GitRepo {
 	t.Helper()
 	return f.waitForWithin(t, name, what, defaultWait, cond)
 }
 
 // waitForWithin is waitFor with a timeout. On timeout it fails the test with
 // the last status and the worker's log tail.
-func (f *fleet) waitForWithin(t *testing.T, name, what string, timeout time.Duration, cond func(status.GitRepo) bool) status.GitRepo {
+func (f *fleet) waitForWithin(t testing.TB, name, what string, timeout time.Duration, cond func(status.GitRepo) bool) status.GitRepo {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last status.GitRepo
@@ -239,7 +236,7 @@ func deploymentOn(st status.GitRepo, bundle, cluster string) (status.Deployment,
 }
 
 // gitRepoNames lists the names `flotilla get gitrepos -o json` shows.
-func (f *fleet) gitRepoNames(t *testing.T) []string {
+func (f *fleet) gitRepoNames(t testing.TB) []string {
 	t.Helper()
 	var repos []status.GitRepo
 	out := f.cli(t, "get", "gitrepos", "-o", "json")
@@ -261,7 +258,7 @@ func clustersOf(st status.GitRepo) []string {
 }
 
 // configMap reads a ConfigMap from the named cluster.
-func (f *fleet) configMap(t *testing.T, cluster, ns, name string) (*corev1.ConfigMap, bool) {
+func (f *fleet) configMap(t testing.TB, cluster, ns, name string) (*corev1.ConfigMap, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -275,7 +272,7 @@ func (f *fleet) configMap(t *testing.T, cluster, ns, name string) (*corev1.Confi
 
 // releaseRevisions counts the Helm release records (one Secret
 // sh.helm.release.v1.<release>.v<N> per revision) of release on cluster.
-func (f *fleet) releaseRevisions(t *testing.T, cluster, ns, release string) int {
+func (f *fleet) releaseRevisions(t testing.TB, cluster, ns, release string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -293,7 +290,7 @@ func (f *fleet) releaseRevisions(t *testing.T, cluster, ns, release string) int 
 
 // deployedLines returns every "Deployed bundle" log line of every worker
 // that ran on the fleet's state dir, oldest first.
-func (f *fleet) deployedLines(t *testing.T) []map[string]any {
+func (f *fleet) deployedLines(t testing.TB) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, p := range f.logs {
@@ -319,7 +316,7 @@ func (f *fleet) deployedLines(t *testing.T) []map[string]any {
 
 // countDeployed counts "Deployed bundle" lines of bundle per cluster; a
 // non-empty deploymentID restricts the count to it.
-func (f *fleet) countDeployed(t *testing.T, bundle, deploymentID string) map[string]int {
+func (f *fleet) countDeployed(t testing.TB, bundle, deploymentID string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
 	for _, l := range f.deployedLines(t) {
@@ -335,7 +332,7 @@ func (f *fleet) countDeployed(t *testing.T, bundle, deploymentID string) map[str
 // waitDeploying waits, querying Temporal directly (a CLI call is too slow),
 // until the GitRepo's running rollout has reached its Deploying phase and
 // returns the rollout's status.
-func (f *fleet) waitDeploying(t *testing.T, name string) status.Rollout {
+func (f *fleet) waitDeploying(t testing.TB, name string) status.Rollout {
 	t.Helper()
 	c := f.w.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -356,7 +353,7 @@ func (f *fleet) waitDeploying(t *testing.T, name string) status.Rollout {
 }
 
 // kill9 kills the worker (and its embedded Temporal server) with SIGKILL.
-func (f *fleet) kill9(t *testing.T) {
+func (f *fleet) kill9(t testing.TB) {
 	t.Helper()
 	require.NoError(t, syscall.Kill(f.w.proc.PID(), syscall.SIGKILL))
 	select {
@@ -371,7 +368,7 @@ func (f *fleet) kill9(t *testing.T) {
 // in the middle of the Helm operation that writes it. It returns the
 // record's Helm status label at the kill (pending-install, pending-upgrade,
 // or later if Helm was faster than the kill).
-func (f *fleet) killOnRevision(t *testing.T, cluster, ns, release string, rev int, trigger func()) string {
+func (f *fleet) killOnRevision(t testing.TB, cluster, ns, release string, rev int, trigger func()) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -395,7 +392,7 @@ func (f *fleet) killOnRevision(t *testing.T, cluster, ns, release string, rev in
 
 // helmRecords returns the Helm status label of each release record of
 // release on cluster, by revision.
-func (f *fleet) helmRecords(t *testing.T, cluster, ns, release string) map[string]string {
+func (f *fleet) helmRecords(t testing.TB, cluster, ns, release string) map[string]string {
 	t.Helper()
 	list, err := f.cluster(cluster).Clientset(t).CoreV1().Secrets(ns).List(context.Background(),
 		metav1.ListOptions{LabelSelector: "owner=helm,name=" + release})
@@ -409,7 +406,7 @@ func (f *fleet) helmRecords(t *testing.T, cluster, ns, release string) map[strin
 
 // restart starts a new worker on the same state dir. The process belongs
 // to the fleet's test, so it outlives the calling subtest.
-func (f *fleet) restart(t *testing.T) {
+func (f *fleet) restart(t testing.TB) {
 	t.Helper()
 	f.w = startDevWorker(f.t, f.stateDir)
 	f.logs = append(f.logs, f.w.proc.LogPath())
@@ -417,7 +414,7 @@ func (f *fleet) restart(t *testing.T) {
 
 // unreachableKubeconfig writes a copy of c's kubeconfig whose server is a
 // port of 127.0.0.1 that nobody listens on.
-func unreachableKubeconfig(t *testing.T, c *testenv.Cluster) string {
+func unreachableKubeconfig(t testing.TB, c *testenv.Cluster) string {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(c.KubeconfigPath)
 	require.NoError(t, err)
