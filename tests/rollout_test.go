@@ -29,6 +29,7 @@ func TestRollout(t *testing.T) {
 	t.Run("InvalidGitRepoRejected", func(t *testing.T) { testInvalidGitRepoRejected(t, f) })
 	t.Run("ClusterAddInvalidLabel", func(t *testing.T) { testClusterAddInvalidLabel(t, f) })
 	t.Run("RelabelRetargets", func(t *testing.T) { testRelabelRetargets(t, f) })
+	t.Run("PauseResumeWatch", func(t *testing.T) { testPauseResumeWatch(t, f) })
 	t.Run("UnreachableClusterConverges", func(t *testing.T) { testUnreachableClusterConverges(t, f) })
 	t.Run("Kill9", func(t *testing.T) { testKill9(t, f) })
 }
@@ -446,4 +447,35 @@ func testKill9(t *testing.T, f *fleet) {
 		assert.True(t, ok, "last extra ConfigMap on %s", c)
 	}
 	f.remove(t, "durable")
+}
+
+// pause holds a new commit back (deployments OutOfSync, nothing upgraded);
+// resume rolls it out, and `status --watch` follows it until it settles.
+func testPauseResumeWatch(t *testing.T, f *fleet) {
+	const ns, cm = "paused-ns", "paused-config"
+	repo := f.git.CreateRepo(t, "paused", map[string]string{"fleet.yaml": fleetYAML(ns), "cm.yaml": configMapDoc(cm, "v1")})
+	f.apply(t, gitRepoDoc("paused", repo.URL(), selectorTarget("env", "dev")))
+	first := f.waitFor(t, "paused", "first commit Ready", settledAt(repo.Head(t), 2)).Commit
+
+	require.Contains(t, f.cli(t, "pause", "paused"), "gitrepo/fleet-default/paused paused")
+	second := repo.Commit(t, map[string]string{"cm.yaml": configMapDoc(cm, "v2")}, "v2")
+	f.cli(t, "sync", "paused")
+	st := f.waitFor(t, "paused", "the new commit seen but held back", func(st status.GitRepo) bool {
+		return st.Settled && st.LatestCommit == second
+	})
+	assert.Equal(t, first, st.Commit, "a paused GitRepo rolls nothing out")
+	for _, d := range st.Deployments {
+		assert.Equal(t, status.OutOfSync, d.State, d.Cluster)
+	}
+	got, _ := f.configMap(t, "cluster-1", ns, cm)
+	assert.Equal(t, "v1", got.Data["value"])
+
+	f.cli(t, "resume", "paused")
+	f.waitFor(t, "paused", "the resume taken", func(st status.GitRepo) bool { return !st.Paused })
+	out := f.cli(t, "status", "paused", "--watch", "--timeout", "2m")
+	assert.Contains(t, out, "Commit:   "+second[:12])
+	assert.Contains(t, out, "State:    Ready  2/2 bundle deployments ready")
+	got, _ = f.configMap(t, "cluster-1", ns, cm)
+	assert.Equal(t, "v2", got.Data["value"], "resume rolls out the held-back commit")
+	f.remove(t, "paused")
 }
