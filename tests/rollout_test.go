@@ -30,6 +30,7 @@ func TestRollout(t *testing.T) {
 	t.Run("ClusterAddInvalidLabel", func(t *testing.T) { testClusterAddInvalidLabel(t, f) })
 	t.Run("RelabelRetargets", func(t *testing.T) { testRelabelRetargets(t, f) })
 	t.Run("PauseResumeWatch", func(t *testing.T) { testPauseResumeWatch(t, f) })
+	t.Run("PrivateRepoSecretsStayOut", func(t *testing.T) { testPrivateRepoSecretsStayOut(t, f) })
 	t.Run("UnreachableClusterConverges", func(t *testing.T) { testUnreachableClusterConverges(t, f) })
 	t.Run("Kill9", func(t *testing.T) { testKill9(t, f) })
 }

@@ -1,0 +1,86 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	"google.golang.org/protobuf/encoding/protojson"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla-gitops/flotilla/internal/status"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+	"github.com/flotilla-gitops/flotilla/internal/testenv"
+)
+
+// A GitRepo on a password-protected Git server deploys with credentials
+// from a Secret applied with `flotilla apply`, and neither that password
+// nor any cluster's kubeconfig token appears in any workflow history or in
+// the worker's logs.
+func testPrivateRepoSecretsStayOut(t *testing.T, f *fleet) {
+	const password = "s3cret-Pa55word-9f2c"
+	git := testenv.NewGitServer(t, testenv.GitServerOptions{Username: "bot", Password: password})
+	repo := git.CreateRepo(t, "private", map[string]string{"fleet.yaml": fleetYAML("private-ns"), "cm.yaml": configMapDoc("private", "v1")})
+
+	// Without the secret the GitRepo reports the missing credentials.
+	f.apply(t, gitRepoDoc("private", repo.URL(), selectorTarget("env", "dev")+"  clientSecretName: git-creds\n"))
+	st := f.waitFor(t, "private", "an error naming the missing secret", func(st status.GitRepo) bool { return st.Error != "" })
+	assert.Contains(t, st.Error, "git-creds")
+
+	f.apply(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: git-creds\ntype: kubernetes.io/basic-auth\nstringData:\n  username: bot\n  password: "+password+"\n")
+	f.cli(t, "sync", "private")
+	f.waitFor(t, "private", "deployed with the stored credentials", settledAt(repo.Head(t), 2))
+	_, ok := f.configMap(t, "cluster-1", "private-ns", "private")
+	assert.True(t, ok)
+
+	secrets := []string{password}
+	for _, c := range f.clusters {
+		cfg, err := clientcmd.Load(c.Kubeconfig)
+		require.NoError(t, err)
+		for _, auth := range cfg.AuthInfos {
+			if auth.Token != "" {
+				secrets = append(secrets, auth.Token)
+			}
+		}
+	}
+	require.Greater(t, len(secrets), 1, "the clusters authenticate with tokens")
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := f.w.client(t)
+	histories := 0
+	require.NoError(t, temporalx.EachWorkflow(ctx, c, "", func(id string) error {
+		it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		var b strings.Builder
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return err
+			}
+			js, err := protojson.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			b.Write(js)
+		}
+		histories++
+		for _, s := range secrets {
+			assert.NotContains(t, b.String(), s, "a secret in the history of %s", id)
+		}
+		return nil
+	}))
+	assert.GreaterOrEqual(t, histories, 5, "GitRepo, rollout and cluster histories were read")
+	for _, log := range f.logs {
+		b, err := os.ReadFile(log)
+		require.NoError(t, err)
+		for _, s := range secrets {
+			assert.NotContains(t, string(b), s, "a secret in the worker log %s", log)
+		}
+	}
+	f.remove(t, "private")
+}
