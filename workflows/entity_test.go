@@ -1,16 +1,20 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
@@ -74,4 +78,31 @@ func TestGitRepoWorkflow_ContinuesAsNewWithInventory(t *testing.T) {
 	assert.Len(t, next.State.Inventory, 2, "the inventory survives continue-as-new")
 	assert.NotNil(t, next.State.GitRepo)
 	assert.Positive(t, next.State.Polls, "the poll count (jitter seed) is carried too")
+}
+
+// A commit that cannot be rendered is reported once and not re-rendered
+// on every poll; the previous deployments stay.
+func TestGitRepoWorkflow_BrokenCommitIsNotRetriedByPolling(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	var a *activities.Activities
+	renders := 0
+	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.RenderInput) (activities.RenderResult, error) {
+			renders++
+			return activities.RenderResult{}, temporal.NewNonRetryableApplicationError(
+				"GitRepo fleet-default/app: bundle app: fleet.yaml: helm.releaseName: invalid", activities.ErrTypeInvalidBundle, nil)
+		})
+	f.register(env)
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Contains(t, st.Error, "helm.releaseName")
+		assert.True(t, st.Settled)
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, 1, renders, "eight polls, one render")
 }

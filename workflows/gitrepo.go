@@ -43,6 +43,10 @@ type GitRepoState struct {
 	ResolveDue bool `json:"resolveDue,omitempty"`
 	// Polls counts polls, for deterministic jitter.
 	Polls int64 `json:"polls,omitempty"`
+	// FailedCommit and FailedGeneration name a commit and spec that could
+	// not be rendered; polling does not retry them (sync does).
+	FailedCommit     string `json:"failedCommit,omitempty"`
+	FailedGeneration int64  `json:"failedGeneration,omitempty"`
 	// Syncs counts sync signals, so a client can wait for its own sync.
 	Syncs int64 `json:"syncs,omitempty"`
 }
@@ -248,7 +252,8 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 	if g.running != "" {
 		current = g.runningCommit
 	}
-	if res.Commit != current {
+	failed := res.Commit == g.s.FailedCommit && g.s.Generation == g.s.FailedGeneration
+	if res.Commit != current && !failed {
 		g.s.Dirty = true
 	}
 	g.s.LatestCommit = res.Commit
@@ -300,6 +305,7 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 		g.s.Dirty = true
 	case res.Error != "":
 		g.s.Error = res.Error
+		g.s.FailedCommit, g.s.FailedGeneration = res.Commit, res.Generation
 	default:
 		g.s.Error = ""
 		g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments
