@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/google/renameio/v2"
 )
 
 // Sentinel errors, for errors.Is.
@@ -28,36 +30,16 @@ const (
 )
 
 // writeFileAtomic writes data to dir/name with mode 0600 through a
-// temporary file in dir, creating dir (0700) if needed. Messages name the
+// temporary file in dir (renameio), creating dir (0700) if needed: readers
+// see the old file or the new one, never a partial one. Messages name the
 // file, never the data.
-func writeFileAtomic(dir, name string, data []byte) (err error) {
+func writeFileAtomic(dir, name string, data []byte) error {
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	f, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close()           // already failed; the first error is reported
-			_ = os.Remove(f.Name()) // and the temporary file must not stay
-		}
-	}()
-	if err := f.Chmod(fileMode); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
-	}
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
-	}
-	if err := os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+	path := filepath.Join(dir, name)
+	if err := renameio.WriteFile(path, data, fileMode); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

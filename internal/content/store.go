@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/google/renameio/v2"
+
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 )
 
@@ -147,33 +149,12 @@ func (s *Store) GetOptions(hash string) (bundle.Options, error) {
 // a temporary file in the same directory first and is renamed into place,
 // so the file appears complete or not at all; concurrent writers of the
 // same name write the same bytes, so whichever rename wins is fine.
-func (s *Store) write(dir, name string, data []byte) (err error) {
+func (s *Store) write(dir, name string, data []byte) error {
 	final := filepath.Join(s.dir, dir, name)
 	if _, err := os.Stat(final); err == nil {
 		return nil
 	}
-	tmp, err := os.CreateTemp(filepath.Join(s.dir, dir), ".tmp-"+name+"-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			// Best effort: the temporary file is garbage either way.
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		_ = tmp.Close() // The write error is the one to report.
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		_ = tmp.Close() // The sync error is the one to report.
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), final)
+	return renameio.WriteFile(final, data, 0o600)
 }
 
 // validManifestID reports whether id has the form of bundle.Manifest.ID:
