@@ -21,6 +21,8 @@ TOOLS                := $(CURDIR)/.tools
 WORKFLOWCHECK_VER    := v0.6.0
 GOLANGCI_LINT_VER    := v2.15.0
 
+# The end-to-end tests build the worker and CLI binaries in TestMain, which
+# go test's result cache cannot see, so those packages always run (-count=1).
 # Packages that link the Temporal server run without -race: the race build of
 # the server alone costs minutes on a cold cache, and their logic is covered
 # by race-enabled unit tests of the packages they call.
@@ -49,7 +51,7 @@ test: ## Run every test CI runs: unit (with -race), integration and end-to-end
 	export FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; \
 	unit=$$($(GO) list ./... | grep -v -E '/(tests|worker|internal/devserver|internal/testenv/devtemporal)($$|/)'); \
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $$unit; \
-	$(GO) test -timeout $(TEST_TIMEOUT) $(SERVER_PKGS)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SERVER_PKGS)
 
 test-unit: ## Run only the fast tests (-short skips tests that start servers)
 	$(GO) test -short -race ./...
