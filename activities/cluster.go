@@ -2,6 +2,8 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -44,7 +46,7 @@ type ClusterActivities struct {
 
 	mu      sync.Mutex
 	getters map[string]genericclioptions.RESTClientGetter
-	host    string
+	host    string // configKey of the config the getters were made for
 }
 
 // getter returns a cached RESTClientGetter for namespace, so discovery is
@@ -56,8 +58,10 @@ func (c *ClusterActivities) getter(namespace string) (genericclioptions.RESTClie
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.host != cfg.Host || c.getters == nil {
-		c.getters, c.host = map[string]genericclioptions.RESTClientGetter{}, cfg.Host
+	// A re-added kubeconfig (new server, token or certificate) starts a
+	// new cache; the key stays in memory only.
+	if key := configKey(cfg); c.host != key || c.getters == nil {
+		c.getters, c.host = map[string]genericclioptions.RESTClientGetter{}, key
 	}
 	if g, ok := c.getters[namespace]; ok {
 		return g, nil
@@ -68,6 +72,17 @@ func (c *ClusterActivities) getter(namespace string) (genericclioptions.RESTClie
 	}
 	c.getters[namespace] = g
 	return g, nil
+}
+
+// configKey identifies a REST config's server and credentials.
+func configKey(cfg *rest.Config) string {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(cfg.Host), []byte(cfg.BearerToken), cfg.CertData, cfg.KeyData, cfg.CAData,
+		[]byte(cfg.Username), []byte(cfg.Password)} {
+		h.Write(part)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // reachable checks the API server answers, so an unreachable cluster is

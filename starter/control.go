@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -39,12 +38,11 @@ func newSignalCommand(g *globals, name, signal, short string, waitByDefault bool
 					return nil
 				}
 				if signal == protocol.SignalDelete {
-					err := c.GetWorkflow(ctx, id, "").Get(ctx, nil)
-					if err != nil && !errors.Is(err, context.Canceled) {
+					if err := c.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
 						return fmt.Errorf("GitRepo %s/%s: %w", g.Namespace, repo, err)
 					}
 					fmt.Fprintf(cmd.OutOrStdout(), "gitrepo/%s/%s deleted\n", g.Namespace, repo)
-					return err
+					return nil
 				}
 				_, err = waitSettled(ctx, c, g.Namespace, repo, func(st status.GitRepo) bool {
 					return signal != protocol.SignalSync || st.Syncs > before.Syncs

@@ -152,18 +152,22 @@ type entity struct {
 
 // change stores next into *rec when it differs, bumping the generation.
 func (e *entity) change(ctx workflow.Context, rec, next any) {
-	//workflowcheck:ignore deterministic: result does not depend on map order
-	if reflect.DeepEqual(rec, next) {
-		return
-	}
 	switch r := rec.(type) {
 	case *protocol.ClusterRecord:
 		n := next.(protocol.ClusterRecord)
+		//workflowcheck:ignore deterministic: result does not depend on map order
+		if reflect.DeepEqual(*r, n) {
+			return
+		}
 		n.Generation = r.Generation + 1
 		*r = n
 		upsertCluster(ctx, n)
 	case *protocol.GroupRecord:
 		n := next.(protocol.GroupRecord)
+		//workflowcheck:ignore deterministic: result does not depend on map order
+		if reflect.DeepEqual(*r, n) {
+			return
+		}
 		n.Generation = r.Generation + 1
 		*r = n
 	}
@@ -202,6 +206,10 @@ func (e *entity) run(ctx workflow.Context, markRemoved func()) (bool, error) {
 		}
 		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 			return false, err
+		}
+		if workflow.GetSignalChannel(ctx, protocol.SignalDelete).ReceiveAsync(nil) {
+			e.deleted = true // arrived with the history limit: act on it here
+			continue
 		}
 		return false, nil
 	}

@@ -106,3 +106,60 @@ func TestGitRepoWorkflow_BrokenCommitIsNotRetriedByPolling(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, 1, renders, "eight polls, one render")
 }
+
+// A render that fails for a transient reason (Git down) is retried by the
+// next poll; only a permanent failure parks the commit.
+func TestGitRepoWorkflow_TransientRenderFailureIsRetried(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	var a *activities.Activities
+	renders := 0
+	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RenderInput) (activities.RenderResult, error) {
+			renders++
+			if renders <= 5 { // all attempts of the first rollout
+				return activities.RenderResult{}, temporal.NewApplicationError("git server unreachable", "Git")
+			}
+			return activities.RenderResult{Bundles: []activities.Bundle{{Name: "app", Release: "app", Namespace: "default",
+				DeploymentID: "s-" + in.Commit[:6] + ":h"}}}, nil
+		})
+	f.register(env)
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Equal(t, f.commit, st.Commit, "the next poll rolled the commit out")
+		assert.Empty(t, st.Error)
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 2*time.Minute)
+	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	require.NoError(t, env.GetWorkflowError())
+}
+
+// Applying the same cluster spec twice is not a change: no new generation,
+// no GitRepo notified.
+func TestClusterWorkflow_SameApplyIsNoChange(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	var a *activities.Activities
+	notified := 0
+	env.OnActivity(a.NotifyGitRepos, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.NotifyInput) error { notified++; return nil })
+	var gens []int64
+	apply := func(id string) {
+		env.UpdateWorkflow(protocol.UpdateApply, id, &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Error(err) },
+			OnComplete: func(v any, err error) {
+				require.NoError(t, err)
+				gens = append(gens, v.(protocol.ClusterRecord).Generation)
+			},
+		}, protocol.ClusterApply{Labels: map[string]string{"env": "dev"}, SetLabels: true})
+	}
+	env.RegisterDelayedCallback(func() { apply("1") }, time.Second)
+	env.RegisterDelayedCallback(func() { apply("2") }, 2*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalDelete, nil) }, 3*time.Second)
+	env.ExecuteWorkflow(ClusterWorkflow, ClusterInput{Record: protocol.ClusterRecord{Name: "c1"}})
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, []int64{1, 1}, gens)
+	assert.Equal(t, 3, notified, "registration, the one real change, and the removal")
+}

@@ -84,6 +84,30 @@ type gitRepo struct {
 	// pollNow wakes the poller (spec change, sync).
 	pollReset int
 	attrs     map[string]string
+	// signals are the channels the workflow serves, drained before it
+	// continues as new so no signal is lost with the old run.
+	signals []signal
+	// started is set once the running rollout's child has started, so a
+	// supersede signal can reach it.
+	started bool
+}
+
+type signal struct {
+	ch    workflow.ReceiveChannel
+	apply func()
+}
+
+// drain applies every signal still buffered and reports whether there
+// was one.
+func (g *gitRepo) drain() bool {
+	got := false
+	for _, sig := range g.signals {
+		for sig.ch.ReceiveAsync(nil) {
+			sig.apply()
+			got = true
+		}
+	}
+	return got
 }
 
 func (g *gitRepo) register(ctx workflow.Context) error {
@@ -102,14 +126,15 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		protocol.SignalClustersChanged: func() { g.s.Dirty = true },
 	}
 	for _, name := range []string{protocol.SignalSync, protocol.SignalPause, protocol.SignalResume, protocol.SignalDelete, protocol.SignalClustersChanged} {
-		ch, fn := workflow.GetSignalChannel(ctx, name), signals[name]
+		sig := signal{ch: workflow.GetSignalChannel(ctx, name), apply: signals[name]}
+		if name == protocol.SignalSync {
+			sig.apply = func() { signals[protocol.SignalSync](); g.pollReset++ }
+		}
+		g.signals = append(g.signals, sig)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			for {
-				ch.Receive(ctx, nil)
-				fn()
-				if name == protocol.SignalSync {
-					g.pollReset++
-				}
+				sig.ch.Receive(ctx, nil)
+				sig.apply()
 			}
 		})
 	}
@@ -194,7 +219,7 @@ func (g *gitRepo) loop(ctx workflow.Context, in GitRepoInput) error {
 			return g.s.ResolveDue ||
 				(idle && g.s.Deleting) ||
 				(idle && g.s.Dirty && !g.s.Paused && g.s.LatestCommit != "") ||
-				(!idle && !g.superseding && (g.s.Deleting || (g.s.Dirty && !g.s.Paused))) ||
+				(!idle && g.started && !g.superseding && (g.s.Deleting || (g.s.Dirty && !g.s.Paused))) ||
 				(idle && g.continueAsNew(ctx))
 		})
 		if err != nil {
@@ -205,7 +230,7 @@ func (g *gitRepo) loop(ctx workflow.Context, in GitRepoInput) error {
 			return nil
 		case g.s.ResolveDue && !g.s.Deleting:
 			g.resolve(ctx)
-		case g.running != "" && !g.superseding:
+		case g.running != "" && g.started && !g.superseding:
 			g.superseding = true
 			logger.Info("Superseding rollout", "rollout", g.running)
 			_ = workflow.SignalExternalWorkflow(ctx, g.running, "", protocol.SignalSupersede, nil).Get(ctx, nil)
@@ -222,6 +247,9 @@ func (g *gitRepo) loop(ctx workflow.Context, in GitRepoInput) error {
 		case g.running == "" && g.continueAsNew(ctx):
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return err
+			}
+			if g.drain() {
+				continue // act on them first; continue as new when idle again
 			}
 			in.State = &g.s
 			return workflow.NewContinueAsNewError(ctx, GitRepoWorkflow, in)
@@ -284,12 +312,14 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 			temporalx.KeyState.ValueSet("Rolling"),
 		),
 	})
-	g.running, g.superseding = id, false
+	g.running, g.superseding, g.started = id, false, false
 	g.runningCommit, g.runningGeneration = commit, g.s.Generation
 	child := workflow.ExecuteChildWorkflow(cctx, RolloutWorkflow, in)
 	future, settle := workflow.NewFuture(ctx)
 	g.done = future
 	workflow.Go(ctx, func(ctx workflow.Context) {
+		_ = child.GetChildWorkflowExecution().Get(ctx, nil) // a failed start shows in child.Get
+		g.started = true
 		var res RolloutResult
 		err := child.Get(ctx, &res)
 		g.finish(ctx, id, res, err)
@@ -305,7 +335,10 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 		g.s.Dirty = true
 	case res.Error != "":
 		g.s.Error = res.Error
-		g.s.FailedCommit, g.s.FailedGeneration = res.Commit, res.Generation
+		if res.Permanent {
+			// Polling will not retry it; a new commit, spec or sync will.
+			g.s.FailedCommit, g.s.FailedGeneration = res.Commit, res.Generation
+		}
 	default:
 		g.s.Error = ""
 		g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments

@@ -67,6 +67,10 @@ func onCluster(ctx workflow.Context, cluster string, opts workflow.ActivityOptio
 // as new, well before Temporal's 10k-event warning.
 const historyLimit = 4000
 
+// maxClusterAttempts bounds the deploy (and cleanup) attempts one rollout
+// makes on an unreachable cluster: with retryBackoff about 10 minutes.
+const maxClusterAttempts = 45
+
 // retryBackoff is the pause before the n-th retry (0-based) of a cluster
 // that could not be reached: 1s, 2s, 4s, ... up to 15s.
 func retryBackoff(n int) time.Duration {

@@ -41,8 +41,9 @@ type plan struct {
 	// Inventory is the inventory once every step succeeds... minus the
 	// cleanups, which are removed as they succeed.
 	Inventory []InventoryEntry
-	// Dropped are entries on clusters that are no longer registered; their
-	// releases are left alone (nothing can reach them).
+	// Dropped are entries on clusters that are not registered now; they
+	// stay in the inventory (the cluster may come back) and nothing is done
+	// there.
 	Dropped []InventoryEntry
 	// Deployments is the initial status of every desired deployment.
 	Deployments []status.Deployment
@@ -84,17 +85,28 @@ func makePlan(bundles []activities.Bundle, targets activities.TargetsResult, inv
 			p.Deployments = append(p.Deployments, d)
 		}
 	}
-	kept := map[string]InventoryEntry{}
+	// Releases the rollout deploys, by cluster/namespace/release: an old
+	// entry for the same release (a bundle renamed, releaseName kept) is
+	// replaced, never uninstalled after the new bundle deployed it.
+	deploying := map[string]bool{}
 	//workflowcheck:ignore deterministic: result does not depend on map order
+	for _, e := range desired {
+		deploying[e.Cluster+"/"+e.Namespace+"/"+e.Release] = true
+	}
+	kept := map[string]InventoryEntry{}
 	for _, e := range inv {
 		want, ok := desired[e.key()]
+		moved := !ok || want.Release != e.Release || want.Namespace != e.Namespace
 		switch {
 		case !registered[e.Cluster]:
+			// Not listed now (removed, or between two runs of its
+			// workflow): keep the entry, do nothing there.
 			p.Dropped = append(p.Dropped, e)
-			continue
 		case paused[e.Cluster]:
 			// A paused cluster keeps what it runs.
-		case !ok || want.Release != e.Release || want.Namespace != e.Namespace:
+		case moved && deploying[e.Cluster+"/"+e.Namespace+"/"+e.Release]:
+			continue // replaced by the bundle that now deploys this release
+		case moved:
 			if keepAll {
 				e.KeepResources = true
 			}

@@ -69,13 +69,21 @@ func TestMakePlan(t *testing.T) {
 			wantInv:     2,
 		},
 		{
-			name:        "unregistered cluster is dropped, not cleaned",
+			name:        "unregistered cluster is left alone but remembered",
 			bundles:     bundles("a"),
 			targets:     targets([]string{"c1"}, "c1"),
 			inv:         []InventoryEntry{entry("a", "c1"), entry("a", "gone")},
 			wantDeploy:  map[string][]string{"c1": {"a"}},
 			wantDropped: 1,
-			wantInv:     1,
+			wantInv:     2,
+		},
+		{
+			name:       "renamed bundle keeping its release is not uninstalled",
+			bundles:    []activities.Bundle{{Name: "new", Release: "app", Namespace: "default", DeploymentID: "s-new:h"}},
+			targets:    targets(all, "c1"),
+			inv:        []InventoryEntry{{Bundle: "old", Cluster: "c1", Release: "app", Namespace: "default"}},
+			wantDeploy: map[string][]string{"c1": {"new"}},
+			wantInv:    1,
 		},
 		{
 			name:        "delete cleans everything",

@@ -39,6 +39,9 @@ type RolloutResult struct {
 	// Error is why nothing was rolled out (the commit cannot be rendered);
 	// the previous deployments stay.
 	Error string `json:"error,omitempty"`
+	// Permanent is set when Error will not go away by retrying the same
+	// commit and spec (a bad fleet.yaml, refused credentials).
+	Permanent bool `json:"permanent,omitempty"`
 }
 
 // Rollout phases, reported by the status query.
@@ -99,7 +102,10 @@ func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 			// up because a fleet.yaml is broken.
 			r.st.Error, r.st.Phase = activityMessage(err), phaseDone
 			logger.Warn("Rollout not started: render failed", "error", r.st.Error)
-			return r.result(), nil
+			res := r.result()
+			var ae *temporal.ApplicationError
+			res.Permanent = errors.As(err, &ae) && ae.NonRetryable()
+			return res, nil
 		}
 		bundles = rendered.Bundles
 	}
@@ -124,7 +130,7 @@ func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 	p := makePlan(bundles, targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
 	r.inventory, r.st.Deployments = p.Inventory, p.Deployments
 	for _, e := range p.Dropped {
-		logger.Info("Cluster no longer registered; forgetting its release", "bundle", e.Bundle, "cluster", e.Cluster, "release", e.Release)
+		logger.Info("Cluster not registered; leaving its release alone", "bundle", e.Bundle, "cluster", e.Cluster, "release", e.Release)
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyCluster.ValueSet(clustersOf(p.Deployments)))
 	r.st.Phase = phaseDeploying
@@ -159,6 +165,12 @@ func (r *rollout) deploy(ctx, stopCtx workflow.Context, w clusterWork) bool {
 	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.in.GitRepo, Commit: r.in.Commit, WorkflowID: r.id, Bundles: w.Deploy}
 	for attempt := 0; ; attempt++ {
 		if r.superseded {
+			return false
+		}
+		if attempt == maxClusterAttempts {
+			// Give the cluster up for this rollout (its deployments stay
+			// WaitApplied); the GitRepo's next poll starts a fresh one, so
+			// no history grows without bound.
 			return false
 		}
 		r.mark(w.Cluster, status.WaitApplied, "")
@@ -197,7 +209,7 @@ func (r *rollout) cleanup(ctx, stopCtx workflow.Context, w clusterWork) {
 	for _, e := range w.Cleanup {
 		in.Releases = append(in.Releases, e.release())
 	}
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; attempt < maxClusterAttempts; attempt++ {
 		if r.superseded {
 			return
 		}
