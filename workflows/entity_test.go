@@ -86,14 +86,8 @@ func TestGitRepoWorkflow_BrokenCommitIsNotRetriedByPolling(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	f := newFakeFleet()
-	var a *activities.Activities
-	renders := 0
-	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.RenderInput) (activities.RenderResult, error) {
-			renders++
-			return activities.RenderResult{}, temporal.NewNonRetryableApplicationError(
-				"GitRepo fleet-default/app: bundle app: fleet.yaml: helm.releaseName: invalid", activities.ErrTypeInvalidBundle, nil)
-		})
+	renders := failRender(env, -1, temporal.NewNonRetryableApplicationError(
+		"GitRepo fleet-default/app: bundle app: fleet.yaml: helm.releaseName: invalid", activities.ErrTypeInvalidBundle, nil))
 	f.register(env)
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
 	env.RegisterDelayedCallback(func() {
@@ -104,7 +98,7 @@ func TestGitRepoWorkflow_BrokenCommitIsNotRetriedByPolling(t *testing.T) {
 	}, 2*time.Minute)
 	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
 	require.NoError(t, env.GetWorkflowError())
-	assert.Equal(t, 1, renders, "eight polls, one render")
+	assert.Equal(t, 1, *renders, "eight polls, one render")
 }
 
 // A render that fails for a transient reason (Git down) is retried by the
@@ -113,17 +107,7 @@ func TestGitRepoWorkflow_TransientRenderFailureIsRetried(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	f := newFakeFleet()
-	var a *activities.Activities
-	renders := 0
-	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.RenderInput) (activities.RenderResult, error) {
-			renders++
-			if renders <= 5 { // all attempts of the first rollout
-				return activities.RenderResult{}, temporal.NewApplicationError("git server unreachable", "Git")
-			}
-			return activities.RenderResult{Bundles: []activities.Bundle{{Name: "app", Release: "app", Namespace: "default",
-				DeploymentID: "s-" + in.Commit[:6] + ":h"}}}, nil
-		})
+	failRender(env, 5, temporal.NewApplicationError("git server unreachable", "Git")) // all attempts of the first rollout
 	f.register(env)
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
 	env.RegisterDelayedCallback(func() {
@@ -162,4 +146,21 @@ func TestClusterWorkflow_SameApplyIsNoChange(t *testing.T) {
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, []int64{1, 1}, gens)
 	assert.Equal(t, 3, notified, "registration, the one real change, and the removal")
+}
+
+// failRender makes Render fail the first n times (every time for n < 0)
+// with err, then succeed with the app bundle; it returns the call count.
+// Register it before fakeFleet.register: the first matching mock wins.
+func failRender(env *testsuite.TestWorkflowEnvironment, n int, err error) *int {
+	var a *activities.Activities
+	calls := new(int)
+	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RenderInput) (activities.RenderResult, error) {
+			*calls++
+			if n < 0 || *calls <= n {
+				return activities.RenderResult{}, err
+			}
+			return appBundles(in.Commit), nil
+		})
+	return calls
 }

@@ -44,8 +44,7 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 		})
 	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.RenderInput) (activities.RenderResult, error) {
-			return activities.RenderResult{Bundles: []activities.Bundle{{Name: "app", Release: "app", Namespace: "default",
-				DeploymentID: "s-" + in.Commit[:6] + ":h", Resources: 1}}}, nil
+			return appBundles(in.Commit), nil
 		})
 	env.OnActivity(a.ListTargets, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.TargetsInput) (activities.TargetsResult, error) {
@@ -225,4 +224,10 @@ func TestRolloutWorkflow_RetriesUnreachableCluster(t *testing.T) {
 	for _, d := range res.Deployments {
 		assert.Equal(t, status.Ready, d.State, d.Cluster)
 	}
+}
+
+// appBundles is the render of the test GitRepo at commit: one bundle.
+func appBundles(commit string) activities.RenderResult {
+	return activities.RenderResult{Bundles: []activities.Bundle{{Name: "app", Release: "app", Namespace: "default",
+		DeploymentID: "s-" + commit[:6] + ":h", Resources: 1}}}
 }
