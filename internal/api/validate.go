@@ -76,11 +76,11 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	if s.Repo == "" {
 		errs = append(errs, field.Required(p.Child("repo"), "the Git repository URL"))
 	} else if u, err := url.Parse(s.Repo); err != nil {
-		errs = append(errs, field.Invalid(p.Child("repo"), redactURL(s.Repo), err.Error()))
+		errs = append(errs, field.Invalid(p.Child("repo"), RedactURL(s.Repo), err.Error()))
 	} else if u.Scheme != "http" && u.Scheme != "https" {
 		errs = append(errs, field.NotSupported(p.Child("repo"), u.Scheme, []string{"http", "https"}))
 	} else if u.User != nil {
-		errs = append(errs, field.Invalid(p.Child("repo"), redactURL(s.Repo), "credentials in the URL are not allowed; use clientSecretName"))
+		errs = append(errs, field.Invalid(p.Child("repo"), RedactURL(s.Repo), "credentials in the URL are not allowed; use clientSecretName"))
 	}
 	if s.Branch != "" && !validRef(s.Branch) {
 		errs = append(errs, field.Invalid(p.Child("branch"), s.Branch, "not a valid Git branch name"))
@@ -272,19 +272,4 @@ func hasDotDot(p string) bool {
 		}
 	}
 	return false
-}
-
-// redactURL drops any userinfo from a URL so it can appear in messages.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		if i := strings.Index(raw, "@"); i >= 0 {
-			if j := strings.Index(raw, "://"); j >= 0 && j < i {
-				return raw[:j+3] + "REDACTED@" + raw[i+1:]
-			}
-		}
-		return raw
-	}
-	u.User = url.User("REDACTED")
-	return u.String()
 }

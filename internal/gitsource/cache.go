@@ -19,6 +19,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
 )
 
 // Layout of a Cache directory.
@@ -62,7 +64,7 @@ func NewCache(dir string) *Cache {
 // that and the fetch. A commit the remote does not have is ErrRefNotFound.
 func (c *Cache) Checkout(ctx context.Context, r Remote, ref Ref) (string, error) {
 	if !isFullHash(ref.Commit) {
-		return "", fmt.Errorf("check out %s: %q is not a 40-hex commit hash", RedactURL(r.URL), ref.Commit)
+		return "", fmt.Errorf("check out %s: %q is not a 40-hex commit hash", api.RedactURL(r.URL), ref.Commit)
 	}
 	ep, err := r.endpoint()
 	if err != nil {

@@ -5,7 +5,7 @@
 //
 // Credentials never leave a Remote's Auth: userinfo in a URL is moved into
 // Auth before go-git sees the URL, and every error and String names the URL
-// without userinfo (RedactURL). Authentication failures are ErrAuth, missing
+// without userinfo (api.RedactURL). Authentication failures are ErrAuth, missing
 // branches, tags, revisions and commits are ErrRefNotFound, and a missing
 // repository is ErrRepositoryNotFound, all for errors.Is.
 //

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
 )
 
 // Sentinel errors, for errors.Is.
@@ -75,7 +76,7 @@ type Remote struct {
 }
 
 // String is the URL without credentials.
-func (r Remote) String() string { return RedactURL(r.URL) }
+func (r Remote) String() string { return api.RedactURL(r.URL) }
 
 // GoString keeps %#v from printing credentials.
 func (r Remote) GoString() string {
@@ -84,26 +85,7 @@ func (r Remote) GoString() string {
 		auth = r.Auth.GoString()
 	}
 	return fmt.Sprintf("gitsource.Remote{URL: %q, Auth: %s, InsecureSkipTLSVerify: %t, CABundle: %d bytes}",
-		RedactURL(r.URL), auth, r.InsecureSkipTLSVerify, len(r.CABundle))
-}
-
-// RedactURL returns raw without userinfo ("https://user:pw@host/x" becomes
-// "https://host/x"). It works on strings that do not parse as URLs too, so
-// it is safe for any message.
-func RedactURL(raw string) string {
-	start := 0
-	if i := strings.Index(raw, "://"); i >= 0 {
-		start = i + 3
-	}
-	end := len(raw)
-	if i := strings.IndexAny(raw[start:], "/?#"); i >= 0 {
-		end = start + i
-	}
-	at := strings.LastIndex(raw[start:end], "@")
-	if at < 0 {
-		return raw
-	}
-	return raw[:start] + raw[start+at+1:]
+		api.RedactURL(r.URL), auth, r.InsecureSkipTLSVerify, len(r.CABundle))
 }
 
 // endpoint is a Remote prepared for go-git: a URL without userinfo and the
@@ -120,10 +102,10 @@ func (r Remote) endpoint() (endpoint, error) {
 	// credentials included.
 	u, err := url.Parse(r.URL)
 	if err != nil || u.Host == "" {
-		return endpoint{}, fmt.Errorf("%w: %s", ErrInvalidURL, RedactURL(r.URL))
+		return endpoint{}, fmt.Errorf("%w: %s", ErrInvalidURL, api.RedactURL(r.URL))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return endpoint{}, fmt.Errorf("%w: %s: only http and https are supported", ErrInvalidURL, RedactURL(r.URL))
+		return endpoint{}, fmt.Errorf("%w: %s: only http and https are supported", ErrInvalidURL, api.RedactURL(r.URL))
 	}
 	ep := endpoint{insecure: r.InsecureSkipTLSVerify, caBundle: r.CABundle}
 	switch {
