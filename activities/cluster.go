@@ -49,24 +49,37 @@ type ClusterActivities struct {
 	host    string // configKey of the config the getters were made for
 }
 
-// getter returns a cached RESTClientGetter for namespace, so discovery is
-// read once per cluster and namespace, not once per deploy.
-func (c *ClusterActivities) getter(namespace string) (genericclioptions.RESTClientGetter, error) {
+// conn is one activity call's connection to the cluster: the kubeconfig
+// is read once per call, not once per bundle or poll.
+type conn struct {
+	c   *ClusterActivities
+	cfg *rest.Config
+	key string
+}
+
+func (c *ClusterActivities) connect() (*conn, error) {
 	cfg, err := c.Config()
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", c.Cluster, err)
 	}
+	return &conn{c: c, cfg: cfg, key: configKey(cfg)}, nil
+}
+
+// getter returns a cached RESTClientGetter for namespace, so discovery is
+// read once per cluster and namespace, not once per deploy.
+func (k *conn) getter(namespace string) (genericclioptions.RESTClientGetter, error) {
+	c := k.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// A re-added kubeconfig (new server, token or certificate) starts a
 	// new cache; the key stays in memory only.
-	if key := configKey(cfg); c.host != key || c.getters == nil {
-		c.getters, c.host = map[string]genericclioptions.RESTClientGetter{}, key
+	if c.host != k.key || c.getters == nil {
+		c.getters, c.host = map[string]genericclioptions.RESTClientGetter{}, k.key
 	}
 	if g, ok := c.getters[namespace]; ok {
 		return g, nil
 	}
-	g, err := deployer.NewRESTClientGetter(cfg, namespace)
+	g, err := deployer.NewRESTClientGetter(k.cfg, namespace)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", c.Cluster, err)
 	}
@@ -87,12 +100,8 @@ func configKey(cfg *rest.Config) string {
 
 // reachable checks the API server answers, so an unreachable cluster is
 // reported as such rather than as a Helm error per bundle.
-func (c *ClusterActivities) reachable(ctx context.Context) error {
-	cfg, err := c.Config()
-	if err != nil {
-		return err
-	}
-	cfg = rest.CopyConfig(cfg)
+func (k *conn) reachable(ctx context.Context) error {
+	cfg := rest.CopyConfig(k.cfg)
 	cfg.Timeout = 5 * time.Second
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
@@ -104,6 +113,15 @@ func (c *ClusterActivities) reachable(ctx context.Context) error {
 	return nil
 }
 
+// open connects and checks the API server answers.
+func (c *ClusterActivities) open(ctx context.Context) (*conn, error) {
+	k, err := c.connect()
+	if err != nil {
+		return nil, err
+	}
+	return k, k.reachable(ctx)
+}
+
 // Deploy makes the cluster run each bundle at its deployment ID. A
 // release already at the ID is left alone (no Helm call beyond reading
 // it); otherwise it is installed or upgraded and "Deployed bundle" is
@@ -113,12 +131,13 @@ func (c *ClusterActivities) reachable(ctx context.Context) error {
 // returns Retry, and the rollout tries again.
 func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployResult, error) {
 	defer keepAlive(ctx)()
-	if err := c.reachable(ctx); err != nil {
+	k, err := c.open(ctx)
+	if err != nil {
 		return c.retry(in, err), nil
 	}
 	var out DeployResult
 	for _, b := range in.Bundles {
-		d, err := c.deployOne(ctx, in, b)
+		d, err := c.deployOne(ctx, k, in, b)
 		if err != nil {
 			return c.retry(in, err), nil
 		}
@@ -135,14 +154,14 @@ func (c *ClusterActivities) retry(in DeployInput, err error) DeployResult {
 	return res
 }
 
-func (c *ClusterActivities) deployOne(ctx context.Context, in DeployInput, b Bundle) (status.Deployment, error) {
+func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInput, b Bundle) (status.Deployment, error) {
 	d := status.Deployment{Bundle: b.Name, Cluster: c.Cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
 	rel, err := c.release(in, b)
 	if err != nil {
 		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", c.Cluster, b.Name, err)
 		return d, nil
 	}
-	getter, err := c.getter(b.Namespace)
+	getter, err := k.getter(b.Namespace)
 	if err != nil {
 		return d, err
 	}
@@ -163,12 +182,12 @@ func (c *ClusterActivities) deployOne(ctx context.Context, in DeployInput, b Bun
 			zap.String("deploymentID", b.DeploymentID), zap.String("workflowID", in.WorkflowID))
 	}
 	d.AppliedDeploymentID = b.DeploymentID
-	return c.observe(ctx, d)
+	return c.observe(ctx, k, d)
 }
 
 // observe fills in readiness and resource counts.
-func (c *ClusterActivities) observe(ctx context.Context, d status.Deployment) (status.Deployment, error) {
-	getter, err := c.getter(d.Namespace)
+func (c *ClusterActivities) observe(ctx context.Context, k *conn, d status.Deployment) (status.Deployment, error) {
+	getter, err := k.getter(d.Namespace)
 	if err != nil {
 		return d, err
 	}
@@ -224,12 +243,16 @@ func (c *ClusterActivities) WaitReady(ctx context.Context, in DeployInput) (Depl
 	if ok {
 		deadline = deadline.Add(-2 * time.Second)
 	}
+	k, err := c.connect()
+	if err != nil {
+		return DeployResult{}, err
+	}
 	for {
 		var out DeployResult
 		ready := true
 		for _, b := range in.Bundles {
 			d := status.Deployment{Bundle: b.Name, Cluster: c.Cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
-			d, err := c.observe(ctx, d)
+			d, err := c.observe(ctx, k, d)
 			if err != nil {
 				d.State, d.Message = status.NotReady, fmt.Sprintf("cluster %s: %v", c.Cluster, err)
 			}
@@ -253,12 +276,13 @@ func (c *ClusterActivities) WaitReady(ctx context.Context, in DeployInput) (Depl
 func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (CleanupResult, error) {
 	defer keepAlive(ctx)()
 	var out CleanupResult
-	if err := c.reachable(ctx); err != nil {
+	k, err := c.open(ctx)
+	if err != nil {
 		out.Retry, out.Message = true, fmt.Sprintf("cluster %s: %v", c.Cluster, err)
 		return out, nil
 	}
 	for _, r := range in.Releases {
-		if err := c.cleanupOne(ctx, in, r); err != nil {
+		if err := c.cleanupOne(ctx, k, in, r); err != nil {
 			out.Retry, out.Message = true, fmt.Sprintf("cluster %s: release %s/%s: %v", c.Cluster, r.Namespace, r.Release, err)
 			continue
 		}
@@ -269,8 +293,8 @@ func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (Clean
 	return out, nil
 }
 
-func (c *ClusterActivities) cleanupOne(ctx context.Context, in CleanupInput, r Release) error {
-	getter, err := c.getter(r.Namespace)
+func (c *ClusterActivities) cleanupOne(ctx context.Context, k *conn, in CleanupInput, r Release) error {
+	getter, err := k.getter(r.Namespace)
 	if err != nil {
 		return err
 	}

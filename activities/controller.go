@@ -138,10 +138,8 @@ func (a *Activities) store(in RenderInput, b bundle.Bundle, m bundle.Manifest) (
 	if err != nil {
 		return Bundle{}, fmt.Errorf("store options of bundle %s: %w", b.Name, err)
 	}
-	release := bundle.ReleaseName(b.Name)
-	if opts.Helm != nil && opts.Helm.ReleaseName != "" {
-		release = opts.Helm.ReleaseName
-	}
+	b.Options = opts
+	release := b.ReleaseName()
 	ns := opts.TargetNamespace
 	if ns == "" {
 		ns = opts.DefaultNamespace
