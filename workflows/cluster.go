@@ -16,7 +16,8 @@ import (
 
 // ClusterInput starts (or continues) a cluster's entity workflow.
 type ClusterInput struct {
-	Record protocol.ClusterRecord `json:"record"`
+	// ClusterStart is what clients start the workflow with.
+	protocol.ClusterStart
 	// Notified is false until the GitRepos have heard of the cluster.
 	Notified bool `json:"notified,omitempty"`
 }
@@ -78,7 +79,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	if err != nil || removed {
 		return err
 	}
-	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{Record: rec, Notified: !e.notifyDue})
+	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: rec}, Notified: !e.notifyDue})
 }
 
 func upsertCluster(ctx workflow.Context, rec protocol.ClusterRecord) {
@@ -102,8 +103,9 @@ func validateLabels(cluster string, labels map[string]string) error {
 
 // ClusterGroupInput starts (or continues) a cluster group's workflow.
 type ClusterGroupInput struct {
-	Record   protocol.GroupRecord `json:"record"`
-	Notified bool                 `json:"notified,omitempty"`
+	// GroupStart is what clients start the workflow with.
+	protocol.GroupStart
+	Notified bool `json:"notified,omitempty"`
 }
 
 // ClusterGroupWorkflow is the entity workflow of one cluster group (ID
@@ -139,7 +141,7 @@ func ClusterGroupWorkflow(ctx workflow.Context, in ClusterGroupInput) error {
 	if err != nil || removed {
 		return err
 	}
-	return workflow.NewContinueAsNewError(ctx, ClusterGroupWorkflow, ClusterGroupInput{Record: rec, Notified: !e.notifyDue})
+	return workflow.NewContinueAsNewError(ctx, ClusterGroupWorkflow, ClusterGroupInput{GroupStart: protocol.GroupStart{Record: rec}, Notified: !e.notifyDue})
 }
 
 // entity is the loop shared by cluster and group workflows: apply changes,

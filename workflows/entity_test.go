@@ -52,7 +52,7 @@ func TestGitRepoWorkflow_PauseAndResume(t *testing.T) {
 		assert.Equal(t, status.Ready, st.Summary.State)
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 70*time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, 2, f.deploys["c1"])
 }
@@ -67,7 +67,7 @@ func TestGitRepoWorkflow_ContinuesAsNewWithInventory(t *testing.T) {
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
 	// After the first rollout, pretend the history has grown long.
 	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(historyLimit + 1) }, 20*time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(env.GetWorkflowError(), &can), "got %v", env.GetWorkflowError())
@@ -96,7 +96,7 @@ func TestGitRepoWorkflow_BrokenCommitIsNotRetriedByPolling(t *testing.T) {
 		assert.True(t, st.Settled)
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 2*time.Minute)
-	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, 1, *renders, "eight polls, one render")
 }
@@ -116,7 +116,7 @@ func TestGitRepoWorkflow_TransientRenderFailureIsRetried(t *testing.T) {
 		assert.Empty(t, st.Error)
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 2*time.Minute)
-	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 	require.NoError(t, env.GetWorkflowError())
 }
 
@@ -142,7 +142,7 @@ func TestClusterWorkflow_SameApplyIsNoChange(t *testing.T) {
 	env.RegisterDelayedCallback(func() { apply("1") }, time.Second)
 	env.RegisterDelayedCallback(func() { apply("2") }, 2*time.Second)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalDelete, nil) }, 3*time.Second)
-	env.ExecuteWorkflow(ClusterWorkflow, ClusterInput{Record: protocol.ClusterRecord{Name: "c1"}})
+	env.ExecuteWorkflow(ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: protocol.ClusterRecord{Name: "c1"}}})
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, []int64{1, 1}, gens)
 	assert.Equal(t, 3, notified, "registration, the one real change, and the removal")

@@ -3,6 +3,7 @@ package workflows
 import (
 	"hash/fnv"
 	"reflect"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -18,8 +19,8 @@ import (
 
 // GitRepoInput starts (or continues) a GitRepo's entity workflow.
 type GitRepoInput struct {
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
+	// GitRepoStart is what clients start the workflow with.
+	protocol.GitRepoStart
 	// State is carried across continue-as-new; nil on the first run.
 	State *GitRepoState `json:"state,omitempty"`
 }
@@ -37,6 +38,8 @@ type GitRepoState struct {
 	Deployments        []status.Deployment `json:"deployments,omitempty"`
 	LastRollout        string              `json:"lastRollout,omitempty"`
 	Error              string              `json:"error,omitempty"`
+	// GitFailed is set while Error is the remote's (ls-remote) failure.
+	GitFailed bool `json:"gitFailed,omitempty"`
 	// Dirty: a rollout is due (new commit, spec, clusters, sync).
 	Dirty bool `json:"dirty,omitempty"`
 	// ResolveDue: the remote should be checked now.
@@ -83,7 +86,7 @@ type gitRepo struct {
 	done              workflow.Future
 	// pollNow wakes the poller (spec change, sync).
 	pollReset int
-	attrs     map[string]string
+	attrs     searchAttrs
 	// signals are the channels the workflow serves, drained before it
 	// continues as new so no signal is lost with the old run.
 	signals []signal
@@ -118,22 +121,21 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: g.validate}); err != nil {
 		return err
 	}
-	signals := map[string]func(){
-		protocol.SignalSync:            func() { g.s.ResolveDue, g.s.Dirty = true, true; g.s.Syncs++ },
-		protocol.SignalPause:           func() { g.s.Paused = true },
-		protocol.SignalResume:          func() { g.s.Paused, g.s.ResolveDue = false, true },
-		protocol.SignalDelete:          func() { g.s.Deleting = true },
-		protocol.SignalClustersChanged: func() { g.s.Dirty = true },
-	}
-	for _, name := range []string{protocol.SignalSync, protocol.SignalPause, protocol.SignalResume, protocol.SignalDelete, protocol.SignalClustersChanged} {
-		sig := signal{ch: workflow.GetSignalChannel(ctx, name), apply: signals[name]}
-		if name == protocol.SignalSync {
-			sig.apply = func() { signals[protocol.SignalSync](); g.pollReset++ }
-		}
-		g.signals = append(g.signals, sig)
+	for _, sig := range []struct {
+		name  string
+		apply func()
+	}{
+		{protocol.SignalSync, func() { g.s.ResolveDue, g.s.Dirty = true, true; g.s.Syncs++; g.pollReset++ }},
+		{protocol.SignalPause, func() { g.s.Paused = true }},
+		{protocol.SignalResume, func() { g.s.Paused, g.s.ResolveDue = false, true }},
+		{protocol.SignalDelete, func() { g.s.Deleting = true }},
+		{protocol.SignalClustersChanged, func() { g.s.Dirty = true }},
+	} {
+		ch := workflow.GetSignalChannel(ctx, sig.name)
+		g.signals = append(g.signals, signal{ch: ch, apply: sig.apply})
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			for {
-				sig.ch.Receive(ctx, nil)
+				ch.Receive(ctx, nil)
 				sig.apply()
 			}
 		})
@@ -272,7 +274,7 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, gitOptions), a.ResolveCommit,
 		activities.ResolveInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec}).Get(ctx, &res)
 	if err != nil {
-		g.s.Error = "git: " + activityMessage(err)
+		g.s.Error, g.s.GitFailed = "git: "+activityMessage(err), true
 		g.upsert(ctx)
 		return
 	}
@@ -285,9 +287,9 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 		g.s.Dirty = true
 	}
 	g.s.LatestCommit = res.Commit
-	if len(g.s.Error) > 4 && g.s.Error[:4] == "git:" {
-		g.s.Error = ""
-		g.s.Dirty = true
+	if g.s.GitFailed {
+		// The remote answers again: roll out what the failure held back.
+		g.s.Error, g.s.GitFailed, g.s.Dirty = "", false, true
 	}
 }
 
@@ -351,6 +353,10 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 	g.upsert(ctx)
 }
 
+// searchAttrs are the search attribute values that change over a
+// GitRepo's life; upsert writes them only when they differ.
+type searchAttrs struct{ state, commit, clusters string }
+
 // upsert keeps the workflow's search attributes current.
 func (g *gitRepo) upsert(ctx workflow.Context) {
 	sum := status.Summarize(g.s.Deployments) //workflowcheck:ignore order-independent counts
@@ -358,9 +364,9 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 	if g.s.Error != "" {
 		state = "Error"
 	}
-	want := map[string]string{"state": state, "commit": g.s.Commit}
-	//workflowcheck:ignore deterministic: result does not depend on map order
-	if reflect.DeepEqual(want, g.attrs) {
+	clusters := clustersOf(g.s.Deployments)
+	want := searchAttrs{state: state, commit: g.s.Commit, clusters: strings.Join(clusters, ",")}
+	if want == g.attrs {
 		return
 	}
 	g.attrs = want
@@ -373,7 +379,7 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 		temporalx.KeyRepoURL.ValueSet(repo),
 		temporalx.KeyState.ValueSet(state),
 		temporalx.KeyCommit.ValueSet(g.s.Commit),
-		temporalx.KeyCluster.ValueSet(clustersOf(g.s.Deployments)),
+		temporalx.KeyCluster.ValueSet(clusters),
 	)
 }
 

@@ -82,6 +82,9 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 		})
 }
 
+// appInput starts the test GitRepo's workflow as the CLI does.
+var appInput = GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}}
+
 func testGitRepo(keep bool) api.GitRepo {
 	return api.GitRepo{Metadata: api.ObjectMeta{Name: "app", Namespace: "fleet-default"},
 		Spec: api.GitRepoSpec{Repo: "https://git.example/app.git", KeepResources: keep}}
@@ -129,7 +132,7 @@ func TestGitRepoWorkflow_RollsOutRetargetsAndDeletes(t *testing.T) {
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 10*time.Second)
 
-	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, []string{"app"}, f.cleanups["c1"], "delete uninstalls the remaining release")
@@ -150,7 +153,7 @@ func TestGitRepoWorkflow_InvalidSpecIsRejected(t *testing.T) {
 		}, protocol.GitRepoApply{GitRepo: bad})
 	}, 0)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalDelete, nil) }, time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 	require.Error(t, rejected)
 	assert.Contains(t, rejected.Error(), "spec.targets[0].clusterName")
 }
@@ -175,7 +178,7 @@ func TestGitRepoWorkflow_NewCommitSupersedesAndUpgrades(t *testing.T) {
 		}
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 40*time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, GitRepoInput{Namespace: "fleet-default", Name: "app"})
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, 2, f.deploys["c1"], "one deploy per commit")
 }

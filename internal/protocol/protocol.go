@@ -122,7 +122,8 @@ type GroupRecord struct {
 }
 
 // The first inputs of the entity workflows, as clients start them. The
-// workflows' input types decode these (they only add fields).
+// workflows' input types embed these and add only the state they carry
+// across continue-as-new.
 type (
 	// GitRepoStart starts a GitRepoWorkflow.
 	GitRepoStart struct {
