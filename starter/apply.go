@@ -58,16 +58,7 @@ func readDocuments(stdin io.Reader, files []string) ([]api.Document, error) {
 			return nil, err
 		}
 		for _, p := range paths {
-			r := stdin
-			if p != "-" {
-				fh, err := os.Open(p)
-				if err != nil {
-					return nil, err
-				}
-				defer fh.Close()
-				r = fh
-			}
-			d, err := api.Decode(r, p)
+			d, err := decodeFile(stdin, p)
 			if err != nil {
 				return nil, err
 			}
@@ -81,6 +72,19 @@ func readDocuments(stdin io.Reader, files []string) ([]api.Document, error) {
 	order := map[string]int{api.KindSecret: 0, api.KindClusterGroup: 1, api.KindCluster: 2, api.KindGitRepo: 3}
 	sort.SliceStable(docs, func(i, j int) bool { return order[docs[i].Kind()] < order[docs[j].Kind()] })
 	return docs, nil
+}
+
+// decodeFile decodes one input: a file, or stdin for "-".
+func decodeFile(stdin io.Reader, path string) ([]api.Document, error) {
+	if path == "-" {
+		return api.Decode(stdin, path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return api.Decode(f, path)
 }
 
 func expand(f string) ([]string, error) {

@@ -116,11 +116,11 @@ func Summarize(deps []Deployment) Summary {
 			s.ReadyClusters++
 		}
 	}
-	s.Message = message(deps)
+	s.Message = message(deps, s.Counts)
 	return s
 }
 
-func message(deps []Deployment) string {
+func message(deps []Deployment, counts Counts) string {
 	byState := map[State][]string{}
 	seen := map[string]bool{}
 	for _, d := range deps {
@@ -134,16 +134,10 @@ func message(deps []Deployment) string {
 		seen[key] = true
 		byState[d.State] = append(byState[d.State], d.Message)
 	}
-	counts := map[State]int{}
-	for _, d := range deps {
-		if d.State != Ready {
-			counts[d.State]++
-		}
-	}
 	var parts []string
 	quoted := 0
 	for _, st := range States {
-		if counts[st] == 0 {
+		if st == Ready || counts[st] == 0 {
 			continue
 		}
 		msgs := byState[st]
