@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"helm.sh/helm/v3/pkg/chartutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
@@ -41,9 +42,9 @@ func BenchmarkRollout(b *testing.B) {
 		Metadata: api.ObjectMeta{Name: "bench", Namespace: api.DefaultNamespace},
 		Spec: api.GitRepoSpec{Repo: repo.URL(), DisablePolling: true,
 			Targets: []api.GitTarget{{ClusterSelector: &metav1.LabelSelector{}}}}}
-	doc, err := api.EncodeYAML(gr)
+	doc, err := yaml.Marshal(gr)
 	require.NoError(b, err)
-	f.apply(b, doc)
+	f.apply(b, string(doc))
 	c := f.w.client(b)
 	waitBench(ctx, b, c, func(st status.GitRepo) bool { return st.Summary.Ready == 3 })
 

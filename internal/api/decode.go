@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -142,10 +141,4 @@ func metaName(raw map[string]any) string {
 		return ns + "/" + name
 	}
 	return name
-}
-
-// EncodeYAML renders v as YAML (for `flotilla get -o yaml` and tests).
-func EncodeYAML(v any) (string, error) {
-	b, err := yaml.Marshal(v)
-	return string(bytes.TrimSpace(b)), err
 }

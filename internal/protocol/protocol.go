@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"strconv"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -62,9 +61,6 @@ func ClusterGroupID(name string) string { return "clustergroup/" + name }
 // ClusterQueue is the task queue serving a cluster's deploy and cleanup
 // activities: the agent in pull mode, the controller's worker in push mode.
 func ClusterQueue(name string) string { return "cluster/" + name }
-
-// ClusterFromQueue returns the cluster a ClusterQueue name serves.
-func ClusterFromQueue(queue string) (string, bool) { return strings.CutPrefix(queue, "cluster/") }
 
 // GitRepoApply is the argument of the GitRepo apply update.
 type GitRepoApply struct {
