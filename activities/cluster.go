@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -217,17 +218,15 @@ func (c *ClusterActivities) release(in DeployInput, b Bundle) (deployer.Release,
 	if err != nil {
 		return deployer.Release{}, err
 	}
-	chrt, err := bundle.Chart(bundle.Bundle{Name: b.Name, Dir: b.Path, ManifestID: b.ManifestID, Options: opts}, m)
+	rel, err := render.Release(bundle.Bundle{Name: b.Name, Dir: b.Path, ManifestID: b.ManifestID}, m, opts, b.DeploymentID)
 	if err != nil {
 		return deployer.Release{}, err
 	}
-	rel := deployer.Release{Name: b.Release, Namespace: b.Namespace, Chart: chrt, DeploymentID: b.DeploymentID,
-		ForceNamespace: opts.TargetNamespace,
-		Labels:         map[string]string{LabelBundle: b.Name},
-		Annotations:    map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}}
-	if opts.Helm != nil {
-		rel.Values = opts.Helm.Values
-	}
+	// The plan's release and namespace were computed from the same
+	// options; they win so cleanup and status always agree with it.
+	rel.Name, rel.Namespace = b.Release, b.Namespace
+	rel.Labels = map[string]string{LabelBundle: b.Name}
+	rel.Annotations = map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}
 	return rel, nil
 }
 

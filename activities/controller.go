@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 
 	"go.temporal.io/sdk/activity"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
@@ -26,7 +28,45 @@ type Activities struct {
 	Secrets *cluster.SecretStore
 	Content *content.Store
 	Git     *gitsource.Cache
-	Logger  *zap.Logger
+	// Charts configures fetching remote Helm charts (cache directory,
+	// mirrors); each render gets its own Fetcher with the GitRepo's Helm
+	// credentials. Optional: without it, bundles with remote charts fail
+	// to render.
+	Charts *chartfetch.Fetcher
+	Logger *zap.Logger
+}
+
+// reader returns the bundle reader of one render of a GitRepo: remote
+// charts are fetched with the GitRepo's helmSecretName credentials, sent
+// only to URLs matching its helmRepoURLRegex.
+func (a *Activities) reader(ref GitRepoRef, spec api.GitRepoSpec) (*bundle.Reader, error) {
+	if a.Charts == nil {
+		return &bundle.Reader{}, nil
+	}
+	f := &chartfetch.Fetcher{CacheDir: a.Charts.CacheDir, Mirrors: a.Charts.Mirrors, HTTPClient: a.Charts.HTTPClient}
+	if spec.HelmSecretName == "" {
+		return &bundle.Reader{Charts: f}, nil
+	}
+	user, pass, err := a.Secrets.Load(ref.Namespace, spec.HelmSecretName)
+	if errors.Is(err, cluster.ErrNotFound) {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("GitRepo %s: helmSecretName %q: no such secret in namespace %s (apply a v1 Secret with `flotilla apply`)",
+				ref, spec.HelmSecretName, ref.Namespace), ErrTypeSecretNotFound, nil)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("GitRepo %s: read secret %s: %w", ref, spec.HelmSecretName, err)
+	}
+	re, err := regexp.Compile(spec.HelmRepoURLRegex)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("GitRepo %s: helmRepoURLRegex: %v", ref, err), ErrTypeInvalidBundle, nil)
+	}
+	f.Auth = func(url string) *chartfetch.Auth {
+		if !re.MatchString(url) {
+			return nil
+		}
+		return &chartfetch.Auth{Username: user, Password: pass}
+	}
+	return &bundle.Reader{Charts: f}, nil
 }
 
 // remote builds the Git remote of a GitRepo, with its credentials.
@@ -92,12 +132,21 @@ func (a *Activities) Render(ctx context.Context, in RenderInput) (RenderResult, 
 	if err != nil {
 		return RenderResult{}, invalidBundle(in.GitRepo, err)
 	}
+	reader, err := a.reader(in.GitRepo, in.Spec)
+	if err != nil {
+		return RenderResult{}, err
+	}
 	var out RenderResult
 	names, releases := map[string]string{}, map[string]string{}
 	for _, d := range dirs {
-		b, m, err := bundle.Read(dir, d, in.GitRepo.Name)
-		if err != nil {
+		b, m, err := reader.Read(ctx, dir, d, in.GitRepo.Name)
+		var ve *bundle.ValidationError
+		if errors.As(err, &ve) {
 			return RenderResult{}, invalidBundle(in.GitRepo, err)
+		}
+		if err != nil {
+			// A chart repository that does not answer: try again.
+			return RenderResult{}, fmt.Errorf("GitRepo %s: %w", in.GitRepo, err)
 		}
 		rb, err := a.store(in, b, m)
 		if err != nil {
@@ -139,6 +188,10 @@ func (a *Activities) store(in RenderInput, b bundle.Bundle, m bundle.Manifest) (
 		return Bundle{}, fmt.Errorf("store options of bundle %s: %w", b.Name, err)
 	}
 	b.Options = opts
+	key, err := a.Content.PutBundle(b)
+	if err != nil {
+		return Bundle{}, err
+	}
 	release := b.ReleaseName()
 	ns := opts.TargetNamespace
 	if ns == "" {
@@ -149,7 +202,8 @@ func (a *Activities) store(in RenderInput, b bundle.Bundle, m bundle.Manifest) (
 	}
 	return Bundle{Name: b.Name, Path: b.Dir, ManifestID: manifestID, OptionsHash: optionsHash,
 		DeploymentID: manifestID + ":" + optionsHash, Release: release, Namespace: ns,
-		KeepResources: opts.KeepResources, DeleteNamespace: opts.DeleteNamespace, Resources: b.ResourceCount}, nil
+		KeepResources: opts.KeepResources, DeleteNamespace: opts.DeleteNamespace, Resources: b.ResourceCount,
+		BundleKey: key}, nil
 }
 
 func invalidBundle(ref GitRepoRef, err error) error {

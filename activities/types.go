@@ -50,6 +50,9 @@ type Bundle struct {
 	DeleteNamespace bool `json:"deleteNamespace,omitempty"`
 	// Resources counts the files in the bundle.
 	Resources int `json:"resources"`
+	// BundleKey names the stored bundle.Bundle (options before
+	// customization, fleet.yaml spec) that TargetBundles reads.
+	BundleKey string `json:"bundleKey,omitempty"`
 }
 
 // RenderResult lists the bundles, sorted by name.
@@ -62,16 +65,41 @@ type TargetsInput struct {
 	Targets []api.GitTarget `json:"targets"`
 }
 
+// BundleTargetsInput asks where each rendered bundle of a GitRepo goes,
+// and with which options.
+type BundleTargetsInput struct {
+	GitRepo GitRepoRef      `json:"gitRepo"`
+	Spec    api.GitRepoSpec `json:"spec"`
+	Bundles []Bundle        `json:"bundles"`
+}
+
+// BundleTargetsResult lists, per targeted cluster, the bundles it gets
+// with their per-cluster options and deployment IDs, and every
+// registered cluster.
+type BundleTargetsResult struct {
+	Matched    []TargetCluster `json:"matched"`
+	Registered []string        `json:"registered"`
+	// Errors are bundles that cannot be computed for a cluster (a value
+	// template failing there), as ErrApplied deployments naming it.
+	Errors []status.Deployment `json:"errors,omitempty"`
+}
+
 // TargetCluster is one matched cluster.
 type TargetCluster struct {
 	Name   string `json:"name"`
 	Paused bool   `json:"paused,omitempty"`
+	// Bundles are the bundles the cluster gets, with its options
+	// (TargetBundles only; ListTargets leaves it empty).
+	Bundles []Bundle `json:"bundles,omitempty"`
 }
 
 // TargetsResult lists the matched clusters and every registered one.
 type TargetsResult struct {
 	Matched    []TargetCluster `json:"matched"`
 	Registered []string        `json:"registered"`
+	// Errors are bundles that could not be computed for a cluster
+	// (TargetBundles only).
+	Errors []status.Deployment `json:"errors,omitempty"`
 }
 
 // NotifyInput asks to signal every GitRepo that clusters changed. When

@@ -146,7 +146,8 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 	case d.Cluster != nil:
 		cl := d.Cluster
 		paused := cl.Spec.Paused
-		rec, err := applyCluster(ctx, c, g.TaskQueue, cl.Metadata.Name, protocol.ClusterApply{Labels: cl.Metadata.Labels, SetLabels: true, Paused: &paused})
+		rec, err := applyCluster(ctx, c, g.TaskQueue, cl.Metadata.Name, protocol.ClusterApply{Labels: cl.Metadata.Labels, SetLabels: true,
+			Annotations: cl.Metadata.Annotations, TemplateValues: cl.Spec.TemplateValues, Paused: &paused})
 		return verb(rec.Generation == 1, true), err
 	}
 	return "", fmt.Errorf("unsupported document")

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
@@ -26,9 +27,10 @@ type stores struct {
 	secrets  *cluster.SecretStore
 	content  *content.Store
 	git      *gitsource.Cache
+	charts   *chartfetch.Fetcher
 }
 
-func openStores(dir string) (*stores, error) {
+func openStores(dir string, mirrors map[string]string) (*stores, error) {
 	cs, err := content.New(filepath.Join(dir, "content"))
 	if err != nil {
 		return nil, err
@@ -38,6 +40,7 @@ func openStores(dir string) (*stores, error) {
 		secrets:  cluster.NewSecretStore(filepath.Join(dir, "secrets")),
 		content:  cs,
 		git:      gitsource.NewCache(filepath.Join(dir, "git")),
+		charts:   &chartfetch.Fetcher{CacheDir: filepath.Join(dir, "charts"), Mirrors: mirrors},
 	}, nil
 }
 
@@ -48,7 +51,7 @@ func registerController(w worker.Worker, c client.Client, st *stores, logger *za
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
 	w.RegisterWorkflow(workflows.ClusterWorkflow)
 	w.RegisterWorkflow(workflows.ClusterGroupWorkflow)
-	w.RegisterActivity(&activities.Activities{Client: c, Secrets: st.secrets, Content: st.content, Git: st.git, Logger: logger})
+	w.RegisterActivity(&activities.Activities{Client: c, Secrets: st.secrets, Content: st.content, Git: st.git, Charts: st.charts, Logger: logger})
 }
 
 // clusterQueues serves, in push mode, the task queue of every cluster

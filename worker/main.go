@@ -83,7 +83,11 @@ func run(ctx context.Context, o options) error {
 	}
 	defer c.Close()
 
-	st, err := openStores(o.DevSrv.StateDir)
+	mirrors, err := o.mirrors()
+	if err != nil {
+		return err
+	}
+	st, err := openStores(o.DevSrv.StateDir, mirrors)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -21,6 +23,9 @@ type options struct {
 	DevSrv   devserver.Options
 	Log      logging.Options
 
+	// ChartMirrors are FROM=TO URL prefix rewrites for remote charts.
+	ChartMirrors []string
+
 	TaskQueue                  string
 	MaxConcurrentActivities    int
 	MaxConcurrentWorkflowTasks int
@@ -35,7 +40,21 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TaskQueue, "task-queue", defaultTaskQueue, "Temporal task queue of the controller")
 	fs.IntVar(&o.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities this worker runs at once (raise for large fleets)")
 	fs.IntVar(&o.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 100, "workflow tasks this worker runs at once")
+	fs.StringArrayVar(&o.ChartMirrors, "chart-mirror", nil, "fetch remote Helm charts whose URL starts with FROM from TO instead (air-gapped mirrors): FROM=TO, repeatable")
 	o.Log.BindFlags(fs)
+}
+
+// mirrors parses --chart-mirror.
+func (o *options) mirrors() (map[string]string, error) {
+	out := map[string]string{}
+	for _, m := range o.ChartMirrors {
+		from, to, ok := strings.Cut(m, "=")
+		if !ok || from == "" || to == "" {
+			return nil, fmt.Errorf("--chart-mirror %q: want FROM=TO", m)
+		}
+		out[from] = to
+	}
+	return out, nil
 }
 
 // devMode reports whether the worker starts its own Temporal server.
@@ -51,6 +70,9 @@ func (o *options) validate() error {
 	}
 	if o.MaxConcurrentActivities < 1 || o.MaxConcurrentWorkflowTasks < 2 {
 		errs = append(errs, errors.New("--max-concurrent-activities must be ≥ 1 and --max-concurrent-workflow-tasks ≥ 2"))
+	}
+	if _, err := o.mirrors(); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, o.Temporal.Validate())
 	return errors.Join(errs...)

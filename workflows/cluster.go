@@ -37,6 +37,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 			next := rec
 			if a.SetLabels {
 				next.Labels = maps.Clone(a.Labels)
+				next.Annotations, next.TemplateValues = maps.Clone(a.Annotations), a.TemplateValues
 			}
 			if a.Paused != nil {
 				next.Paused = *a.Paused

@@ -77,3 +77,10 @@ func retryBackoff(n int) time.Duration {
 	d := time.Second << min(n, 4)
 	return min(d, 15*time.Second)
 }
+
+// Workflow versions (workflow.GetVersion change IDs).
+const (
+	// versionPerClusterOptions: rollouts compute options and deployment
+	// IDs per cluster (TargetBundles) instead of per GitRepo (ListTargets).
+	versionPerClusterOptions = "per-cluster-options"
+)

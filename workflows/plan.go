@@ -51,7 +51,8 @@ type plan struct {
 
 // makePlan decides a rollout. keepAll forces keepResources on cleanups (a
 // GitRepo deleted with keepResources set after the releases were made).
-func makePlan(bundles []activities.Bundle, targets activities.TargetsResult, inv []InventoryEntry, keepAll bool) plan {
+// Each matched cluster lists the bundles it gets, with its own options.
+func makePlan(targets activities.TargetsResult, inv []InventoryEntry, keepAll bool) plan {
 	registered := map[string]bool{}
 	for _, c := range targets.Registered {
 		registered[c] = true
@@ -68,10 +69,17 @@ func makePlan(bundles []activities.Bundle, targets activities.TargetsResult, inv
 	}
 	desired := map[string]InventoryEntry{}
 	var p plan
+	// A bundle that failed to compute for a cluster (a template error)
+	// keeps whatever that cluster runs: an error never uninstalls.
+	held := map[string]bool{}
+	for _, d := range targets.Errors {
+		held[d.Key()] = true
+		p.Deployments = append(p.Deployments, d)
+	}
 	for _, tc := range targets.Matched {
 		paused[tc.Name] = tc.Paused
 		w := get(tc.Name)
-		for _, b := range bundles {
+		for _, b := range tc.Bundles {
 			e := InventoryEntry{Bundle: b.Name, Cluster: tc.Name, Release: b.Release, Namespace: b.Namespace,
 				KeepResources: b.KeepResources, DeleteNamespace: b.DeleteNamespace}
 			desired[e.key()] = e
@@ -102,8 +110,9 @@ func makePlan(bundles []activities.Bundle, targets activities.TargetsResult, inv
 			// Not listed now (removed, or between two runs of its
 			// workflow): keep the entry, do nothing there.
 			p.Dropped = append(p.Dropped, e)
-		case paused[e.Cluster]:
-			// A paused cluster keeps what it runs.
+		case paused[e.Cluster] || held[e.key()]:
+			// A paused cluster keeps what it runs, and so does a bundle
+			// that could not be computed for the cluster.
 		case moved && deploying[e.Cluster+"/"+e.Namespace+"/"+e.Release]:
 			continue // replaced by the bundle that now deploys this release
 		case moved:

@@ -26,6 +26,14 @@ func targets(registered []string, matched ...string) activities.TargetsResult {
 	return r
 }
 
+// each gives every matched cluster the same bundles.
+func each(tr activities.TargetsResult, bs []activities.Bundle) activities.TargetsResult {
+	for i := range tr.Matched {
+		tr.Matched[i].Bundles = bs
+	}
+	return tr
+}
+
 func entry(b, c string) InventoryEntry {
 	return InventoryEntry{Bundle: b, Cluster: c, Release: b, Namespace: "default", DeploymentID: "s-" + b + ":old"}
 }
@@ -96,7 +104,7 @@ func TestMakePlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := makePlan(tt.bundles, tt.targets, tt.inv, tt.keepAll)
+			p := makePlan(each(tt.targets, tt.bundles), tt.inv, tt.keepAll)
 			deploy, cleanup := map[string][]string{}, map[string][]string{}
 			for _, w := range p.Work {
 				for _, b := range w.Deploy {
@@ -124,7 +132,7 @@ func TestMakePlan(t *testing.T) {
 func TestMakePlan_KeepsAppliedIDAndPausedClusters(t *testing.T) {
 	tr := targets([]string{"c1", "c2"}, "c1", "c2")
 	tr.Matched[1].Paused = true
-	p := makePlan(bundles("a"), tr, []InventoryEntry{entry("a", "c1"), entry("a", "c2"), entry("b", "c2")}, false)
+	p := makePlan(each(tr, bundles("a")), []InventoryEntry{entry("a", "c1"), entry("a", "c2"), entry("b", "c2")}, false)
 	require.Len(t, p.Work, 2)
 	assert.Equal(t, "c2", p.Work[1].Cluster)
 	assert.Empty(t, p.Work[1].Deploy, "a paused cluster gets no deploys")
@@ -139,4 +147,21 @@ func TestMakePlan_KeepsAppliedIDAndPausedClusters(t *testing.T) {
 			assert.Equal(t, "s-a:old", e.DeploymentID, "the last applied ID is kept until the deploy reports")
 		}
 	}
+}
+
+func TestMakePlan_PerClusterOptionsAndTemplateErrors(t *testing.T) {
+	tr := targets([]string{"c1", "c2"}, "c1", "c2")
+	tr.Matched[0].Bundles = []activities.Bundle{{Name: "a", Release: "a", Namespace: "dev", DeploymentID: "s-a:dev"}}
+	tr.Matched[1].Bundles = nil
+	tr.Errors = []status.Deployment{{Bundle: "a", Cluster: "c2", Release: "a", Namespace: "prod", State: status.ErrApplied,
+		Message: "bundle a: cluster c2: helm.values: template failed"}}
+	p := makePlan(tr, []InventoryEntry{entry("a", "c2")}, false)
+	require.Len(t, p.Work, 1, "nothing to do on c2: the failed bundle keeps what runs there")
+	assert.Equal(t, "c1", p.Work[0].Cluster)
+	assert.Equal(t, "s-a:dev", p.Work[0].Deploy[0].DeploymentID)
+	assert.Equal(t, "dev", p.Work[0].Deploy[0].Namespace)
+	require.Len(t, p.Deployments, 2)
+	assert.Equal(t, status.ErrApplied, p.Deployments[1].State)
+	assert.Contains(t, p.Deployments[1].Message, "cluster c2")
+	assert.Len(t, p.Inventory, 2, "c2's release stays in the inventory")
 }

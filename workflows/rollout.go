@@ -117,17 +117,32 @@ func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 	if r.in.Delete {
 		targetList = nil
 	}
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.ListTargets,
-		activities.TargetsInput{Targets: targetList}).Get(ctx, &targets); err != nil {
-		r.st.Error, r.st.Phase = activityMessage(err), phaseDone
-		return r.result(), nil
+	if workflow.GetVersion(ctx, versionPerClusterOptions, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// Rollouts started before per-cluster options: one deployment per
+		// bundle everywhere.
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.ListTargets,
+			activities.TargetsInput{Targets: targetList}).Get(ctx, &targets); err != nil {
+			r.st.Error, r.st.Phase = activityMessage(err), phaseDone
+			return r.result(), nil
+		}
+		for i := range targets.Matched {
+			targets.Matched[i].Bundles = bundles
+		}
+	} else {
+		var bt activities.BundleTargetsResult
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.TargetBundles,
+			activities.BundleTargetsInput{GitRepo: r.in.GitRepo, Spec: r.in.Spec, Bundles: bundles}).Get(ctx, &bt); err != nil {
+			r.st.Error, r.st.Phase = activityMessage(err), phaseDone
+			return r.result(), nil
+		}
+		targets = activities.TargetsResult{Matched: bt.Matched, Registered: bt.Registered, Errors: bt.Errors}
 	}
 	if r.in.Delete {
-		targets.Matched = nil
+		targets.Matched, targets.Errors = nil, nil
 	}
 
 	// Step 3: plan (pure), then work every cluster in parallel.
-	p := makePlan(bundles, targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
+	p := makePlan(targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
 	r.inventory, r.st.Deployments = p.Inventory, p.Deployments
 	for _, e := range p.Dropped {
 		logger.Info("Cluster not registered; leaving its release alone", "bundle", e.Bundle, "cluster", e.Cluster, "release", e.Release)

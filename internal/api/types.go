@@ -68,6 +68,13 @@ type GitRepoSpec struct {
 	// ClientSecretName names a basic-auth Secret (username/password, or a
 	// token as password) applied with `flotilla apply`.
 	ClientSecretName string `json:"clientSecretName,omitempty"`
+	// HelmSecretName names a basic-auth Secret (username/password) for
+	// Helm repositories and OCI registries. It is sent only to chart URLs
+	// matching HelmRepoURLRegex, which is then required.
+	HelmSecretName string `json:"helmSecretName,omitempty"`
+	// HelmRepoURLRegex selects the chart URLs that get HelmSecretName's
+	// credentials.
+	HelmRepoURLRegex string `json:"helmRepoURLRegex,omitempty"`
 	// PollingInterval between checks of the remote. Default 15s, ±10 % jitter.
 	PollingInterval *metav1.Duration `json:"pollingInterval,omitempty"`
 	// DisablePolling stops polling; only sync signals and webhooks trigger.
@@ -107,6 +114,9 @@ type Cluster struct {
 type ClusterSpec struct {
 	// Paused stops deploys to this cluster.
 	Paused bool `json:"paused,omitempty"`
+	// TemplateValues are the cluster's values for fleet.yaml templates
+	// (.ClusterValues).
+	TemplateValues map[string]any `json:"templateValues,omitempty"`
 }
 
 // ClusterGroup is a named label selector over clusters.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -111,6 +112,17 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	}
 	if s.ClientSecretName != "" {
 		errs = append(errs, dnsSubdomain(p.Child("clientSecretName"), s.ClientSecretName)...)
+	}
+	if s.HelmSecretName != "" {
+		errs = append(errs, dnsSubdomain(p.Child("helmSecretName"), s.HelmSecretName)...)
+		if s.HelmRepoURLRegex == "" {
+			errs = append(errs, field.Required(p.Child("helmRepoURLRegex"), "with helmSecretName: the chart URLs that may receive the credentials"))
+		}
+	}
+	if s.HelmRepoURLRegex != "" {
+		if _, err := regexp.Compile(s.HelmRepoURLRegex); err != nil {
+			errs = append(errs, field.Invalid(p.Child("helmRepoURLRegex"), s.HelmRepoURLRegex, err.Error()))
+		}
 	}
 	if s.PollingInterval != nil && s.PollingInterval.Duration < 0 {
 		errs = append(errs, field.Invalid(p.Child("pollingInterval"), s.PollingInterval.Duration.String(), "must not be negative"))

@@ -1,9 +1,12 @@
 package bundle
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -23,51 +26,151 @@ const rawTemplate = `{{- range $path, $_ := .Files.Glob "rawyaml/**" }}
 `
 
 // Chart builds the Helm chart that deploys bundle b with manifest m, the
-// way Fleet's agent does:
+// way Fleet's agent does (internal/bundlereader/style.go DetermineStyle and
+// internal/helmdeployer/render/helm.go). b.Options are the options of the
+// cluster being rendered for.
 //
-//   - helm.chart set: the chart is that directory of the manifest (see
-//     resources for where an outside chart lives in it);
+//   - helm.chart names a remote chart (helm.repo set, a URL, an oci://
+//     reference or a go-getter source): the chart is the one the reader
+//     embedded under ".chart/<sha256 of chart:repo:version>/", either
+//     directly or in the single directory there that holds a Chart.yaml;
+//   - helm.chart set otherwise: the chart is that directory of the manifest
+//     (see resources for where an outside chart lives in it);
 //   - otherwise, a Chart.yaml at the top of the bundle makes the bundle
 //     directory itself the chart (fleet-examples/single-cluster/helm);
-//   - otherwise the bundle is raw YAML and gets a generated chart named
-//     after the bundle, version "0.0.0+<12 hex digits of the manifest ID>".
-//     Its *.yaml, *.yml and *.json files (as in Fleet) become chart files
-//     under rawyaml/, emitted verbatim by one template, so "{{ }}" in them
-//     is never templated. Left out, as in Fleet: fleet.yaml files, files
-//     under a subdirectory holding its own fleet.yaml or Chart.yaml (nested
-//     bundles and charts), overlays/ and .chart/. Also left out: kustomize
-//     files, and documents without apiVersion and kind (Fleet's agent
-//     skips those too).
+//   - otherwise, a kustomization.yaml in kustomize.dir (default the bundle
+//     directory) makes it a kustomize bundle: the generated chart (below)
+//     holds no files at all, since kustomize, run as Helm post-renderer by
+//     NewKustomizer, builds every object, so nothing is emitted twice;
+//   - otherwise the bundle is raw YAML. yaml.overlays are applied first
+//     (only here, as in Fleet: helm and kustomize bundles ignore them).
 //
-// A raw YAML bundle with a kustomization.yaml at its top needs kustomize,
-// which is ErrUnsupported for now. Chart does not set values: callers pass
+// The generated chart is named after the bundle, version
+// "0.0.0+<12 hex digits of the manifest ID>". Its *.yaml, *.yml and *.json
+// files (as in Fleet) become chart files under rawyaml/, emitted verbatim
+// by one template, so "{{ }}" in them is never templated. Left out, as in
+// Fleet: fleet.yaml files, files under a subdirectory holding its own
+// fleet.yaml or Chart.yaml (nested bundles and charts), overlays/ and
+// .chart/. Also left out: kustomize files, and documents without apiVersion
+// and kind (Fleet's agent skips those too).
+//
+// Whatever the kind of chart, a kustomization in kustomize.dir post-renders
+// Helm's output: see NewKustomizer. Chart does not set values: callers pass
 // b.Options.Helm.Values to Helm. Problems with the content are returned as
 // *ValidationError.
 func Chart(b Bundle, m Manifest) (*chart.Chart, error) {
 	if b.Dir == "" {
 		b.Dir = "."
 	}
-	if dir, ok := chartDirOf(b, m); ok {
+	dir, ok, err := chartDirOf(b, m)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
 		return loadChart(b, m, dir)
 	}
-	for _, name := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
-		if _, ok := m.resource(name); ok {
-			return nil, &ValidationError{Bundle: b.Name, Path: path.Join(b.Dir, name), Err: fmt.Errorf("kustomize bundles are %w", ErrUnsupported)}
-		}
+	id := m.ID()
+	if _, ok := kustomizationOf(b, m); ok {
+		return generatedChart(b, id, nil)
 	}
-	return rawChart(b, m)
+	if m, err = applyOverlays(b, m); err != nil {
+		return nil, err
+	}
+	files, err := rawFiles(b, m)
+	if err != nil {
+		return nil, err
+	}
+	return generatedChart(b, id, files)
 }
 
 // chartDirOf returns the manifest directory of the bundle's chart, if it
 // has one.
-func chartDirOf(b Bundle, m Manifest) (string, bool) {
-	if h := b.Options.Helm; h != nil && h.Chart != "" {
-		return chartManifestPath(b.Dir, path.Join(b.Dir, h.Chart)), true
+func chartDirOf(b Bundle, m Manifest) (string, bool, error) {
+	h := b.Options.Helm
+	if h != nil && remoteChart(h) {
+		dir, err := remoteChartDir(b, m)
+		return dir, err == nil, err
+	}
+	if h != nil && h.Chart != "" {
+		return chartManifestPath(b.Dir, path.Join(b.Dir, h.Chart)), true, nil
 	}
 	if _, ok := m.resource("Chart.yaml"); ok {
-		return ".", true
+		return ".", true, nil
 	}
-	return "", false
+	return "", false, nil
+}
+
+// remoteChart reports whether h names a chart to download rather than a
+// directory of the bundle: Fleet downloads when helm.repo is set, and
+// helm.chart may be a URL ("https://", "oci://"), a go-getter-style source
+// ("git::https://...", "github.com/org/repo//dir", "git@host:repo") or an
+// S3 or GCS shorthand. This is the rule of chartfetch.IsRemote, which
+// fetches what Chart loads here.
+func remoteChart(h *HelmOptions) bool {
+	c := h.Chart
+	if h.Repo != "" || strings.Contains(c, "://") || strings.Contains(c, "::") {
+		return true
+	}
+	for _, prefix := range []string{"github.com/", "gitlab.com/", "bitbucket.org/", "git@"} {
+		if strings.HasPrefix(c, prefix) {
+			return true
+		}
+	}
+	host, _, _ := strings.Cut(c, "/")
+	return strings.HasSuffix(host, ".amazonaws.com") || host == "www.googleapis.com"
+}
+
+// remoteChartPrefix returns where the reader embeds the remote chart of h:
+// ".chart/" + hex(sha256(chart + ":" + repo + ":" + version)) + "/", as
+// Fleet's bundlereader (resources.go checksum) does.
+func remoteChartPrefix(h *HelmOptions) string {
+	sum := sha256.Sum256([]byte(h.Chart + ":" + h.Repo + ":" + h.Version))
+	return chartPrefix + hex.EncodeToString(sum[:]) + "/"
+}
+
+// remoteChartDir returns the manifest directory of the embedded remote
+// chart: its prefix itself when Chart.yaml is right there, else the one
+// directory below it holding a Chart.yaml (a chart archive's top
+// directory), like Fleet's matchesExternalChartYAML.
+func remoteChartDir(b Bundle, m Manifest) (string, error) {
+	h := b.Options.Helm
+	prefix := remoteChartPrefix(h)
+	var dirs []string
+	for _, r := range m.Resources {
+		rest, ok := strings.CutPrefix(r.Name, prefix)
+		if !ok {
+			continue
+		}
+		switch parts := strings.Split(rest, "/"); {
+		case len(parts) == 1 && parts[0] == "Chart.yaml":
+			dirs = append(dirs, strings.TrimSuffix(prefix, "/"))
+		case len(parts) == 2 && parts[1] == "Chart.yaml":
+			dirs = append(dirs, prefix+parts[0])
+		}
+	}
+	where := path.Join(b.Dir, strings.TrimSuffix(prefix, "/"))
+	switch len(dirs) {
+	case 0:
+		return "", &ValidationError{Bundle: b.Name, Path: where, Field: "helm.chart",
+			Err: fmt.Errorf("remote chart %s is not in the bundle: no Chart.yaml under %s", describeChart(h), prefix)}
+	case 1:
+		return dirs[0], nil
+	default:
+		return "", &ValidationError{Bundle: b.Name, Path: where, Field: "helm.chart",
+			Err: fmt.Errorf("remote chart %s: more than one chart under %s: %s", describeChart(h), prefix, strings.Join(dirs, ", "))}
+	}
+}
+
+// describeChart names a remote chart in error messages.
+func describeChart(h *HelmOptions) string {
+	s := strconv.Quote(h.Chart)
+	if h.Repo != "" {
+		s += " of repository " + strconv.Quote(h.Repo)
+	}
+	if h.Version != "" {
+		s += " version " + strconv.Quote(h.Version)
+	}
+	return s
 }
 
 func loadChart(b Bundle, m Manifest, dir string) (*chart.Chart, error) {
@@ -100,16 +203,15 @@ func loadChart(b Bundle, m Manifest, dir string) (*chart.Chart, error) {
 	return c, nil
 }
 
-func rawChart(b Bundle, m Manifest) (*chart.Chart, error) {
-	files, err := rawFiles(b, m)
-	if err != nil {
-		return nil, err
-	}
+// generatedChart returns the chart of a bundle that has none: files are
+// its rawyaml/ files (none for a kustomize bundle), id the manifest ID the
+// version is made from.
+func generatedChart(b Bundle, id string, files []*chart.File) (*chart.Chart, error) {
 	c := &chart.Chart{
 		Metadata: &chart.Metadata{
 			APIVersion:  chart.APIVersionV2,
 			Name:        chartName(b.Name),
-			Version:     "0.0.0+" + strings.TrimPrefix(m.ID(), "s-")[:12],
+			Version:     "0.0.0+" + strings.TrimPrefix(id, "s-")[:12],
 			Description: "Raw YAML of bundle " + b.Name,
 		},
 		Templates: []*chart.File{{Name: "templates/rawyaml.yaml", Data: []byte(rawTemplate)}},

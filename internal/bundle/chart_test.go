@@ -1,6 +1,8 @@
 package bundle_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"os"
 	"path/filepath"
@@ -218,10 +220,20 @@ func TestChartErrors(t *testing.T) {
 		wantErr error
 	}{
 		{
-			name: "kustomize bundle",
-			b:    bundle.Bundle{Name: "k", Dir: "kust"},
-			m:    bundle.Manifest{Resources: []bundle.Resource{{Name: "kustomization.yaml", Content: "resources: []\n"}}},
-			want: []string{"bundle k: kust/kustomization.yaml: kustomize bundles are not supported yet"}, wantErr: bundle.ErrUnsupported,
+			name: "remote chart missing from manifest",
+			b: bundle.Bundle{Name: "c", Dir: "app", Options: bundle.Options{Helm: &bundle.HelmOptions{
+				Chart: "guestbook", Repo: "https://charts.example.com", Version: "1.0.0"}}},
+			m:    bundle.Manifest{Resources: []bundle.Resource{{Name: "guestbook/Chart.yaml", Content: "apiVersion: v2\nname: local\nversion: 1.0.0\n"}}},
+			want: []string{"bundle c: app/.chart/" + chartSum("guestbook", "https://charts.example.com", "1.0.0") + ": helm.chart: remote chart \"guestbook\" of repository \"https://charts.example.com\" version \"1.0.0\" is not in the bundle"},
+		},
+		{
+			name: "two remote charts",
+			b:    bundle.Bundle{Name: "c", Dir: "app", Options: bundle.Options{Helm: &bundle.HelmOptions{Chart: "oci://r.example.com/c"}}},
+			m: bundle.Manifest{Resources: []bundle.Resource{
+				{Name: ".chart/" + chartSum("oci://r.example.com/c", "", "") + "/a/Chart.yaml"},
+				{Name: ".chart/" + chartSum("oci://r.example.com/c", "", "") + "/b/Chart.yaml"},
+			}},
+			want: []string{"bundle c: app/.chart/", "more than one chart"},
 		},
 		{
 			name: "chart missing from manifest",
@@ -267,4 +279,49 @@ func TestChartNameSanitised(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "bundle", c.Name())
 	assert.Empty(t, objects(t, install(t, c, nil)), "an empty bundle installs nothing")
+}
+
+func chartSum(chart, repo, version string) string {
+	sum := sha256.Sum256([]byte(chart + ":" + repo + ":" + version))
+	return hex.EncodeToString(sum[:])
+}
+
+func TestChartRemote(t *testing.T) {
+	chartYAML := func(name string) string { return "apiVersion: v2\nname: " + name + "\nversion: 0.1.0\n" }
+	tmpl := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Values.name }}\n"
+	tests := []struct {
+		name string
+		helm bundle.HelmOptions
+		// top is the chart's directory under .chart/<checksum>/.
+		top string
+	}{
+		{"archive URL", bundle.HelmOptions{Chart: "https://example.com/web-0.1.0.tgz"}, "web/"},
+		{"repository", bundle.HelmOptions{Chart: "web", Repo: "https://charts.example.com", Version: "0.1.*"}, "web/"},
+		{"oci", bundle.HelmOptions{Chart: "oci://r.example.com/charts/web", Version: "0.1.0"}, "web/"},
+		{"git", bundle.HelmOptions{Chart: "git::https://example.com/org/repo//charts/web?ref=v1"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := ".chart/" + chartSum(tt.helm.Chart, tt.helm.Repo, tt.helm.Version) + "/"
+			other := ".chart/" + chartSum("other", "", "") + "/"
+			m := bundle.Manifest{Resources: []bundle.Resource{
+				{Name: prefix + tt.top + "Chart.yaml", Content: chartYAML("web")},
+				{Name: prefix + tt.top + "values.yaml", Content: "name: from-chart\n"},
+				{Name: prefix + tt.top + "templates/cm.yaml", Content: tmpl},
+				{Name: prefix + tt.top + "charts/dep/Chart.yaml", Content: chartYAML("dep")},
+				{Name: other + "other/Chart.yaml", Content: chartYAML("other")},
+				{Name: "web/Chart.yaml", Content: chartYAML("local")},
+				{Name: "kept-out.yaml", Content: cm},
+			}}
+			h := tt.helm
+			h.Values = map[string]any{"name": "from-bundle"}
+			b := bundle.Bundle{Name: "app", Dir: "app", Options: bundle.Options{Helm: &h}}
+			c, err := bundle.Chart(b, m)
+			require.NoError(t, err)
+			assert.Equal(t, "web", c.Name())
+			require.Len(t, c.Dependencies(), 1)
+			out := install(t, c, h.Values)
+			assert.Equal(t, []string{"ConfigMap/from-bundle"}, objects(t, out))
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package bundle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,7 +12,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 )
 
 // Bundle is one deployable unit of a repository: a directory, its options
@@ -26,10 +28,17 @@ type Bundle struct {
 	Dir string `json:"dir"`
 	// ManifestID is the ID of the bundle's Manifest.
 	ManifestID string `json:"manifestID"`
-	// Options are the deployment options from fleet.yaml.
+	// Options are the deployment options from fleet.yaml, before any
+	// per-cluster customization. Chart reads the options of the cluster
+	// being rendered for from here.
 	Options Options `json:"options"`
+	// Spec holds fleet.yaml's targeting, rollout and dependency settings.
+	Spec Spec `json:"spec"`
 	// Labels are fleet.yaml's labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Type is "helm", "kustomize", "helm+kustomize" or "yaml": how the
+	// bundle deploys (before customizations).
+	Type string `json:"type,omitempty"`
 	// ResourceCount is the number of files in the Manifest.
 	ResourceCount int `json:"resourceCount"`
 }
@@ -41,21 +50,6 @@ func (b Bundle) ReleaseName() string {
 		return b.Options.Helm.ReleaseName
 	}
 	return ReleaseName(b.Name)
-}
-
-// fleetYAML is the part of fleet.yaml that Read understands. Other keys are
-// ignored, as Fleet ignores keys it does not know.
-type fleetYAML struct {
-	Name                 string            `json:"name"`
-	Labels               map[string]string `json:"labels"`
-	DefaultNamespace     string            `json:"defaultNamespace"`
-	TargetNamespace      string            `json:"namespace"`
-	ServiceAccount       string            `json:"serviceAccount"`
-	KeepResources        bool              `json:"keepResources"`
-	DeleteNamespace      bool              `json:"deleteNamespace"`
-	NamespaceLabels      map[string]string `json:"namespaceLabels"`
-	NamespaceAnnotations map[string]string `json:"namespaceAnnotations"`
-	Helm                 *HelmOptions      `json:"helm"`
 }
 
 // Read reads the bundle in dir (slash-separated, relative to root) of the
@@ -83,11 +77,30 @@ type fleetYAML struct {
 // Read does not check that the files are Kubernetes objects or that a chart
 // renders; Chart does part of that.
 func Read(root, dir, repoName string) (Bundle, Manifest, error) {
-	r, err := openRepo(root)
+	return (&Reader{}).Read(context.Background(), root, dir, repoName)
+}
+
+// Reader reads bundles, fetching remote charts with Charts.
+type Reader struct {
+	// Charts downloads remote charts and chart dependencies. Nil: a
+	// bundle with a remote chart is a *ValidationError wrapping
+	// ErrUnsupported, and dependencies must be vendored.
+	Charts *chartfetch.Fetcher
+}
+
+// Read is the package-level Read with remote charts: every distinct remote
+// chart of the bundle (helm.chart/repo/version, also as set by
+// targetCustomizations) is fetched and embedded under
+// ".chart/<chartfetch.Checksum>/", as Fleet embeds it, so the manifest
+// holds everything a cluster needs. Local charts whose Chart.yaml lists
+// dependencies that are not vendored get them built into charts/, unless
+// helm.disableDependencyUpdate is set.
+func (r *Reader) Read(ctx context.Context, root, dir, repoName string) (Bundle, Manifest, error) {
+	rp, err := openRepo(root)
 	if err != nil {
 		return Bundle{}, Manifest{}, err
 	}
-	rd := &reader{repo: r, ig: newIgnorer(r)}
+	rd := &reader{ctx: ctx, charts: r.Charts, repo: rp, ig: newIgnorer(rp)}
 	b, m, err := rd.read(dir, repoName)
 	// Errors from helpers that do not know the bundle (.fleetignore) get
 	// its name here.
@@ -111,18 +124,27 @@ func (rd *reader) read(dir, repoName string) (Bundle, Manifest, error) {
 	if err != nil {
 		return Bundle{}, Manifest{}, err
 	}
-	if fy.Name != "" {
-		if errs := validation.IsDNS1123Subdomain(fy.Name); len(errs) > 0 {
-			return Bundle{}, Manifest{}, rd.invalid("name", fmt.Errorf("%q is invalid: %s", fy.Name, strings.Join(errs, "; ")))
-		}
+	if fy.Name != "" && validation.IsDNS1123Subdomain(fy.Name) == nil {
 		rd.name = fy.Name
+	}
+	if err := rd.validate(&fy); err != nil {
+		return Bundle{}, Manifest{}, err
 	}
 	opts, exclude, chartDir, err := rd.options(fy)
 	if err != nil {
 		return Bundle{}, Manifest{}, err
 	}
+	spec := fy.Spec
+	propagateChart(opts.Helm, spec.TargetCustomizations)
+	propagateChart(opts.Helm, spec.Targets)
 	m, err := rd.manifest(exclude, chartDir)
 	if err != nil {
+		return Bundle{}, Manifest{}, err
+	}
+	if m, err = rd.remoteCharts(m, opts, spec); err != nil {
+		return Bundle{}, Manifest{}, err
+	}
+	if m, err = rd.dependencies(m, opts, chartDir); err != nil {
 		return Bundle{}, Manifest{}, err
 	}
 	b := Bundle{
@@ -130,7 +152,9 @@ func (rd *reader) read(dir, repoName string) (Bundle, Manifest, error) {
 		Dir:           rd.dir,
 		ManifestID:    m.ID(),
 		Options:       opts,
+		Spec:          spec,
 		Labels:        fy.Labels,
+		Type:          typeOf(opts, m, chartDir),
 		ResourceCount: len(m.Resources),
 	}
 	return b, m, nil
@@ -138,7 +162,9 @@ func (rd *reader) read(dir, repoName string) (Bundle, Manifest, error) {
 
 // reader holds the state of one Read.
 type reader struct {
-	repo repo
+	ctx    context.Context
+	charts *chartfetch.Fetcher
+	repo   repo
 	ig   *ignorer
 	// dir is the bundle directory, name the bundle name (final once
 	// fleet.yaml is parsed) and file the options file ("" when none).
@@ -181,8 +207,9 @@ func (rd *reader) readOptionsFile() (fleetYAML, error) {
 	if err != nil {
 		return fy, fmt.Errorf("bundle %s: read %s: %w", rd.name, file, err)
 	}
-	if err := yaml.Unmarshal(data, &fy); err != nil {
-		return fy, rd.invalid("", err)
+	fy, field, err := decodeFleetYAML(data)
+	if err != nil {
+		return fy, rd.invalid(field, err)
 	}
 	return fy, nil
 }
@@ -191,44 +218,18 @@ func (rd *reader) readOptionsFile() (fleetYAML, error) {
 // bundle-relative names of files to leave out of the manifest, and the
 // repo path of a local chart directory ("" when none).
 func (rd *reader) options(fy fleetYAML) (Options, map[string]bool, string, error) {
-	checks := []struct{ field, value string }{
-		{"defaultNamespace", fy.DefaultNamespace},
-		{"namespace", fy.TargetNamespace},
-	}
-	for _, c := range checks {
-		if c.value == "" {
-			continue
-		}
-		if errs := validation.IsDNS1123Label(c.value); len(errs) > 0 {
-			return Options{}, nil, "", rd.invalid(c.field, fmt.Errorf("%q is not a valid namespace name: %s", c.value, strings.Join(errs, "; ")))
-		}
-	}
-	if err := rd.checkLabels("labels", fy.Labels); err != nil {
-		return Options{}, nil, "", err
-	}
-	if err := rd.checkLabels("namespaceLabels", fy.NamespaceLabels); err != nil {
-		return Options{}, nil, "", err
-	}
-	opts := Options{
-		DefaultNamespace:     fy.DefaultNamespace,
-		TargetNamespace:      fy.TargetNamespace,
-		ServiceAccount:       fy.ServiceAccount,
-		KeepResources:        fy.KeepResources,
-		NamespaceLabels:      fy.NamespaceLabels,
-		NamespaceAnnotations: fy.NamespaceAnnotations,
-		DeleteNamespace:      fy.DeleteNamespace,
-	}
+	opts := fy.Options
 	exclude := map[string]bool{optionsFile: true, optionsFileFallback: true}
-	if fy.Helm == nil {
+	if opts.Helm == nil {
 		return opts, exclude, "", nil
 	}
-	h := *fy.Helm
-	if err := rd.checkHelm(&h); err != nil {
-		return Options{}, nil, "", err
-	}
-	chartDir, err := rd.chartDir(h.Chart)
-	if err != nil {
-		return Options{}, nil, "", err
+	h := *opts.Helm
+	chartDir := ""
+	if !chartfetch.IsRemote(chartfetch.Source{Chart: h.Chart, Repo: h.Repo, Version: h.Version}) {
+		var err error
+		if chartDir, err = rd.chartDir(h.Chart); err != nil {
+			return Options{}, nil, "", err
+		}
 	}
 	values, inBundle, err := rd.helmValues(&h)
 	if err != nil {
@@ -242,6 +243,32 @@ func (rd *reader) options(fy fleetYAML) (Options, map[string]bool, string, error
 	return opts, exclude, chartDir, nil
 }
 
+// propagateChart copies the bundle's chart, repo and version into
+// customizations that set helm options but not those, as Fleet does, so
+// a customization changing only the version fetches the same chart.
+func propagateChart(base *HelmOptions, targets []Target) {
+	if base == nil {
+		return
+	}
+	for i := range targets {
+		h := targets[i].Helm
+		if h == nil {
+			continue
+		}
+		c := *h
+		if c.Chart == "" {
+			c.Chart = base.Chart
+		}
+		if c.Repo == "" {
+			c.Repo = base.Repo
+		}
+		if c.Version == "" {
+			c.Version = base.Version
+		}
+		targets[i].Helm = &c
+	}
+}
+
 func (rd *reader) checkLabels(field string, labels map[string]string) error {
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		errs := append(validation.IsQualifiedName(k), validation.IsValidLabelValue(labels[k])...)
@@ -250,35 +277,6 @@ func (rd *reader) checkLabels(field string, labels map[string]string) error {
 		}
 	}
 	return nil
-}
-
-func (rd *reader) checkHelm(h *HelmOptions) error {
-	if h.ReleaseName != "" && !ValidReleaseName(h.ReleaseName) {
-		return rd.invalid("helm.releaseName", fmt.Errorf("%q must be at most %d characters of lower-case letters, digits, '-' and '.', starting and ending with a letter or digit", h.ReleaseName, MaxReleaseNameLen))
-	}
-	if h.Repo != "" {
-		return rd.invalid("helm.repo", fmt.Errorf("%q: remote charts are %w", h.Repo, ErrUnsupported))
-	}
-	if isRemoteChart(h.Chart) {
-		return rd.invalid("helm.chart", fmt.Errorf("%q: remote charts are %w", h.Chart, ErrUnsupported))
-	}
-	return nil
-}
-
-// isRemoteChart reports whether helm.chart names something to download
-// rather than a local directory: a URL ("https://", "oci://"), a
-// go-getter-style source ("git::https://...") or an scp-style or well-known
-// host Git address, all of which Fleet accepts.
-func isRemoteChart(chart string) bool {
-	if strings.Contains(chart, "://") || strings.Contains(chart, "::") || strings.HasPrefix(chart, "git@") {
-		return true
-	}
-	for _, host := range []string{"github.com/", "gitlab.com/", "bitbucket.org/"} {
-		if strings.HasPrefix(chart, host) {
-			return true
-		}
-	}
-	return false
 }
 
 // chartDir checks a local helm.chart and returns its repo path.
@@ -308,4 +306,32 @@ func (rd *reader) chartDir(chart string) (string, error) {
 		return "", rd.invalid("helm.chart", fmt.Errorf("chart directory %s has no Chart.yaml", rel))
 	}
 	return rel, nil
+}
+
+// typeOf names how a bundle deploys: through a chart, a kustomization,
+// both, or as plain YAML.
+func typeOf(opts Options, m Manifest, chartDir string) string {
+	helm := chartDir != "" || (opts.Helm != nil && opts.Helm.Chart != "")
+	if _, ok := m.resource("Chart.yaml"); ok {
+		helm = true
+	}
+	dir := "."
+	if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
+		dir = path.Clean(opts.Kustomize.Dir)
+	}
+	kustomize := false
+	for _, name := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
+		if _, ok := m.resource(path.Join(dir, name)); ok {
+			kustomize = true
+		}
+	}
+	switch {
+	case helm && kustomize:
+		return "helm+kustomize"
+	case helm:
+		return "helm"
+	case kustomize:
+		return "kustomize"
+	}
+	return "yaml"
 }

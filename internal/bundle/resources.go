@@ -49,8 +49,13 @@ func (rd *reader) manifest(exclude map[string]bool, chartDir string) (Manifest, 
 		}
 		res = append(res, chartRes...)
 	}
-	slices.SortFunc(res, func(a, b Resource) int { return cmp.Compare(a.Name, b.Name) })
+	sortResources(res)
 	return Manifest{Resources: res}, nil
+}
+
+// sortResources sorts resources by name, the order Fleet hashes them in.
+func sortResources(res []Resource) {
+	slices.SortFunc(res, func(a, b Resource) int { return cmp.Compare(a.Name, b.Name) })
 }
 
 // chartManifestPath returns where the chart directory chartRel (relative

@@ -3,6 +3,8 @@ package content
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +31,7 @@ var (
 const (
 	manifestsDir = "manifests"
 	optionsDir   = "options"
+	bundlesDir   = "bundles"
 	manifestExt  = ".json.gz"
 	optionsExt   = ".json"
 )
@@ -42,7 +45,7 @@ type Store struct {
 // New returns a store in dir, creating dir (mode 0700) and its
 // subdirectories when missing.
 func New(dir string) (*Store, error) {
-	for _, d := range []string{dir, filepath.Join(dir, manifestsDir), filepath.Join(dir, optionsDir)} {
+	for _, d := range []string{dir, filepath.Join(dir, manifestsDir), filepath.Join(dir, optionsDir), filepath.Join(dir, bundlesDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create content store: %w", err)
 		}
@@ -109,7 +112,7 @@ func (s *Store) GetManifest(id string) (bundle.Manifest, error) {
 // PutOptions stores o and returns its hash. Storing options that are
 // already present does nothing.
 func (s *Store) PutOptions(o bundle.Options) (string, error) {
-	hash := o.Hash()
+	hash := o.Key()
 	data, err := json.Marshal(o)
 	if err != nil {
 		return "", fmt.Errorf("store options %s: %w", hash, err)
@@ -139,10 +142,53 @@ func (s *Store) GetOptions(hash string) (bundle.Options, error) {
 	if err := json.Unmarshal(data, &o); err != nil {
 		return bundle.Options{}, fmt.Errorf("get options %s: decode %s: %w", hash, file, err)
 	}
-	if got := o.Hash(); got != hash {
+	if got := o.Key(); got != hash {
 		return bundle.Options{}, fmt.Errorf("get options %s: %s holds options %s: %w", hash, file, got, ErrCorrupt)
 	}
 	return o, nil
+}
+
+// PutBundle stores b (its options and fleet.yaml spec, without content)
+// and returns its key, the SHA-256 of its JSON encoding.
+func (s *Store) PutBundle(b bundle.Bundle) (string, error) {
+	data, err := json.Marshal(b)
+	if err != nil {
+		return "", fmt.Errorf("store bundle %s: %w", b.Name, err)
+	}
+	key := sha256Hex(data)
+	if err := s.write(bundlesDir, key+optionsExt, data); err != nil {
+		return "", fmt.Errorf("store bundle %s: %w", b.Name, err)
+	}
+	return key, nil
+}
+
+// GetBundle returns the bundle stored under key, with the errors of
+// GetOptions.
+func (s *Store) GetBundle(key string) (bundle.Bundle, error) {
+	if !validHash(key) {
+		return bundle.Bundle{}, fmt.Errorf("get bundle %q: %w", key, ErrInvalidID)
+	}
+	file := filepath.Join(s.dir, bundlesDir, key+optionsExt)
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return bundle.Bundle{}, fmt.Errorf("get bundle %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return bundle.Bundle{}, fmt.Errorf("get bundle %s: %w", key, err)
+	}
+	if got := sha256Hex(data); got != key {
+		return bundle.Bundle{}, fmt.Errorf("get bundle %s: %s holds bundle %s: %w", key, file, got, ErrCorrupt)
+	}
+	var b bundle.Bundle
+	if err := json.Unmarshal(data, &b); err != nil {
+		return bundle.Bundle{}, fmt.Errorf("get bundle %s: decode %s: %w", key, file, err)
+	}
+	return b, nil
+}
+
+func sha256Hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // write stores data as dir/name unless that file exists. The data goes to
@@ -163,7 +209,7 @@ func validManifestID(id string) bool {
 	return len(id) == 63 && id[:2] == "s-" && isLowerHex(id[2:])
 }
 
-// validHash reports whether h has the form of bundle.Options.Hash: 64
+// validHash reports whether h has the form of bundle.Options.Key: 64
 // lower-case hex digits.
 func validHash(h string) bool {
 	return len(h) == 64 && isLowerHex(h)

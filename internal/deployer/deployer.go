@@ -11,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/postrender"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -83,6 +84,26 @@ type Release struct {
 	// Annotations are set on every object the templates render, replacing
 	// the object's own value for the same key. Optional: default none.
 	Annotations map[string]string
+	// PreRender runs on Helm's rendered manifests before Flotilla's own
+	// post-rendering (Fleet runs kustomize there). Optional.
+	PreRender postrender.PostRenderer
+	// Timeout bounds Helm's wait when Wait is set. Optional: default the
+	// Deployer's timeout.
+	Timeout time.Duration
+	// WaitForJobs also waits for Jobs to complete (with Wait).
+	WaitForJobs bool
+	// Force replaces objects that cannot be updated in place.
+	Force bool
+	// TakeOwnership adopts existing objects Helm did not create.
+	TakeOwnership bool
+	// Atomic rolls a failed upgrade back (and uninstalls a failed install).
+	Atomic bool
+	// MaxHistory is how many revisions Helm keeps. Optional: default 10.
+	MaxHistory int
+	// DisableDNS turns off DNS lookups in templates.
+	DisableDNS bool
+	// SkipSchemaValidation skips the chart's values schema.
+	SkipSchemaValidation bool
 }
 
 // Result reports what Deploy did.
@@ -231,8 +252,13 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel R
 	in.ReleaseName = rel.Name
 	in.Namespace = rel.Namespace
 	in.CreateNamespace = true
-	in.Timeout = d.timeout
+	in.Timeout = d.timeoutOf(rel)
 	in.Wait = rel.Wait
+	in.WaitForJobs = rel.Wait && rel.WaitForJobs
+	in.Atomic = rel.Atomic
+	in.TakeOwnership = rel.TakeOwnership
+	in.EnableDNS = !rel.DisableDNS
+	in.SkipSchemaValidation = rel.SkipSchemaValidation
 	out, err := in.RunWithContext(ctx, chrt, rel.Values)
 	if err != nil {
 		return nil, fmt.Errorf("install release %s/%s: %w", rel.Namespace, rel.Name, err)
@@ -244,14 +270,31 @@ func (d *Deployer) upgrade(ctx context.Context, cfg *action.Configuration, rel R
 	up := action.NewUpgrade(cfg)
 	up.PostRenderer = pr
 	up.Namespace = rel.Namespace
-	up.Timeout = d.timeout
+	up.Timeout = d.timeoutOf(rel)
 	up.Wait = rel.Wait
-	up.MaxHistory = 10
+	up.WaitForJobs = rel.Wait && rel.WaitForJobs
+	up.Atomic = rel.Atomic
+	up.Force = rel.Force
+	up.TakeOwnership = rel.TakeOwnership
+	up.EnableDNS = !rel.DisableDNS
+	up.SkipSchemaValidation = rel.SkipSchemaValidation
+	up.MaxHistory = rel.MaxHistory
+	if up.MaxHistory <= 0 {
+		up.MaxHistory = 10
+	}
 	out, err := up.RunWithContext(ctx, rel.Name, chrt, rel.Values)
 	if err != nil {
 		return nil, fmt.Errorf("upgrade release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
 	return out, nil
+}
+
+// timeoutOf returns the Helm timeout for rel.
+func (d *Deployer) timeoutOf(rel Release) time.Duration {
+	if rel.Timeout > 0 {
+		return rel.Timeout
+	}
+	return d.timeout
 }
 
 // recoverPending handles a release left pending by an interrupted Helm

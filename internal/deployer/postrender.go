@@ -46,6 +46,12 @@ func newPostRenderer(getter genericclioptions.RESTClientGetter, rel Release) (*p
 // "# Source:" comments), and fails without output when any object is
 // invalid, so that Helm applies nothing.
 func (p *postRenderer) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
+	if p.rel.PreRender != nil {
+		var err error
+		if rendered, err = p.rel.PreRender.Run(rendered); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRelease, err)
+		}
+	}
 	docs, err := splitDocuments(rendered.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidRelease, err)

@@ -80,7 +80,11 @@ type ApplyResult struct {
 type ClusterRecord struct {
 	Name   string            `json:"name"`
 	Labels map[string]string `json:"labels,omitempty"`
-	Paused bool              `json:"paused,omitempty"`
+	// Annotations and TemplateValues feed fleet.yaml value templates
+	// (.ClusterAnnotations, .ClusterValues).
+	Annotations    map[string]string `json:"annotations,omitempty"`
+	TemplateValues map[string]any    `json:"templateValues,omitempty"`
+	Paused         bool              `json:"paused,omitempty"`
 	// KubeconfigHash is the sha256 of the kubeconfig stored on the worker's
 	// host (push mode); the kubeconfig itself never enters Temporal.
 	KubeconfigHash string `json:"kubeconfigHash,omitempty"`
@@ -94,8 +98,12 @@ type ClusterRecord struct {
 // ClusterApply is the argument of the cluster apply update. Labels replace
 // the cluster's labels when SetLabels is true.
 type ClusterApply struct {
-	Labels         map[string]string `json:"labels,omitempty"`
-	SetLabels      bool              `json:"setLabels,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	SetLabels bool              `json:"setLabels,omitempty"`
+	// Annotations and TemplateValues replace the cluster's when
+	// SetLabels is true (a Cluster resource applied as a whole).
+	Annotations    map[string]string `json:"annotations,omitempty"`
+	TemplateValues map[string]any    `json:"templateValues,omitempty"`
 	Paused         *bool             `json:"paused,omitempty"`
 	KubeconfigHash string            `json:"kubeconfigHash,omitempty"`
 	Context        string            `json:"context,omitempty"`

@@ -1,0 +1,328 @@
+package bundle
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// fleetYAML is the content of a fleet.yaml file: Fleet's FleetYAML, which
+// is a BundleSpec (deployment options, targets, rollout) plus the bundle's
+// name and labels.
+type fleetYAML struct {
+	Name    string            `json:"name,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	Options `json:",inline"`
+	Spec    `json:",inline"`
+	// ImageScans are Fleet's image-scan write-back settings. Flotilla does
+	// not write to Git; they are accepted so Fleet repositories load, and
+	// otherwise ignored.
+	ImageScans []map[string]any `json:"imageScans,omitempty"`
+}
+
+// States a dependsOn acceptedStates entry may name (Fleet's bundle states).
+var bundleStates = []string{"Ready", "NotReady", "WaitApplied", "ErrApplied", "OutOfSync", "Pending", "Modified"}
+
+// decodeFleetYAML parses data strictly: a key fleet.yaml does not define,
+// a key given twice or a value of the wrong type is an error naming the
+// key. Numbers in helm values decode as float64, as in Fleet.
+func decodeFleetYAML(data []byte) (fleetYAML, string, error) {
+	var fy fleetYAML
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return fy, "", err
+	}
+	var probe fleetYAML
+	strict, err := kjson.UnmarshalStrict(js, &probe)
+	if err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fy, te.Field, fmt.Errorf("got %s, want %s", te.Value, jsonKind(te.Type.Kind().String()))
+		}
+		return fy, "", err
+	}
+	if len(strict) > 0 {
+		msgs := make([]string, 0, len(strict))
+		for _, e := range strict {
+			msgs = append(msgs, e.Error())
+		}
+		return fy, "", errors.New(strings.Join(msgs, "; "))
+	}
+	// The strict pass keeps integers as int64; decode again the way Fleet
+	// does, so values (and so deployment IDs) match Fleet's.
+	if err := json.Unmarshal(js, &fy); err != nil {
+		return fy, "", err
+	}
+	return fy, "", nil
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "int", "int64", "int32":
+		return "an integer"
+	case "bool":
+		return "true or false"
+	case "string":
+		return "a string"
+	case "slice":
+		return "a list"
+	case "map", "struct", "ptr":
+		return "a mapping"
+	}
+	return k
+}
+
+// validate checks fleet.yaml's settings that Fleet would reject or that
+// would fail later with a less clear message.
+func (rd *reader) validate(fy *fleetYAML) error {
+	if fy.Name != "" {
+		if errs := validation.IsDNS1123Subdomain(fy.Name); len(errs) > 0 {
+			return rd.invalid("name", fmt.Errorf("%q is invalid: %s", fy.Name, strings.Join(errs, "; ")))
+		}
+	}
+	if err := rd.checkLabels("labels", fy.Labels); err != nil {
+		return err
+	}
+	if err := rd.checkOptions("", fy.Options); err != nil {
+		return err
+	}
+	switch fy.TargetCustomizationMode {
+	case "", FirstMatch, AllMatches:
+	default:
+		return rd.invalid("targetCustomizationMode", fmt.Errorf("%q must be %s or %s", fy.TargetCustomizationMode, FirstMatch, AllMatches))
+	}
+	for _, list := range []struct {
+		field   string
+		targets []Target
+	}{{"targets", fy.Targets}, {"targetCustomizations", fy.TargetCustomizations}} {
+		for i, t := range list.targets {
+			f := fmt.Sprintf("%s[%d]", list.field, i)
+			if err := rd.checkSelector(f, t.TargetSelector); err != nil {
+				return err
+			}
+			if err := rd.checkOptions(f+".", t.Options); err != nil {
+				return err
+			}
+		}
+	}
+	for i, t := range fy.OverrideTargets {
+		if err := rd.checkSelector(fmt.Sprintf("overrideTargets[%d]", i), t); err != nil {
+			return err
+		}
+	}
+	for i, d := range fy.DependsOn {
+		f := fmt.Sprintf("dependsOn[%d]", i)
+		if d.Name == "" && d.Selector == nil {
+			return rd.invalid(f, errors.New("needs a name or a selector"))
+		}
+		if d.Name != "" && d.Selector != nil {
+			return rd.invalid(f, errors.New("has both a name and a selector; give one"))
+		}
+		if d.Selector != nil {
+			if _, err := metav1.LabelSelectorAsSelector(d.Selector); err != nil {
+				return rd.invalid(f+".selector", err)
+			}
+		}
+		for j, s := range d.AcceptedStates {
+			if !slices.Contains(bundleStates, s) {
+				return rd.invalid(fmt.Sprintf("%s.acceptedStates[%d]", f, j), fmt.Errorf("%q is not a bundle state (%s)", s, strings.Join(bundleStates, ", ")))
+			}
+		}
+	}
+	if rs := fy.RolloutStrategy; rs != nil {
+		if err := rd.checkRollout(rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rd *reader) checkRollout(rs *RolloutStrategy) error {
+	checks := []struct {
+		field string
+		v     *intstr.IntOrString
+	}{
+		{"rolloutStrategy.maxUnavailable", rs.MaxUnavailable},
+		{"rolloutStrategy.maxUnavailablePartitions", rs.MaxUnavailablePartitions},
+		{"rolloutStrategy.autoPartitionSize", rs.AutoPartitionSize},
+	}
+	for i, p := range rs.Partitions {
+		f := fmt.Sprintf("rolloutStrategy.partitions[%d]", i)
+		checks = append(checks, struct {
+			field string
+			v     *intstr.IntOrString
+		}{f + ".maxUnavailable", p.MaxUnavailable})
+		sel := TargetSelector{Name: p.Name, ClusterName: p.ClusterName, ClusterSelector: p.ClusterSelector,
+			ClusterGroup: p.ClusterGroup, ClusterGroupSelector: p.ClusterGroupSelector}
+		if err := rd.checkSelector(f, sel); err != nil {
+			return err
+		}
+	}
+	for _, c := range checks {
+		if err := checkIntOrPercent(c.v); err != nil {
+			return rd.invalid(c.field, err)
+		}
+	}
+	if rs.MaxNew < 0 {
+		return rd.invalid("rolloutStrategy.maxNew", fmt.Errorf("%d is negative", rs.MaxNew))
+	}
+	if rs.AutoPartitionThreshold != nil && *rs.AutoPartitionThreshold < 0 {
+		return rd.invalid("rolloutStrategy.autoPartitionThreshold", fmt.Errorf("%d is negative", *rs.AutoPartitionThreshold))
+	}
+	return nil
+}
+
+// checkIntOrPercent accepts a non-negative count or a percentage "N%".
+func checkIntOrPercent(v *intstr.IntOrString) error {
+	if v == nil {
+		return nil
+	}
+	if v.Type == intstr.Int {
+		if v.IntVal < 0 {
+			return fmt.Errorf("%d is negative", v.IntVal)
+		}
+		return nil
+	}
+	s := v.StrVal
+	if !strings.HasSuffix(s, "%") {
+		return fmt.Errorf("%q must be a count or a percentage such as \"25%%\"", s)
+	}
+	if _, err := intstr.GetScaledValueFromIntOrPercent(v, 100, false); err != nil {
+		return fmt.Errorf("%q: %w", s, err)
+	}
+	if strings.HasPrefix(s, "-") {
+		return fmt.Errorf("%q is negative", s)
+	}
+	return nil
+}
+
+func (rd *reader) checkSelector(field string, t TargetSelector) error {
+	for _, s := range []struct {
+		name string
+		sel  *metav1.LabelSelector
+	}{{"clusterSelector", t.ClusterSelector}, {"clusterGroupSelector", t.ClusterGroupSelector}} {
+		if s.sel == nil {
+			continue
+		}
+		if _, err := metav1.LabelSelectorAsSelector(s.sel); err != nil {
+			return rd.invalid(field+"."+s.name, err)
+		}
+	}
+	return nil
+}
+
+// checkOptions validates deployment options; prefix is the key path of
+// the options ("" at the top, "targetCustomizations[0]." in a target).
+func (rd *reader) checkOptions(prefix string, o Options) error {
+	for _, c := range []struct{ field, value string }{
+		{"defaultNamespace", o.DefaultNamespace},
+		{"namespace", o.TargetNamespace},
+	} {
+		if c.value == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(c.value); len(errs) > 0 {
+			return rd.invalid(prefix+c.field, fmt.Errorf("%q is not a valid namespace name: %s", c.value, strings.Join(errs, "; ")))
+		}
+	}
+	if o.ServiceAccount != "" {
+		if errs := validation.IsDNS1123Subdomain(o.ServiceAccount); len(errs) > 0 {
+			return rd.invalid(prefix+"serviceAccount", fmt.Errorf("%q is not a valid service account name: %s", o.ServiceAccount, strings.Join(errs, "; ")))
+		}
+	}
+	if err := rd.checkLabels(prefix+"namespaceLabels", o.NamespaceLabels); err != nil {
+		return err
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.NamespaceAnnotations)) {
+		if errs := validation.IsQualifiedName(strings.ToLower(k)); len(errs) > 0 {
+			return rd.invalid(prefix+"namespaceAnnotations."+k, fmt.Errorf("invalid annotation key %q: %s", k, strings.Join(errs, "; ")))
+		}
+	}
+	if o.Kustomize != nil && o.Kustomize.Dir != "" {
+		if _, err := rd.localPath(prefix+"kustomize.dir", o.Kustomize.Dir); err != nil {
+			return err
+		}
+	}
+	if o.YAML != nil {
+		for i, name := range o.YAML.Overlays {
+			if name == "" || strings.Contains(name, "/") || name == "." || name == ".." {
+				return rd.invalid(fmt.Sprintf("%syaml.overlays[%d]", prefix, i), fmt.Errorf("%q must name a directory under overlays/", name))
+			}
+		}
+	}
+	if o.Diff != nil {
+		for i, p := range o.Diff.ComparePatches {
+			for j, op := range p.Operations {
+				switch op.Op {
+				case "remove", "ignore", "add", "replace", "test", "move", "copy":
+				default:
+					return rd.invalid(fmt.Sprintf("%sdiff.comparePatches[%d].operations[%d].op", prefix, i, j), fmt.Errorf("%q is not a JSON patch operation or \"ignore\"", op.Op))
+				}
+			}
+		}
+	}
+	for i, d := range o.DownstreamResources {
+		f := fmt.Sprintf("%sdownstreamResources[%d]", prefix, i)
+		if d.Kind != "Secret" && d.Kind != "ConfigMap" {
+			return rd.invalid(f+".kind", fmt.Errorf("%q must be Secret or ConfigMap", d.Kind))
+		}
+		if d.Name == "" {
+			return rd.invalid(f+".name", errors.New("is required"))
+		}
+	}
+	if o.Helm != nil {
+		if err := rd.checkHelm(prefix, o.Helm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rd *reader) checkHelm(prefix string, h *HelmOptions) error {
+	if h.ReleaseName != "" && !ValidReleaseName(h.ReleaseName) {
+		return rd.invalid(prefix+"helm.releaseName", fmt.Errorf("%q must be at most %d characters of lower-case letters, digits, '-' and '.', starting and ending with a letter or digit", h.ReleaseName, MaxReleaseNameLen))
+	}
+	if h.TimeoutSeconds < 0 && prefix == "" {
+		return rd.invalid(prefix+"helm.timeoutSeconds", fmt.Errorf("%d is negative", h.TimeoutSeconds))
+	}
+	if h.MaxHistory < 0 {
+		return rd.invalid(prefix+"helm.maxHistory", fmt.Errorf("%d is negative", h.MaxHistory))
+	}
+	for i, vf := range h.ValuesFrom {
+		f := fmt.Sprintf("%shelm.valuesFrom[%d]", prefix, i)
+		refs := 0
+		for _, r := range []*KeyRef{vf.ConfigMapKeyRef, vf.SecretKeyRef} {
+			if r == nil {
+				continue
+			}
+			refs++
+			if r.Name == "" {
+				return rd.invalid(f, errors.New("name is required"))
+			}
+		}
+		if refs != 1 {
+			return rd.invalid(f, errors.New("needs exactly one of configMapKeyRef and secretKeyRef"))
+		}
+	}
+	for k := range h.TemplateValues {
+		if k == "" {
+			return rd.invalid(prefix+"helm.templateValues", errors.New("has an empty key"))
+		}
+	}
+	if h.Repo != "" && h.Chart == "" {
+		return rd.invalid(prefix+"helm.chart", fmt.Errorf("is required with helm.repo %q: name the chart in the repository", h.Repo))
+	}
+	if strings.HasPrefix(h.Chart, "/") {
+		return rd.invalid(prefix+"helm.chart", fmt.Errorf("%q is absolute: %w", h.Chart, ErrOutsideRepo))
+	}
+	return nil
+}

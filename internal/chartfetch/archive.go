@@ -1,0 +1,195 @@
+package chartfetch
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart/loader"
+)
+
+const (
+	// DefaultMaxArchiveSize is the largest compressed chart archive fetched
+	// unless Fetcher.MaxArchiveSize says otherwise.
+	DefaultMaxArchiveSize int64 = 20 << 20
+	// DefaultMaxUnpackedSize is the largest total size of a chart's files
+	// unless Fetcher.MaxUnpackedSize says otherwise.
+	DefaultMaxUnpackedSize int64 = 100 << 20
+	// maxIndexSize bounds a repository's index.yaml.
+	maxIndexSize int64 = 64 << 20
+)
+
+// Chart is a fetched chart.
+type Chart struct {
+	// Name and Version are those of the archive's Chart.yaml.
+	Name, Version string
+	// Digest is "sha256:<hex>" of the archive.
+	Digest string
+	// Files are the archive's contents, sorted by name, with the archive's
+	// top directory kept ("guestbook/Chart.yaml").
+	Files []File
+}
+
+// digestOf returns "sha256:<hex>" of data.
+func digestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// hexOf returns the hex part of a "sha256:<hex>" digest.
+func hexOf(digest string) string {
+	return strings.TrimPrefix(digest, "sha256:")
+}
+
+// isGzip reports whether data starts with the gzip magic number.
+func isGzip(data []byte) bool {
+	return len(data) > 2 && data[0] == 0x1f && data[1] == 0x8b
+}
+
+// loadChart unpacks a chart archive and reads its Chart.yaml.
+func loadChart(data []byte, maxUnpacked int64) (*Chart, error) {
+	files, err := untar(data, maxUnpacked)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArchive, err)
+	}
+	return &Chart{
+		Name:    ch.Metadata.Name,
+		Version: ch.Metadata.Version,
+		Digest:  digestOf(data),
+		Files:   files,
+	}, nil
+}
+
+// untar returns the regular files of a gzip-compressed tar archive, sorted
+// by name, byte for byte. It rejects absolute paths, paths with "..",
+// links and devices, duplicate names, and archives that unpack to more than
+// maxUnpacked bytes.
+func untar(data []byte, maxUnpacked int64) ([]File, error) {
+	if !isGzip(data) {
+		return nil, fmt.Errorf("%w: not gzip-compressed", ErrInvalidArchive)
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArchive, err)
+	}
+	defer gz.Close()
+	tr := tar.NewReader(gz)
+	remaining := maxUnpacked
+	seen := map[string]bool{}
+	var files []File
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidArchive, err)
+		}
+		switch hdr.Typeflag {
+		case tar.TypeDir, tar.TypeXGlobalHeader:
+			continue
+		case tar.TypeReg:
+		default:
+			return nil, fmt.Errorf("%w: entry %q is not a regular file (type %q)", ErrInvalidArchive, hdr.Name, hdr.Typeflag)
+		}
+		name, err := cleanArchivePath(hdr.Name)
+		if err != nil {
+			return nil, err
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%w: duplicate entry %q", ErrInvalidArchive, name)
+		}
+		seen[name] = true
+		if hdr.Size > remaining {
+			return nil, fmt.Errorf("%w: unpacks to more than %d bytes", ErrInvalidArchive, maxUnpacked)
+		}
+		b, err := io.ReadAll(io.LimitReader(tr, remaining+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading %q: %w", ErrInvalidArchive, name, err)
+		}
+		remaining -= int64(len(b))
+		if remaining < 0 {
+			return nil, fmt.Errorf("%w: unpacks to more than %d bytes", ErrInvalidArchive, maxUnpacked)
+		}
+		files = append(files, File{Name: name, Data: b})
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: archive holds no files", ErrInvalidArchive)
+	}
+	sortFiles(files)
+	return files, nil
+}
+
+// cleanArchivePath checks and normalises an archive entry name.
+func cleanArchivePath(name string) (string, error) {
+	if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") || strings.ContainsRune(name, 0) {
+		return "", fmt.Errorf("%w: unsafe path %q", ErrInvalidArchive, name)
+	}
+	for _, el := range strings.Split(name, "/") {
+		if el == ".." {
+			return "", fmt.Errorf("%w: unsafe path %q", ErrInvalidArchive, name)
+		}
+	}
+	clean := path.Clean(name)
+	if clean == "." || clean == "" {
+		return "", fmt.Errorf("%w: unsafe path %q", ErrInvalidArchive, name)
+	}
+	return clean, nil
+}
+
+// sortFiles sorts files by name.
+func sortFiles(files []File) {
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+}
+
+// packChart writes files (named relative to the chart root) as a
+// gzip-compressed tar archive under the top directory dir. The output
+// depends only on the inputs: entries are sorted and carry a fixed time and
+// mode, so the same files always give the same bytes.
+func packChart(dir string, files []File) ([]byte, error) {
+	sorted := append([]File(nil), files...)
+	sortFiles(sorted)
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	epoch := time.Unix(0, 0).UTC()
+	for _, f := range sorted {
+		name, err := cleanArchivePath(f.Name)
+		if err != nil {
+			return nil, err
+		}
+		hdr := &tar.Header{
+			Typeflag: tar.TypeReg,
+			Name:     dir + "/" + name,
+			Mode:     0o644,
+			Size:     int64(len(f.Data)),
+			ModTime:  epoch,
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

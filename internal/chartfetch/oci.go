@@ -1,0 +1,223 @@
+package chartfetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"helm.sh/helm/v3/pkg/registry"
+	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
+)
+
+// fetchOCI pulls a chart from an OCI registry. ref is
+// oci://host[:port]/path/name, optionally with ":tag" or "@digest".
+func (f *Fetcher) fetchOCI(ctx context.Context, ref, version string) ([]byte, error) {
+	base, tag, digest, err := splitOCIRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	if tag != "" {
+		if version != "" && version != tag {
+			return nil, fmt.Errorf("%w: reference tag %q and version %q differ", ErrUnsupportedSource, tag, version)
+		}
+		version = tag
+	}
+	a := f.auth(base)
+	fp := authFingerprint(a)
+
+	target := f.mirror(base)
+	plainHTTP := a != nil && a.PlainHTTP
+	switch schemeOf(target) {
+	case "oci", "https":
+	case "http":
+		plainHTTP = true
+	default:
+		return nil, fmt.Errorf("%w: mirror of %s is not an oci:// or http(s):// URL", ErrUnsupportedSource, base)
+	}
+	_, repoRef, _ := strings.Cut(target, "://")
+	host, _, _ := strings.Cut(repoRef, "/")
+
+	var key, pullRef string
+	switch {
+	case digest != "":
+		key = cacheKey("oci", base+"@"+digest, fp)
+		pullRef = repoRef + "@" + digest
+	case isExactVersion(version):
+		key = cacheKey("oci", base, version, fp)
+		pullRef = repoRef + ":" + version
+	}
+	if key != "" {
+		if data, ok := f.cachedBlobForKey(key); ok {
+			return data, nil
+		}
+	}
+
+	client, err := f.registryClient(ctx, host, a, plainHTTP)
+	if err != nil {
+		return nil, err
+	}
+	if key == "" {
+		tags, err := client.Tags(repoRef)
+		if err != nil {
+			return nil, ociError(ctx, fmt.Sprintf("listing tags of %s", base), err)
+		}
+		tag, err := pickTag(tags, version)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", base, err)
+		}
+		key = cacheKey("oci", base, tag, fp)
+		pullRef = repoRef + ":" + tag
+		if data, ok := f.cachedBlobForKey(key); ok {
+			return data, nil
+		}
+	}
+
+	res, err := client.Pull(pullRef)
+	if err != nil {
+		err = ociError(ctx, "pulling "+strings.Replace(pullRef, repoRef, base, 1), err)
+		if errors.Is(err, ErrNotFound) && digest == "" {
+			// Name what exists, as far as the registry tells.
+			if tags, terr := client.Tags(repoRef); terr == nil {
+				err = fmt.Errorf("%w (available: %s)", err, listVersions(tags))
+			}
+		}
+		return nil, err
+	}
+	data := res.Chart.Data
+	if int64(len(data)) > f.maxArchive() {
+		return nil, fmt.Errorf("%w: %s is larger than the limit of %d bytes", ErrInvalidArchive, base, f.maxArchive())
+	}
+	sum, err := f.storeBlob(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.storeRef(key, redactURL(base)+" "+version, sum); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// splitOCIRef splits an oci:// reference into the repository part and an
+// optional tag or digest.
+func splitOCIRef(ref string) (base, tag, digest string, err error) {
+	if schemeOf(ref) != "oci" {
+		return "", "", "", fmt.Errorf("%w: %s is not an oci:// reference", ErrUnsupportedSource, redactURL(ref))
+	}
+	base = ref
+	if i := strings.LastIndex(base, "@"); i > strings.LastIndex(base, "/") {
+		base, digest = base[:i], base[i+1:]
+	}
+	slash := strings.LastIndex(base, "/")
+	if i := strings.LastIndex(base, ":"); i > slash {
+		base, tag = base[:i], base[i+1:]
+	}
+	rest := strings.TrimPrefix(base[len("oci://"):], "/")
+	if !strings.Contains(rest, "/") || strings.HasSuffix(rest, "/") {
+		return "", "", "", fmt.Errorf("%w: %s is not an oci://host/path/name reference", ErrUnsupportedSource, redactURL(ref))
+	}
+	return base, tag, digest, nil
+}
+
+// pickTag chooses, from tags sorted newest first, the newest one matching
+// version: any stable version when version is empty (or the newest tag when
+// there is no stable one), else the semver constraint.
+func pickTag(tags []string, version string) (string, error) {
+	if version == "" {
+		for _, t := range tags {
+			if v, err := semver.NewVersion(t); err == nil && v.Prerelease() == "" {
+				return t, nil
+			}
+		}
+		if len(tags) > 0 {
+			return tags[0], nil
+		}
+		return "", fmt.Errorf("no version tags: %w", ErrNotFound)
+	}
+	c, err := semver.NewConstraint(version)
+	if err != nil {
+		return "", fmt.Errorf("%w: version %q is neither a version nor a constraint: %w", ErrUnsupportedSource, version, err)
+	}
+	for _, t := range tags {
+		if v, err := semver.NewVersion(t); err == nil && c.Check(v) {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("no tag matches %q (available: %s): %w", version, listVersions(tags), ErrNotFound)
+}
+
+// registryClient makes a Helm registry client that uses only the given
+// credentials (no docker or helm config files) and stops with ctx.
+func (f *Fetcher) registryClient(ctx context.Context, host string, a *Auth, plainHTTP bool) (*registry.Client, error) {
+	hc, err := f.client(a)
+	if err != nil {
+		return nil, err
+	}
+	rt := hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	// Helm's registry client does not take a context; this transport
+	// puts ours on every request it makes.
+	ctxClient := &http.Client{
+		Transport:     ctxTransport{ctx: ctx, base: rt},
+		CheckRedirect: hc.CheckRedirect,
+		Jar:           hc.Jar,
+		Timeout:       hc.Timeout,
+	}
+	authorizer := auth.Client{Client: ctxClient, Cache: auth.NewCache()}
+	authorizer.SetUserAgent(userAgent)
+	if a != nil && (a.Username != "" || a.Password != "") {
+		authorizer.Credential = auth.StaticCredential(host, auth.Credential{Username: a.Username, Password: a.Password})
+	}
+	opts := []registry.ClientOption{
+		registry.ClientOptHTTPClient(ctxClient),
+		registry.ClientOptAuthorizer(authorizer),
+		// Never read or write the user's registry credentials.
+		registry.ClientOptCredentialsFile(os.DevNull),
+	}
+	if plainHTTP {
+		opts = append(opts, registry.ClientOptPlainHTTP())
+	}
+	c, err := registry.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("registry client: %w", err)
+	}
+	return c, nil
+}
+
+// ctxTransport makes every request it carries use ctx.
+type ctxTransport struct {
+	ctx  context.Context
+	base http.RoundTripper
+}
+
+// RoundTrip sends req with the transport's context.
+func (t ctxTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return t.base.RoundTrip(req.WithContext(t.ctx))
+}
+
+// ociError maps registry errors to this package's sentinels.
+func ociError(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", what, ctx.Err())
+	}
+	var resp *errcode.ErrorResponse
+	if errors.As(err, &resp) {
+		switch resp.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return fmt.Errorf("%s: %w: %w", what, ErrAuth, err)
+		case http.StatusNotFound:
+			return fmt.Errorf("%s: %w: %w", what, ErrNotFound, err)
+		}
+	}
+	if errors.Is(err, errdef.ErrNotFound) {
+		return fmt.Errorf("%s: %w: %w", what, ErrNotFound, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

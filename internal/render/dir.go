@@ -1,0 +1,100 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
+)
+
+// DirOptions say what to render: the bundles under Root, for one cluster.
+type DirOptions struct {
+	// Root is the repository checkout; Paths are its scan paths (default
+	// ".").
+	Root  string
+	Paths []string
+	// RepoName prefixes bundle names, as a GitRepo's name does.
+	RepoName string
+	// Reader reads bundles (and fetches remote charts).
+	Reader *bundle.Reader
+	// Deployer renders releases.
+	Deployer *deployer.Deployer
+	// Cluster is the cluster rendered for, Restrict its GitRepo targets
+	// (nil: none, see Targeted).
+	Cluster  bundle.Cluster
+	Restrict []bundle.TargetSelector
+	// KubeVersion is what .Capabilities reports (default
+	// deployer.DefaultKubeVersion).
+	KubeVersion string
+	// Parallel bounds concurrent bundles. Default GOMAXPROCS.
+	Parallel int
+}
+
+// Result is one bundle's outcome for the cluster.
+type Result struct {
+	Bundle     bundle.Bundle
+	Deployment Deployment
+	// Objects is the YAML stream the cluster receives (nil when the
+	// bundle does not deploy there).
+	Objects []byte
+}
+
+// Dir reads every bundle under o.Root and renders it for o.Cluster, in
+// bundle-directory order. The first error stops it and is returned.
+func Dir(ctx context.Context, o DirOptions) ([]Result, error) {
+	paths := o.Paths
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	dirs, err := bundle.Scan(o.Root, paths)
+	if err != nil {
+		return nil, err
+	}
+	reader := o.Reader
+	if reader == nil {
+		reader = &bundle.Reader{}
+	}
+	parallel := o.Parallel
+	if parallel <= 0 {
+		parallel = runtime.GOMAXPROCS(0)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out := make([]Result, len(dirs))
+	errs := make([]error, len(dirs))
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, d := range dirs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if ctx.Err() != nil {
+				errs[i] = ctx.Err()
+				return
+			}
+			b, m, err := reader.Read(ctx, o.Root, d, o.RepoName)
+			if err == nil {
+				out[i].Bundle = b
+				out[i].Deployment, out[i].Objects, err = Template(ctx, o.Deployer, b, m, o.Cluster, o.Restrict, o.KubeVersion)
+			}
+			if err != nil {
+				errs[i] = err
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,137 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
+)
+
+// DefaultTarget is the target of a bundle that names none, and of a
+// GitRepo that names none: the cluster group "default".
+var DefaultTarget = bundle.TargetSelector{Name: "default", ClusterGroup: "default"}
+
+// Targeted reports whether bundle b goes to cluster c.
+//
+// restrict are the GitRepo's targets. A bundle's overrideTargets replace
+// them. With neither (restrict nil, as for `flotilla render` and Fleet's
+// `fleet test`), fleet.yaml's targets and targetCustomizations are the
+// targets, and a bundle with none of those targets the default group.
+func Targeted(b bundle.Bundle, c bundle.Cluster, restrict []bundle.TargetSelector) (bool, error) {
+	targets := restrict
+	if len(b.Spec.OverrideTargets) > 0 {
+		targets = b.Spec.OverrideTargets
+	}
+	if targets == nil {
+		for _, list := range [][]bundle.Target{b.Spec.TargetCustomizations, b.Spec.Targets} {
+			for _, t := range list {
+				targets = append(targets, t.TargetSelector)
+			}
+		}
+		if len(targets) == 0 {
+			targets = []bundle.TargetSelector{DefaultTarget}
+		}
+	}
+	for _, t := range targets {
+		ok, err := t.Matches(c)
+		if err != nil {
+			return false, fmt.Errorf("bundle %s: cluster %s: %w", b.Name, c.Name, err)
+		}
+		if ok {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Deployment is what one cluster gets from one bundle.
+type Deployment struct {
+	// Deploy is false when the bundle does not target the cluster or a
+	// customization says doNotDeploy; the other fields are then empty.
+	Deploy bool
+	// Options are the bundle's options on the cluster.
+	Options bundle.Options
+	// DeploymentID is manifestID:optionsHash.
+	DeploymentID string
+	// Release and Namespace are the Helm release's name and namespace.
+	Release, Namespace string
+}
+
+// ForCluster decides what cluster c gets from bundle b with manifest ID
+// manifestID. Errors (an invalid selector, a template error) name the
+// bundle and the cluster.
+func ForCluster(b bundle.Bundle, manifestID string, c bundle.Cluster, restrict []bundle.TargetSelector) (Deployment, error) {
+	ok, err := Targeted(b, c, restrict)
+	if err != nil || !ok {
+		return Deployment{}, err
+	}
+	opts, deploy, err := b.ForCluster(c)
+	if err != nil || !deploy {
+		return Deployment{}, err
+	}
+	cb := b
+	cb.Options = opts
+	return Deployment{Deploy: true, Options: opts, DeploymentID: bundle.DeploymentID(manifestID, opts),
+		Release: cb.ReleaseName(), Namespace: Namespace(opts)}, nil
+}
+
+// Namespace is the release namespace for opts: namespace, else
+// defaultNamespace, else "default".
+func Namespace(opts bundle.Options) string {
+	switch {
+	case opts.TargetNamespace != "":
+		return opts.TargetNamespace
+	case opts.DefaultNamespace != "":
+		return opts.DefaultNamespace
+	}
+	return "default"
+}
+
+// Release builds the Helm release that deploys bundle b with manifest m
+// and the cluster's options opts under deployment ID id.
+func Release(b bundle.Bundle, m bundle.Manifest, opts bundle.Options, id string) (deployer.Release, error) {
+	b.Options = opts
+	chrt, err := bundle.Chart(b, m)
+	if err != nil {
+		return deployer.Release{}, err
+	}
+	k, err := bundle.NewKustomizer(b, m)
+	if err != nil {
+		return deployer.Release{}, err
+	}
+	rel := deployer.Release{Name: b.ReleaseName(), Namespace: Namespace(opts), Chart: chrt, DeploymentID: id,
+		ForceNamespace: opts.TargetNamespace}
+	if k != nil {
+		rel.PreRender = k
+	}
+	if h := opts.Helm; h != nil {
+		rel.Values = h.Values
+		if h.TimeoutSeconds > 0 {
+			rel.Wait, rel.Timeout = true, time.Duration(h.TimeoutSeconds)*time.Second
+		}
+		rel.WaitForJobs, rel.Force, rel.TakeOwnership, rel.Atomic = h.WaitForJobs, h.Force, h.TakeOwnership, h.Atomic
+		rel.MaxHistory, rel.DisableDNS, rel.SkipSchemaValidation = h.MaxHistory, h.DisableDNS, h.SkipSchemaValidation
+	}
+	return rel, nil
+}
+
+// Template renders what cluster c receives from bundle b (manifest m)
+// without a cluster: nil output when the bundle does not go there.
+func Template(ctx context.Context, d *deployer.Deployer, b bundle.Bundle, m bundle.Manifest, c bundle.Cluster,
+	restrict []bundle.TargetSelector, kubeVersion string) (Deployment, []byte, error) {
+	dep, err := ForCluster(b, m.ID(), c, restrict)
+	if err != nil || !dep.Deploy {
+		return dep, nil, err
+	}
+	rel, err := Release(b, m, dep.Options, dep.DeploymentID)
+	if err != nil {
+		return dep, nil, err
+	}
+	out, err := d.Template(ctx, rel, kubeVersion)
+	if err != nil {
+		return dep, nil, fmt.Errorf("bundle %s: cluster %s: %w", b.Name, c.Name, err)
+	}
+	return dep, out, nil
+}
