@@ -165,7 +165,7 @@ type reader struct {
 	ctx    context.Context
 	charts *chartfetch.Fetcher
 	repo   repo
-	ig   *ignorer
+	ig     *ignorer
 	// dir is the bundle directory, name the bundle name (final once
 	// fleet.yaml is parsed) and file the options file ("" when none).
 	dir, name, file string
