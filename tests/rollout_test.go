@@ -29,6 +29,7 @@ func TestRollout(t *testing.T) {
 	t.Run("InvalidGitRepoRejected", func(t *testing.T) { testInvalidGitRepoRejected(t, f) })
 	t.Run("ClusterAddInvalidLabel", func(t *testing.T) { testClusterAddInvalidLabel(t, f) })
 	t.Run("RelabelRetargets", func(t *testing.T) { testRelabelRetargets(t, f) })
+	t.Run("PerClusterCustomization", func(t *testing.T) { testPerClusterCustomization(t, f) })
 	t.Run("PauseResumeWatch", func(t *testing.T) { testPauseResumeWatch(t, f) })
 	t.Run("PrivateRepoSecretsStayOut", func(t *testing.T) { testPrivateRepoSecretsStayOut(t, f) })
 	t.Run("UnreachableClusterConverges", func(t *testing.T) { testUnreachableClusterConverges(t, f) })
@@ -479,4 +480,72 @@ func testPauseResumeWatch(t *testing.T, f *fleet) {
 	got, _ = f.configMap(t, "cluster-1", ns, cm)
 	assert.Equal(t, "v2", got.Data["value"], "resume rolls out the held-back commit")
 	f.remove(t, "paused")
+}
+
+// Issue 4: the rollout renders with fleet.yaml's per-cluster options: a
+// Helm bundle with a targetCustomization and a value templated from a
+// cluster label, a kustomize bundle, and raw YAML with an overlay for
+// env=dev clusters. Each cluster gets its own deployment ID; a template
+// that fails on one cluster (missing label) names it and deploys nothing
+// there, without stopping the others.
+func testPerClusterCustomization(t *testing.T, f *fleet) {
+	files := map[string]string{
+		"helm/fleet.yaml": "namespace: custom-helm\nhelm:\n  values:\n    color: blue\n    env: ${ .ClusterLabels.env }\n" +
+			"targetCustomizations:\n- name: prod\n  clusterSelector:\n    matchLabels:\n      env: prod\n  helm:\n    values:\n      color: red\n",
+		"helm/Chart.yaml":         "apiVersion: v2\nname: custom\nversion: 0.1.0\n",
+		"helm/templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: custom-helm\ndata:\n  color: {{ .Values.color }}\n  env: {{ .Values.env }}\n",
+		"kust/fleet.yaml":         "namespace: custom-kust\n",
+		"kust/kustomization.yaml": "resources:\n- cm.yaml\nnamePrefix: k-\n",
+		"kust/cm.yaml":            configMapDoc("custom", "kustomized"),
+		"raw/fleet.yaml": "namespace: custom-raw\ntargetCustomizations:\n- name: dev\n  clusterSelector:\n    matchLabels:\n      env: dev\n" +
+			"  yaml:\n    overlays:\n    - dev\n",
+		"raw/cm.yaml":                    configMapDoc("custom-raw", "base"),
+		"raw/overlays/dev/cm_patch.yaml": "data:\n  value: patched\n",
+	}
+	repo := f.git.CreateRepo(t, "custom", files)
+	f.apply(t, gitRepoDoc("custom", repo.URL(), allClusters))
+	head := repo.Head(t)
+	st := f.waitFor(t, "custom", "three bundles on three clusters", settledAt(head, 9))
+
+	dev, ok := f.configMap(t, "cluster-1", "custom-helm", "custom-helm")
+	require.True(t, ok)
+	assert.Equal(t, map[string]string{"color": "blue", "env": "dev"}, dev.Data)
+	prod, ok := f.configMap(t, "cluster-3", "custom-helm", "custom-helm")
+	require.True(t, ok)
+	assert.Equal(t, map[string]string{"color": "red", "env": "prod"}, prod.Data)
+	d1, _ := deploymentOn(st, "custom-helm", "cluster-1")
+	d2, _ := deploymentOn(st, "custom-helm", "cluster-2")
+	d3, _ := deploymentOn(st, "custom-helm", "cluster-3")
+	assert.Equal(t, d1.DeploymentID, d2.DeploymentID, "same labels, same ID")
+	assert.NotEqual(t, d1.DeploymentID, d3.DeploymentID, "customized cluster, own ID")
+
+	k, ok := f.configMap(t, "cluster-3", "custom-kust", "k-custom")
+	require.True(t, ok, "kustomize namePrefix applied")
+	assert.Equal(t, "kustomized", k.Data["value"])
+	rawDev, ok := f.configMap(t, "cluster-1", "custom-raw", "custom-raw")
+	require.True(t, ok)
+	assert.Equal(t, "patched", rawDev.Data["value"], "overlay on env=dev")
+	rawProd, ok := f.configMap(t, "cluster-3", "custom-raw", "custom-raw")
+	require.True(t, ok)
+	assert.Equal(t, "base", rawProd.Data["value"])
+
+	// cluster-2 loses its env label: the helm bundle's template fails
+	// there, naming the cluster, and what cluster-2 runs stays (an error
+	// never uninstalls); the other bundles and clusters are unaffected.
+	f.cli(t, "cluster", "label", "cluster-2", "env-")
+	st = f.waitFor(t, "custom", "template error on cluster-2", func(st status.GitRepo) bool {
+		d, ok := deploymentOn(st, "custom-helm", "cluster-2")
+		return st.Settled && ok && d.State == status.ErrApplied
+	})
+	d2, _ = deploymentOn(st, "custom-helm", "cluster-2")
+	assert.Contains(t, d2.Message, "cluster-2")
+	assert.Contains(t, d2.Message, "custom-helm")
+	kept, ok := f.configMap(t, "cluster-2", "custom-helm", "custom-helm")
+	require.True(t, ok, "the failing bundle keeps what cluster-2 runs")
+	assert.Equal(t, "dev", kept.Data["env"])
+	_, ok = f.configMap(t, "cluster-2", "custom-kust", "k-custom")
+	assert.True(t, ok, "the other bundles stay on cluster-2")
+	f.cli(t, "cluster", "label", "cluster-2", "env=dev")
+	f.waitFor(t, "custom", "cluster-2 healthy again", settledAt(head, 9))
+	f.remove(t, "custom")
 }
