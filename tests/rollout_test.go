@@ -532,7 +532,7 @@ func testPerClusterCustomization(t *testing.T, f *fleet) {
 	// cluster-2 loses its env label: the helm bundle's template fails
 	// there, naming the cluster, and what cluster-2 runs stays (an error
 	// never uninstalls); the other bundles and clusters are unaffected.
-	f.cli(t, "cluster", "label", "cluster-2", "env-")
+	f.cli(t, "cluster", "label", "cluster-2", "env-", "team=a")
 	st = f.waitFor(t, "custom", "template error on cluster-2", func(st status.GitRepo) bool {
 		d, ok := deploymentOn(st, "custom-helm", "cluster-2")
 		return st.Settled && ok && d.State == status.ErrApplied
@@ -545,7 +545,7 @@ func testPerClusterCustomization(t *testing.T, f *fleet) {
 	assert.Equal(t, "dev", kept.Data["env"])
 	_, ok = f.configMap(t, "cluster-2", "custom-kust", "k-custom")
 	assert.True(t, ok, "the other bundles stay on cluster-2")
-	f.cli(t, "cluster", "label", "cluster-2", "env=dev")
+	f.cli(t, "cluster", "label", "cluster-2", "env=dev", "team-")
 	f.waitFor(t, "custom", "cluster-2 healthy again", settledAt(head, 9))
 	f.remove(t, "custom")
 }

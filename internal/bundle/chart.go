@@ -1,8 +1,6 @@
 package bundle
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
@@ -11,6 +9,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+
+	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 )
 
 // rawDir is the chart directory, outside templates/, that holds a raw YAML
@@ -101,31 +101,13 @@ func chartDirOf(b Bundle, m Manifest) (string, bool, error) {
 }
 
 // remoteChart reports whether h names a chart to download rather than a
-// directory of the bundle: Fleet downloads when helm.repo is set, and
-// helm.chart may be a URL ("https://", "oci://"), a go-getter-style source
-// ("git::https://...", "github.com/org/repo//dir", "git@host:repo") or an
-// S3 or GCS shorthand. This is the rule of chartfetch.IsRemote, which
-// fetches what Chart loads here.
-func remoteChart(h *HelmOptions) bool {
-	c := h.Chart
-	if h.Repo != "" || strings.Contains(c, "://") || strings.Contains(c, "::") {
-		return true
-	}
-	for _, prefix := range []string{"github.com/", "gitlab.com/", "bitbucket.org/", "git@"} {
-		if strings.HasPrefix(c, prefix) {
-			return true
-		}
-	}
-	host, _, _ := strings.Cut(c, "/")
-	return strings.HasSuffix(host, ".amazonaws.com") || host == "www.googleapis.com"
-}
+// directory of the bundle (chartfetch.IsRemote).
+func remoteChart(h *HelmOptions) bool { return chartfetch.IsRemote(chartSource(h)) }
 
 // remoteChartPrefix returns where the reader embeds the remote chart of h:
-// ".chart/" + hex(sha256(chart + ":" + repo + ":" + version)) + "/", as
-// Fleet's bundlereader (resources.go checksum) does.
+// ".chart/<chartfetch.Checksum>/", as Fleet's bundlereader does.
 func remoteChartPrefix(h *HelmOptions) string {
-	sum := sha256.Sum256([]byte(h.Chart + ":" + h.Repo + ":" + h.Version))
-	return chartPrefix + hex.EncodeToString(sum[:]) + "/"
+	return chartPrefix + chartfetch.Checksum(chartSource(h)) + "/"
 }
 
 // remoteChartDir returns the manifest directory of the embedded remote

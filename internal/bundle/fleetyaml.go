@@ -46,7 +46,7 @@ func decodeFleetYAML(data []byte) (fleetYAML, string, error) {
 	if err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fy, te.Field, fmt.Errorf("got %s, want %s", te.Value, jsonKind(te.Type.Kind().String()))
+			return fy, keyPath(te.Field), fmt.Errorf("got %s, want %s", te.Value, jsonKind(te.Type.Kind().String()))
 		}
 		return fy, "", err
 	}
@@ -63,6 +63,20 @@ func decodeFleetYAML(data []byte) (fleetYAML, string, error) {
 		return fy, "", err
 	}
 	return fy, "", nil
+}
+
+// keyPath drops the Go names of embedded structs (Options, Spec,
+// TargetSelector) from a decoding error's field path, leaving the
+// fleet.yaml key path.
+func keyPath(field string) string {
+	parts := strings.Split(field, ".")
+	keep := parts[:0]
+	for _, p := range parts {
+		if p != "" && (p[0] < 'A' || p[0] > 'Z') {
+			keep = append(keep, p)
+		}
+	}
+	return strings.Join(keep, ".")
 }
 
 func jsonKind(k string) string {

@@ -139,9 +139,9 @@ func TestIsRemoteChart(t *testing.T) {
 		"https://x/c.tgz", "http://x/c.tgz", "oci://r/c", "git::https://github.com/x/y", "git@github.com:x/y.git",
 		"github.com/x/y//c", "gitlab.com/x/y", "bitbucket.org/x/y", "s3::https://b/c.tgz",
 	} {
-		assert.True(t, isRemoteChart(c), c)
+		assert.True(t, remoteChart(&HelmOptions{Chart: c}), c)
 	}
 	for _, c := range []string{"", ".", "./chart", "../charts/web", "charts/github.com"} {
-		assert.False(t, isRemoteChart(c), c)
+		assert.False(t, remoteChart(&HelmOptions{Chart: c}), c)
 	}
 }

@@ -53,8 +53,8 @@ func TestOptionsEncodingIsFleets(t *testing.T) {
 		`"repo":"https://charts.example.com","releaseName":"rel","version":"1.2.3","timeoutSeconds":30,` +
 		`"values":{"a":{"y":"\u003cx\u003e","z":true},"b":1},"force":true,"takeOwnership":true,` +
 		`"maxHistory":5,"valuesFiles":["v1.yaml","v2.yaml"],"waitForJobs":true,"atomic":true},` +
-		`"serviceAccount":"sa","forceSyncGeneration":7,"keepResources":true,"ignore":{},` +
-		`"namespaceLabels":{"l":"1"},"namespaceAnnotations":{"a":"2"},"deleteNamespace":true}`
+		`"serviceAccount":"sa","forceSyncGeneration":7,"keepResources":true,"deleteNamespace":true,"ignore":{},` +
+		`"namespaceLabels":{"l":"1"},"namespaceAnnotations":{"a":"2"}}`
 	o := fullOptions()
 	got, err := json.Marshal(o)
 	require.NoError(t, err)

@@ -319,12 +319,8 @@ func typeOf(opts Options, m Manifest, chartDir string) string {
 	if opts.Kustomize != nil && opts.Kustomize.Dir != "" {
 		dir = path.Clean(opts.Kustomize.Dir)
 	}
-	kustomize := false
-	for _, name := range []string{"kustomization.yaml", "kustomization.yml", "Kustomization"} {
-		if _, ok := m.resource(path.Join(dir, name)); ok {
-			kustomize = true
-		}
-	}
+	// Fleet looks for kustomization.yaml only (bundlereader style.go).
+	_, kustomize := m.resource(path.Join(dir, "kustomization.yaml"))
 	switch {
 	case helm && kustomize:
 		return "helm+kustomize"

@@ -28,7 +28,7 @@ func TestReadFleetExamples(t *testing.T) {
 	}{
 		{
 			dir:  "simple",
-			want: bundle.Bundle{Name: "fleet-examples-simple", Dir: "simple", ResourceCount: 4},
+			want: bundle.Bundle{Name: "fleet-examples-simple", Dir: "simple", Type: "yaml", ResourceCount: 4},
 			wantFiles: []string{
 				"README.md", "frontend-deployment.yaml", "frontend-service.yaml", "redis.yaml",
 			},
@@ -36,7 +36,7 @@ func TestReadFleetExamples(t *testing.T) {
 		{
 			dir: "single-cluster/helm",
 			want: bundle.Bundle{
-				Name: "fleet-examples-single-cluster-helm", Dir: "single-cluster/helm", ResourceCount: 5,
+				Name: "fleet-examples-single-cluster-helm", Dir: "single-cluster/helm", Type: "helm", ResourceCount: 5,
 				Options: bundle.Options{
 					TargetNamespace: "fleet-helm-example",
 					Helm: &bundle.HelmOptions{
@@ -53,7 +53,7 @@ func TestReadFleetExamples(t *testing.T) {
 		{
 			dir: "single-cluster/manifests",
 			want: bundle.Bundle{
-				Name: "fleet-examples-single-cluster-manifests", Dir: "single-cluster/manifests", ResourceCount: 3,
+				Name: "fleet-examples-single-cluster-manifests", Dir: "single-cluster/manifests", Type: "yaml", ResourceCount: 3,
 				Options: bundle.Options{TargetNamespace: "fleet-manifest-example"},
 			},
 			wantFiles: []string{"README.md", "deployments/frontend-deployment.yaml", "services/frontend-service.yaml"},
@@ -61,7 +61,7 @@ func TestReadFleetExamples(t *testing.T) {
 		{
 			dir: "single-cluster/helm-external",
 			want: bundle.Bundle{
-				Name: "fleet-examples-single-cluster-helm-external", Dir: "single-cluster/helm-external", ResourceCount: 3,
+				Name: "fleet-examples-single-cluster-helm-external", Dir: "single-cluster/helm-external", Type: "helm", ResourceCount: 3,
 				Labels: map[string]string{"team": "web"},
 				Options: bundle.Options{
 					DefaultNamespace: "guestbook",
@@ -110,7 +110,6 @@ func TestReadOptionsFile(t *testing.T) {
 		"a/fleet.yml": "name: custom-name\nlabels: {env: prod}\nkeepResources: true\ndeleteNamespace: true\n" +
 			"serviceAccount: deployer\nnamespaceLabels: {team: a}\nnamespaceAnnotations: {note: x}\n" +
 			"defaultNamespace: apps\n" +
-			// Keys Flotilla does not handle yet are ignored.
 			"targetCustomizations:\n- name: x\n  clusterSelector: {}\ndependsOn:\n- name: other\n" +
 			"helm:\n  chart: ./chart\n  releaseName: my.release-1\n  version: 1.0.0\n  timeoutSeconds: 60\n" +
 			"  force: true\n  takeOwnership: true\n  atomic: true\n  waitForJobs: true\n  maxHistory: 3\n" +
@@ -126,7 +125,7 @@ func TestReadOptionsFile(t *testing.T) {
 		DefaultNamespace: "apps",
 		Helm: &bundle.HelmOptions{
 			Chart: "./chart", ReleaseName: "my.release-1", Version: "1.0.0", TimeoutSeconds: 60,
-			Force: true, TakeOwnership: true, MaxHistory: 3, WaitForJobs: true, Atomic: true,
+			Force: true, TakeOwnership: true, MaxHistory: 3, WaitForJobs: true, Atomic: true, DisableDNS: true,
 		},
 		ServiceAccount:       "deployer",
 		KeepResources:        true,
@@ -136,6 +135,10 @@ func TestReadOptionsFile(t *testing.T) {
 	}, b.Options)
 	assert.Equal(t, []string{"chart/Chart.yaml", "chart/templates/x.yaml"}, resourceNames(m))
 	assert.Equal(t, "my.release-1", b.ReleaseName())
+	require.Len(t, b.Spec.TargetCustomizations, 1)
+	assert.Equal(t, "x", b.Spec.TargetCustomizations[0].Name)
+	assert.Equal(t, []bundle.BundleRef{{Name: "other"}}, b.Spec.DependsOn)
+	assert.Equal(t, "helm", b.Type)
 }
 
 func TestReadValuesFiles(t *testing.T) {
@@ -252,8 +255,30 @@ func TestReadErrors(t *testing.T) {
 			[]string{"app/fleet.yaml: helm.releaseName:", `"Guestbook"`}, nil},
 		{"error names the fleet.yaml bundle name", map[string]string{"app/fleet.yaml": "name: mine\nhelm:\n  releaseName: bad_name\n"}, "app",
 			[]string{"bundle mine: app/fleet.yaml: helm.releaseName:"}, nil},
+		{"unknown key", map[string]string{"app/fleet.yaml": "helm:\n  chrat: x\n"}, "app",
+			[]string{"bundle repo-app: app/fleet.yaml", `unknown field "helm.chrat"`}, nil},
+		{"unknown top-level key", map[string]string{"app/fleet.yaml": "namespaces: x\n"}, "app",
+			[]string{"app/fleet.yaml", `unknown field "namespaces"`}, nil},
+		{"mistyped value", map[string]string{"app/fleet.yaml": "helm:\n  timeoutSeconds: soon\n"}, "app",
+			[]string{"app/fleet.yaml: helm.timeoutSeconds:", "want an integer"}, nil},
+		{"dependsOn without name or selector", map[string]string{"app/fleet.yaml": "dependsOn:\n- acceptedStates: [Ready]\n"}, "app",
+			[]string{"app/fleet.yaml: dependsOn[0]:", "needs a name or a selector"}, nil},
+		{"dependsOn bad state", map[string]string{"app/fleet.yaml": "dependsOn:\n- name: db\n  acceptedStates: [Done]\n"}, "app",
+			[]string{"dependsOn[0].acceptedStates[0]", `"Done" is not a bundle state`}, nil},
+		{"bad targetCustomizationMode", map[string]string{"app/fleet.yaml": "targetCustomizationMode: Some\n"}, "app",
+			[]string{"targetCustomizationMode", "FirstMatch or AllMatches"}, nil},
+		{"bad customization namespace", map[string]string{"app/fleet.yaml": "targetCustomizations:\n- name: x\n  clusterName: a\n  namespace: Bad_NS\n"}, "app",
+			[]string{"targetCustomizations[0].namespace", "not a valid namespace name"}, nil},
+		{"bad rollout percentage", map[string]string{"app/fleet.yaml": "rolloutStrategy:\n  maxUnavailable: ten\n"}, "app",
+			[]string{"rolloutStrategy.maxUnavailable", "count or a percentage"}, nil},
+		{"bad downstream kind", map[string]string{"app/fleet.yaml": "downstreamResources:\n- kind: Pod\n  name: x\n"}, "app",
+			[]string{"downstreamResources[0].kind", "Secret or ConfigMap"}, nil},
+		{"bad selector", map[string]string{"app/fleet.yaml": "targets:\n- clusterSelector:\n    matchLabels:\n      'bad key!': x\n"}, "app",
+			[]string{"targets[0].clusterSelector"}, nil},
+		{"valuesFrom without ref", map[string]string{"app/fleet.yaml": "helm:\n  valuesFrom:\n  - {}\n"}, "app",
+			[]string{"helm.valuesFrom[0]", "exactly one"}, nil},
 		{"https chart", map[string]string{"app/fleet.yaml": "helm:\n  chart: https://example.com/c-1.0.0.tgz\n"}, "app",
-			[]string{"app/fleet.yaml: helm.chart:", "remote charts are not supported yet"}, bundle.ErrUnsupported},
+			[]string{"app/fleet.yaml: helm.chart:", "remote charts are not supported yet here"}, bundle.ErrUnsupported},
 		{"oci chart", map[string]string{"app/fleet.yaml": "helm:\n  chart: oci://ghcr.io/x/c\n"}, "app",
 			[]string{"helm.chart", "remote charts"}, bundle.ErrUnsupported},
 		{"git chart", map[string]string{"app/fleet.yaml": "helm:\n  chart: git::https://github.com/x/y//charts/c\n"}, "app",
@@ -261,7 +286,7 @@ func TestReadErrors(t *testing.T) {
 		{"github chart", map[string]string{"app/fleet.yaml": "helm:\n  chart: github.com/x/y//charts/c\n"}, "app",
 			[]string{"helm.chart", "remote charts"}, bundle.ErrUnsupported},
 		{"repo chart", map[string]string{"app/fleet.yaml": "helm:\n  repo: https://charts.example.com\n  chart: c\n"}, "app",
-			[]string{"app/fleet.yaml: helm.repo:", "remote charts"}, bundle.ErrUnsupported},
+			[]string{"app/fleet.yaml: helm.chart:", "chart c from https://charts.example.com", "no chart fetcher"}, bundle.ErrUnsupported},
 		{"missing chart dir", map[string]string{"app/fleet.yaml": "helm:\n  chart: ./nope\n"}, "app",
 			[]string{"bundle repo-app", "app/fleet.yaml: helm.chart:", "app/nope does not exist"}, nil},
 		{"chart without Chart.yaml", map[string]string{"app/fleet.yaml": "helm:\n  chart: tpl\n", "app/tpl/x.yaml": cm}, "app",

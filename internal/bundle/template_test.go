@@ -43,7 +43,7 @@ func helmOptions(values map[string]any) bundle.Options {
 	return bundle.Options{Helm: &bundle.HelmOptions{Values: values}}
 }
 
-func TestProcessValuesTemplates(t *testing.T) {
+func TestTemplateRendering(t *testing.T) {
 	tests := []struct {
 		name   string
 		values string
@@ -91,7 +91,7 @@ v:
 	}
 }
 
-func TestProcessValuesFunctions(t *testing.T) {
+func TestTemplateFunctions(t *testing.T) {
 	tests := []struct {
 		fn, template string
 	}{
@@ -190,7 +190,7 @@ helm:
 	}
 }
 
-func TestProcessValuesDisablePreProcess(t *testing.T) {
+func TestTemplateDisablePreProcess(t *testing.T) {
 	opts := bundle.Options{Helm: &bundle.HelmOptions{
 		DisablePreProcess: true,
 		Values:            map[string]any{"name": "${ .ClusterName }", "env": "global.fleet.clusterLabels.env"},
@@ -203,7 +203,7 @@ func TestProcessValuesDisablePreProcess(t *testing.T) {
 	assert.Equal(t, "global.fleet.clusterLabels.env", opts.Helm.Values["env"], "input not modified")
 }
 
-func TestProcessValuesClusterLabelSubstitution(t *testing.T) {
+func TestTemplateClusterLabelSubstitution(t *testing.T) {
 	values := yamlValues(t, `
 env: global.fleet.clusterLabels.env
 display: global.fleet.clusterLabels.management.cattle.io/cluster-display-name
@@ -232,7 +232,7 @@ notAPrefix: x global.fleet.clusterLabels.env
 `), got.Helm.Values)
 }
 
-func TestProcessValuesTemplateValues(t *testing.T) {
+func TestTemplateHelmTemplateValues(t *testing.T) {
 	opts := bundle.Options{Helm: &bundle.HelmOptions{
 		Values: map[string]any{"list": "replaced", "kept": "k"},
 		TemplateValues: map[string]string{
@@ -262,7 +262,7 @@ func TestProcessValuesTemplateValues(t *testing.T) {
 	assert.Equal(t, map[string]any{"n": "c1"}, got.Helm.Values)
 }
 
-func TestProcessValuesWithoutLabelsOrHelm(t *testing.T) {
+func TestTemplateWithoutLabelsOrHelm(t *testing.T) {
 	values := map[string]any{"name": "${ .ClusterName }", "env": "global.fleet.clusterLabels.env"}
 	noLabels := bundle.Cluster{Name: "c1", Labels: map[string]string{"objectset.rio.cattle.io/hash": "x"}}
 
@@ -286,7 +286,7 @@ func TestProcessValuesWithoutLabelsOrHelm(t *testing.T) {
 	assert.Equal(t, &bundle.HelmOptions{Chart: "c", Values: map[string]any{}}, got.Helm)
 }
 
-func TestProcessValuesDoesNotModifyInputs(t *testing.T) {
+func TestTemplateDoesNotModifyInputs(t *testing.T) {
 	values := yamlValues(t, `
 a:
   b: [ "${ .ClusterName }", { c: global.fleet.clusterLabels.env } ]
@@ -310,7 +310,7 @@ k: '${ $_ := set .ClusterValues "added" "x" }${ .ClusterName }'
 	assert.JSONEq(t, string(clusterBefore), string(clusterAfter))
 }
 
-func TestProcessValuesDeterministic(t *testing.T) {
+func TestTemplateDeterministic(t *testing.T) {
 	values := map[string]any{}
 	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		values[k] = map[string]any{"name": "${ .ClusterName }-" + k, "n": 1.0, "l": []any{k, "${ .ClusterLabels.env }"}}
@@ -326,7 +326,7 @@ func TestProcessValuesDeterministic(t *testing.T) {
 	}
 }
 
-func TestProcessValuesDeploymentID(t *testing.T) {
+func TestTemplateDeploymentID(t *testing.T) {
 	const manifestID = "s-0123456789abcdef"
 	b := bundleFromYAML(t, "app", `
 helm:
@@ -347,7 +347,7 @@ helm:
 	assert.NotEqual(t, base, id("env", "prod", "team", "a"), "a label a template uses changes the ID")
 }
 
-func TestProcessValuesKeepsPlainValues(t *testing.T) {
+func TestTemplateKeepsPlainValues(t *testing.T) {
 	// Values without "${" survive Fleet's YAML round trip unchanged.
 	var values map[string]any
 	require.NoError(t, json.Unmarshal([]byte(`{
