@@ -46,13 +46,13 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 		func(_ context.Context, in activities.RenderInput) (activities.RenderResult, error) {
 			return appBundles(in.Commit), nil
 		})
-	env.OnActivity(a.ListTargets, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.TargetsInput) (activities.TargetsResult, error) {
+	env.OnActivity(a.TargetBundles, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.BundleTargetsInput) (activities.BundleTargetsResult, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			res := activities.TargetsResult{Registered: []string{"c1", "c2"}}
+			res := activities.BundleTargetsResult{Registered: []string{"c1", "c2"}}
 			for _, c := range f.matched {
-				res.Matched = append(res.Matched, activities.TargetCluster{Name: c})
+				res.Matched = append(res.Matched, activities.TargetCluster{Name: c, Bundles: in.Bundles})
 			}
 			return res, nil
 		})

@@ -127,7 +127,7 @@ type HelmOptions struct {
 	// TimeoutSeconds bounds Helm's wait; zero or less means do not wait.
 	TimeoutSeconds int `json:"timeoutSeconds,omitempty"`
 	// Values are the Helm values, with ValuesFiles already merged in.
-	Values map[string]any `json:"values,omitempty"`
+	Values map[string]any `json:"values,omitzero"`
 	// TemplateValues are rendered per cluster as templates and parsed as
 	// YAML; each key then replaces that key of Values.
 	TemplateValues map[string]string `json:"templateValues,omitempty"`

@@ -87,13 +87,13 @@ func TestOptionsRoundTrip(t *testing.T) {
 	o := options()
 	hash, err := s.PutOptions(o)
 	require.NoError(t, err)
-	assert.Equal(t, o.Hash(), hash)
+	assert.Equal(t, o.Key(), hash)
 	assert.FileExists(t, filepath.Join(dir, "options", hash+".json"))
 
 	got, err := s.GetOptions(hash)
 	require.NoError(t, err)
 	assert.Equal(t, o, got)
-	assert.Equal(t, hash, got.Hash())
+	assert.Equal(t, hash, got.Key())
 
 	empty, err := s.PutOptions(bundle.Options{})
 	require.NoError(t, err)
@@ -106,14 +106,14 @@ func TestNotFound(t *testing.T) {
 	s, _ := newStore(t)
 	_, err := s.GetManifest(manifest(1).ID())
 	assert.ErrorIs(t, err, content.ErrNotFound)
-	_, err = s.GetOptions(options().Hash())
+	_, err = s.GetOptions(options().Key())
 	assert.ErrorIs(t, err, content.ErrNotFound)
 }
 
 func TestInvalidIDs(t *testing.T) {
 	s, _ := newStore(t)
 	valid := manifest(1).ID()
-	hash := options().Hash()
+	hash := options().Key()
 	for _, id := range []string{
 		"", "s-", "../../etc/passwd", "s-" + strings.Repeat("a", 60), valid + "0", strings.ToUpper(valid),
 		"x-" + valid[2:], valid[:62] + "/", hash,
