@@ -61,7 +61,7 @@ func (a *Activities) reader(ref GitRepoRef, spec api.GitRepoSpec) (*bundle.Reade
 		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("GitRepo %s: helmRepoURLRegex: %v", ref, err), ErrTypeInvalidBundle, nil)
 	}
 	f.Auth = func(url string) *chartfetch.Auth {
-		if !re.MatchString(url) {
+		if spec.HelmRepoURLRegex != "" && !re.MatchString(url) {
 			return nil
 		}
 		return &chartfetch.Auth{Username: user, Password: pass}

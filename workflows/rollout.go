@@ -135,7 +135,7 @@ func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 			r.st.Error, r.st.Phase = activityMessage(err), phaseDone
 			return r.result(), nil
 		}
-		targets = activities.TargetsResult{Matched: bt.Matched, Registered: bt.Registered, Errors: bt.Errors}
+		targets = activities.TargetsResult(bt)
 	}
 	if r.in.Delete {
 		targets.Matched, targets.Errors = nil, nil

@@ -69,8 +69,9 @@ type GitRepoSpec struct {
 	// token as password) applied with `flotilla apply`.
 	ClientSecretName string `json:"clientSecretName,omitempty"`
 	// HelmSecretName names a basic-auth Secret (username/password) for
-	// Helm repositories and OCI registries. It is sent only to chart URLs
-	// matching HelmRepoURLRegex, which is then required.
+	// Helm repositories and OCI registries. With HelmRepoURLRegex it is
+	// sent only to matching chart URLs; without, to every chart URL of the
+	// GitRepo (set the regex).
 	HelmSecretName string `json:"helmSecretName,omitempty"`
 	// HelmRepoURLRegex selects the chart URLs that get HelmSecretName's
 	// credentials.

@@ -115,9 +115,6 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	}
 	if s.HelmSecretName != "" {
 		errs = append(errs, dnsSubdomain(p.Child("helmSecretName"), s.HelmSecretName)...)
-		if s.HelmRepoURLRegex == "" {
-			errs = append(errs, field.Required(p.Child("helmRepoURLRegex"), "with helmSecretName: the chart URLs that may receive the credentials"))
-		}
 	}
 	if s.HelmRepoURLRegex != "" {
 		if _, err := regexp.Compile(s.HelmRepoURLRegex); err != nil {

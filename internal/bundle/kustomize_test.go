@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -153,7 +154,7 @@ func withChartArchive(t *testing.T, m bundle.Manifest, h *bundle.HelmOptions, tg
 	out := bundle.Manifest{Resources: append([]bundle.Resource(nil), m.Resources...)}
 	for {
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err)
