@@ -24,14 +24,25 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 )
 
-// Shared conformance data (see /work/shared/fleet-examples-README.md):
+// Shared conformance data in ../shared beside the repository (see
+// fleet-examples-README.md there; FLOTILLA_SHARED overrides the location):
 // rancher/fleet-examples, Fleet's renders of it, and the remote charts
 // the examples download.
-const (
-	sharedExamples = "/work/shared/fleet-examples"
-	sharedCharts   = "/work/shared/fleet-examples-charts"
-	guestbookURL   = "https://github.com/rancher/fleet-examples/releases/download/example/guestbook-0.0.1.tgz"
+var (
+	sharedExamples = filepath.Join(sharedDir(), "fleet-examples")
+	sharedCharts   = filepath.Join(sharedDir(), "fleet-examples-charts")
 )
+
+const guestbookURL = "https://github.com/rancher/fleet-examples/releases/download/example/guestbook-0.0.1.tgz"
+
+// sharedDir is ../shared beside the repository root; tests run in the
+// package directory, two levels below the root.
+func sharedDir() string {
+	if dir := os.Getenv("FLOTILLA_SHARED"); dir != "" {
+		return dir
+	}
+	return filepath.Join("..", "..", "..", "shared")
+}
 
 // TestChartFleetExamplesConformance renders the kustomize, helm-kustomize
 // and manifests examples the way the agent does (Chart, then Helm with the
