@@ -36,11 +36,7 @@ func (a *Activities) ListTargets(ctx context.Context, in TargetsInput) (TargetsR
 		paused[c.Name] = c.Paused
 		out.Registered = append(out.Registered, c.Name)
 	}
-	var tgs []target.Group
-	for _, g := range groups {
-		tgs = append(tgs, target.Group{Name: g.Name, Selector: g.Selector, Labels: g.Labels})
-	}
-	matched, err := target.Match(in.Targets, tcs, tgs)
+	matched, err := target.Match(in.Targets, tcs, targetGroups(groups))
 	if err != nil {
 		return TargetsResult{}, err
 	}
@@ -48,6 +44,15 @@ func (a *Activities) ListTargets(ctx context.Context, in TargetsInput) (TargetsR
 		out.Matched = append(out.Matched, TargetCluster{Name: m.Cluster, Paused: paused[m.Cluster]})
 	}
 	return out, nil
+}
+
+// targetGroups converts group records for matching.
+func targetGroups(groups []protocol.GroupRecord) []target.Group {
+	out := make([]target.Group, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, target.Group{Name: g.Name, Selector: g.Selector, Labels: g.Labels})
+	}
+	return out
 }
 
 // clusters returns every registered cluster, sorted by name.

@@ -73,17 +73,6 @@ type BundleTargetsInput struct {
 	Bundles []Bundle        `json:"bundles"`
 }
 
-// BundleTargetsResult lists, per targeted cluster, the bundles it gets
-// with their per-cluster options and deployment IDs, and every
-// registered cluster.
-type BundleTargetsResult struct {
-	Matched    []TargetCluster `json:"matched"`
-	Registered []string        `json:"registered"`
-	// Errors are bundles that cannot be computed for a cluster (a value
-	// template failing there), as ErrApplied deployments naming it.
-	Errors []status.Deployment `json:"errors,omitempty"`
-}
-
 // TargetCluster is one matched cluster.
 type TargetCluster struct {
 	Name   string `json:"name"`

@@ -109,15 +109,11 @@ func (f renderFlags) cluster() (bundle.Cluster, error) {
 }
 
 func (f renderFlags) fetcher() (*chartfetch.Fetcher, error) {
-	fetch := &chartfetch.Fetcher{CacheDir: f.chartCache, Mirrors: map[string]string{}}
-	for _, m := range f.mirrors {
-		from, to, ok := strings.Cut(m, "=")
-		if !ok || from == "" || to == "" {
-			return nil, fmt.Errorf("--chart-mirror %q: want FROM=TO", m)
-		}
-		fetch.Mirrors[from] = to
+	mirrors, err := chartfetch.ParseMirrors(f.mirrors)
+	if err != nil {
+		return nil, err
 	}
-	return fetch, nil
+	return &chartfetch.Fetcher{CacheDir: f.chartCache, Mirrors: mirrors}, nil
 }
 
 func runRender(cmd *cobra.Command, g *globals, f renderFlags, path string) error {

@@ -104,11 +104,12 @@ func BenchmarkRender(b *testing.B) {
 
 	shared := sharedDir(b)
 	srvFlags := chartMirror(b, shared)
-	mirrors := map[string]string{}
+	var values []string
 	for i := 1; i < len(srvFlags); i += 2 {
-		from, to, _ := strings.Cut(srvFlags[i], "=")
-		mirrors[from] = to
+		values = append(values, srvFlags[i])
 	}
+	mirrors, err := chartfetch.ParseMirrors(values)
+	require.NoError(b, err)
 	fetch := &chartfetch.Fetcher{CacheDir: b.TempDir(), Mirrors: mirrors}
 	examples := filepath.Join(shared, "fleet-examples")
 	dev := bundle.Cluster{Name: "dev", Namespace: "fleet-default", Labels: map[string]string{"env": "dev"}}

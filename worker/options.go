@@ -2,11 +2,10 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/devserver"
 	"github.com/flotilla-gitops/flotilla/internal/logging"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -46,15 +45,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 
 // mirrors parses --chart-mirror.
 func (o *options) mirrors() (map[string]string, error) {
-	out := map[string]string{}
-	for _, m := range o.ChartMirrors {
-		from, to, ok := strings.Cut(m, "=")
-		if !ok || from == "" || to == "" {
-			return nil, fmt.Errorf("--chart-mirror %q: want FROM=TO", m)
-		}
-		out[from] = to
-	}
-	return out, nil
+	return chartfetch.ParseMirrors(o.ChartMirrors)
 }
 
 // devMode reports whether the worker starts its own Temporal server.

@@ -47,10 +47,10 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 			return appBundles(in.Commit), nil
 		})
 	env.OnActivity(a.TargetBundles, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.BundleTargetsInput) (activities.BundleTargetsResult, error) {
+		func(_ context.Context, in activities.BundleTargetsInput) (activities.TargetsResult, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			res := activities.BundleTargetsResult{Registered: []string{"c1", "c2"}}
+			res := activities.TargetsResult{Registered: []string{"c1", "c2"}}
 			for _, c := range f.matched {
 				res.Matched = append(res.Matched, activities.TargetCluster{Name: c, Bundles: in.Bundles})
 			}

@@ -129,13 +129,13 @@ func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 			targets.Matched[i].Bundles = bundles
 		}
 	} else {
-		var bt activities.BundleTargetsResult
+		var bt activities.TargetsResult
 		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.TargetBundles,
 			activities.BundleTargetsInput{GitRepo: r.in.GitRepo, Spec: r.in.Spec, Bundles: bundles}).Get(ctx, &bt); err != nil {
 			r.st.Error, r.st.Phase = activityMessage(err), phaseDone
 			return r.result(), nil
 		}
-		targets = activities.TargetsResult(bt)
+		targets = bt
 	}
 	if r.in.Delete {
 		targets.Matched, targets.Errors = nil, nil

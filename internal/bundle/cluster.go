@@ -7,10 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// clusterDisplayNameLabel is the cluster label that a selector's
+// ClusterDisplayNameLabel is the cluster label that a selector's
 // clusterName also matches: Rancher stores the cluster's display name
 // there (Fleet target/matcher/clustermatcher.go).
-const clusterDisplayNameLabel = "management.cattle.io/cluster-display-name"
+const ClusterDisplayNameLabel = "management.cattle.io/cluster-display-name"
 
 // Cluster is what per-cluster processing knows of a cluster. The fields are
 // the data of Fleet's ${ } value templates.
@@ -111,7 +111,7 @@ func (m clusterMatcher) matchesIn(c Cluster, g Group) bool {
 	checked := false
 	if m.clusterName != "" {
 		checked = true
-		if m.clusterName != c.Name && m.clusterName != c.Labels[clusterDisplayNameLabel] {
+		if m.clusterName != c.Name && m.clusterName != c.Labels[ClusterDisplayNameLabel] {
 			return false
 		}
 	}

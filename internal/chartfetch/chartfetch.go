@@ -128,3 +128,16 @@ func redactURL(s string) string {
 	}
 	return u.Redacted()
 }
+
+// ParseMirrors parses FROM=TO flag values into Fetcher.Mirrors.
+func ParseMirrors(flags []string) (map[string]string, error) {
+	out := make(map[string]string, len(flags))
+	for _, m := range flags {
+		from, to, ok := strings.Cut(m, "=")
+		if !ok || from == "" || to == "" {
+			return nil, fmt.Errorf("chart mirror %q: want FROM=TO", m)
+		}
+		out[from] = to
+	}
+	return out, nil
+}

@@ -9,11 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
 )
 
 // DisplayNameLabel is the cluster label that a target's clusterName also
 // matches (Rancher sets it to the cluster's display name).
-const DisplayNameLabel = "management.cattle.io/cluster-display-name"
+const DisplayNameLabel = bundle.ClusterDisplayNameLabel
 
 // Cluster is a cluster as seen by matching: its name and labels.
 type Cluster struct {
@@ -43,14 +44,14 @@ type Matched struct {
 // A target naming a group that does not exist matches nothing. Match fails
 // when a target's or group's selector is invalid (the error names it) or
 // when two clusters share a name; it never returns a partial result.
+// Selection is bundle.TargetSelector.Matches, the rule bundles use too.
 func Match(targets []api.GitTarget, clusters []Cluster, groups []Group) ([]Matched, error) {
-	ms, err := compileTargets(targets)
-	if err != nil {
-		return nil, err
-	}
-	gs, err := compileGroups(groups)
-	if err != nil {
-		return nil, err
+	sels := make([]bundle.TargetSelector, len(targets))
+	for i, t := range targets {
+		sels[i] = Selector(t)
+		if sels[i].Name == "" {
+			sels[i].Name = fmt.Sprintf("target[%d]", i)
+		}
 	}
 	sorted := slices.Clone(clusters)
 	slices.SortStableFunc(sorted, func(a, b Cluster) int { return strings.Compare(a.Name, b.Name) })
@@ -59,10 +60,18 @@ func Match(targets []api.GitTarget, clusters []Cluster, groups []Group) ([]Match
 		if i > 0 && sorted[i-1].Name == c.Name {
 			return nil, fmt.Errorf("cluster %q is listed twice", c.Name)
 		}
-		member := memberships(c, gs)
-		for _, m := range ms {
-			if m.matchAny(c, member) {
-				out = append(out, Matched{Cluster: c.Name, Target: m.name})
+		member, err := Memberships(c.Labels, groups)
+		if err != nil {
+			return nil, err
+		}
+		bc := bundle.Cluster{Name: c.Name, Labels: c.Labels, Groups: member}
+		for _, sel := range sels {
+			ok, err := sel.Matches(bc)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, Matched{Cluster: c.Name, Target: sel.Name})
 				break
 			}
 		}
@@ -70,117 +79,27 @@ func Match(targets []api.GitTarget, clusters []Cluster, groups []Group) ([]Match
 	return out, nil
 }
 
-// matcher is a target with its selectors parsed.
-type matcher struct {
-	name            string
-	clusterName     string
-	group           string
-	clusterSelector labels.Selector // nil: not a criterion
-	groupSelector   labels.Selector // nil: not a criterion
+// Selector returns a GitRepo target as a bundle target selector.
+func Selector(t api.GitTarget) bundle.TargetSelector {
+	return bundle.TargetSelector{Name: t.Name, ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector,
+		ClusterGroup: t.ClusterGroup, ClusterGroupSelector: t.ClusterGroupSelector}
 }
 
-func compileTargets(targets []api.GitTarget) ([]matcher, error) {
-	ms := make([]matcher, 0, len(targets))
-	for i, t := range targets {
-		m := matcher{name: t.Name, clusterName: t.ClusterName, group: t.ClusterGroup}
-		if m.name == "" {
-			m.name = fmt.Sprintf("target[%d]", i)
-		}
-		var err error
-		if m.clusterSelector, err = selector(t.ClusterSelector); err != nil {
-			return nil, fmt.Errorf("target %s: clusterSelector: %w", m.name, err)
-		}
-		if m.groupSelector, err = selector(t.ClusterGroupSelector); err != nil {
-			return nil, fmt.Errorf("target %s: clusterGroupSelector: %w", m.name, err)
-		}
-		ms = append(ms, m)
-	}
-	return ms, nil
-}
-
-// selector parses s; nil stays nil so that it is not a criterion, whereas
-// metav1.LabelSelectorAsSelector would turn it into "nothing".
-func selector(s *metav1.LabelSelector) (labels.Selector, error) {
-	if s == nil {
-		return nil, nil
-	}
-	sel, err := metav1.LabelSelectorAsSelector(s)
-	if err != nil {
-		return nil, fmt.Errorf("invalid label selector: %w", err)
-	}
-	return sel, nil
-}
-
-// group is a Group with its selector parsed.
-type group struct {
-	name     string
-	labels   map[string]string
-	selector labels.Selector // nil: selects no cluster
-}
-
-func compileGroups(groups []Group) ([]group, error) {
-	gs := make([]group, 0, len(groups))
+// Memberships returns the groups whose selector selects a cluster with
+// these labels, in input order (a group without selector selects none).
+func Memberships(clusterLabels map[string]string, groups []Group) ([]bundle.Group, error) {
+	var member []bundle.Group
 	for _, g := range groups {
-		sel, err := selector(g.Selector)
+		if g.Selector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(g.Selector)
 		if err != nil {
-			return nil, fmt.Errorf("cluster group %s: selector: %w", g.Name, err)
+			return nil, fmt.Errorf("cluster group %s: selector: invalid label selector: %w", g.Name, err)
 		}
-		gs = append(gs, group{name: g.Name, labels: g.Labels, selector: sel})
-	}
-	return gs, nil
-}
-
-// memberships returns the groups whose selector selects c, in input order.
-func memberships(c Cluster, gs []group) []group {
-	var member []group
-	for _, g := range gs {
-		if g.selector != nil && g.selector.Matches(labels.Set(c.Labels)) {
-			member = append(member, g)
+		if sel.Matches(labels.Set(clusterLabels)) {
+			member = append(member, bundle.Group{Name: g.Name, Labels: g.Labels})
 		}
 	}
-	return member
-}
-
-// matchAny reports whether the target selects c through one of its groups
-// or, for a cluster in no group, through the empty group.
-func (m matcher) matchAny(c Cluster, member []group) bool {
-	if len(member) == 0 {
-		return m.match(c, group{})
-	}
-	for _, g := range member {
-		if m.match(c, g) {
-			return true
-		}
-	}
-	return false
-}
-
-// match ANDs the target's criteria for c seen as a member of g.
-func (m matcher) match(c Cluster, g group) bool {
-	checked := false
-	if m.clusterName != "" {
-		checked = true
-		if m.clusterName != c.Name && m.clusterName != c.Labels[DisplayNameLabel] {
-			return false
-		}
-	}
-	if m.clusterSelector != nil {
-		checked = true
-		if !m.clusterSelector.Matches(labels.Set(c.Labels)) {
-			return false
-		}
-	}
-	if m.group != "" {
-		checked = true
-		if m.group != g.name {
-			return false
-		}
-	}
-	if m.groupSelector != nil {
-		checked = true
-		if !m.groupSelector.Matches(labels.Set(g.labels)) {
-			return false
-		}
-	}
-	return checked
+	return member, nil
 }
