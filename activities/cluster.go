@@ -31,39 +31,52 @@ const (
 	AnnotationCommit  = "flotilla.dev/commit"
 )
 
-// ClusterActivities deploy to and clean up one cluster. They are
-// registered on the cluster's task queue (protocol.ClusterQueue): by the
-// controller's worker in push mode, by the agent in pull mode.
+// ClusterActivities deploy to, check, roll back and clean up clusters.
+// In push mode the controller's worker registers them once on the shared
+// push queue (protocol.PushQueue) and each call names its cluster; an
+// agent (pull mode) registers them on its cluster's queue with Cluster set.
 type ClusterActivities struct {
+	// Cluster, when set, is the only cluster served (an agent); calls for
+	// another cluster fail. Empty serves every cluster Config knows.
 	Cluster string
-	// Config returns the cluster's REST config (read from the kubeconfig
+	// Config returns a cluster's REST config (read from the kubeconfig
 	// store in push mode, in-cluster config for agents).
-	Config   func() (*rest.Config, error)
+	Config   func(cluster string) (*rest.Config, error)
 	Deployer *deployer.Deployer
 	Content  *content.Store
 	Logger   *zap.Logger
 	// ReadyPoll is how often WaitReady re-checks. Default 500ms.
 	ReadyPoll time.Duration
 
-	mu      sync.Mutex
+	mu     sync.Mutex
+	caches map[string]*getterCache
+}
+
+// getterCache holds one cluster's RESTClientGetters by namespace, for the
+// config whose configKey is key.
+type getterCache struct {
+	key     string
 	getters map[string]genericclioptions.RESTClientGetter
-	host    string // configKey of the config the getters were made for
 }
 
-// conn is one activity call's connection to the cluster: the kubeconfig
-// is read once per call, not once per bundle or poll.
+// conn is one activity call's connection to a cluster: the kubeconfig is
+// read once per call, not once per bundle or poll.
 type conn struct {
-	c   *ClusterActivities
-	cfg *rest.Config
-	key string
+	c       *ClusterActivities
+	cluster string
+	cfg     *rest.Config
+	key     string
 }
 
-func (c *ClusterActivities) connect() (*conn, error) {
-	cfg, err := c.Config()
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", c.Cluster, err)
+func (c *ClusterActivities) connect(cluster string) (*conn, error) {
+	if c.Cluster != "" && cluster != c.Cluster {
+		return nil, fmt.Errorf("cluster %s: this worker serves only cluster %s", cluster, c.Cluster)
 	}
-	return &conn{c: c, cfg: cfg, key: configKey(cfg)}, nil
+	cfg, err := c.Config(cluster)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", cluster, err)
+	}
+	return &conn{c: c, cluster: cluster, cfg: cfg, key: configKey(cfg)}, nil
 }
 
 // getter returns a cached RESTClientGetter for namespace, so discovery is
@@ -72,19 +85,24 @@ func (k *conn) getter(namespace string) (genericclioptions.RESTClientGetter, err
 	c := k.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.caches == nil {
+		c.caches = map[string]*getterCache{}
+	}
 	// A re-added kubeconfig (new server, token or certificate) starts a
 	// new cache; the key stays in memory only.
-	if c.host != k.key || c.getters == nil {
-		c.getters, c.host = map[string]genericclioptions.RESTClientGetter{}, k.key
+	gc := c.caches[k.cluster]
+	if gc == nil || gc.key != k.key {
+		gc = &getterCache{key: k.key, getters: map[string]genericclioptions.RESTClientGetter{}}
+		c.caches[k.cluster] = gc
 	}
-	if g, ok := c.getters[namespace]; ok {
+	if g, ok := gc.getters[namespace]; ok {
 		return g, nil
 	}
 	g, err := deployer.NewRESTClientGetter(k.cfg, namespace)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", c.Cluster, err)
+		return nil, fmt.Errorf("cluster %s: %w", k.cluster, err)
 	}
-	c.getters[namespace] = g
+	gc.getters[namespace] = g
 	return g, nil
 }
 
@@ -115,8 +133,8 @@ func (k *conn) reachable(ctx context.Context) error {
 }
 
 // open connects and checks the API server answers.
-func (c *ClusterActivities) open(ctx context.Context) (*conn, error) {
-	k, err := c.connect()
+func (c *ClusterActivities) open(ctx context.Context, cluster string) (*conn, error) {
+	k, err := c.connect(cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +150,7 @@ func (c *ClusterActivities) open(ctx context.Context) (*conn, error) {
 // returns Retry, and the rollout tries again.
 func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployResult, error) {
 	defer keepAlive(ctx)()
-	k, err := c.open(ctx)
+	k, err := c.open(ctx, in.Cluster)
 	if err != nil {
 		return c.retry(in, err), nil
 	}
@@ -149,17 +167,17 @@ func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployR
 }
 
 func (c *ClusterActivities) retry(in DeployInput, err error) DeployResult {
-	msg := fmt.Sprintf("cluster %s: %v", c.Cluster, err)
+	msg := fmt.Sprintf("cluster %s: %v", in.Cluster, err)
 	res := DeployResult{Retry: true, Message: msg}
-	c.Logger.Warn("Cluster not reachable", zap.String("cluster", c.Cluster), zap.String("workflowID", in.WorkflowID), zap.Error(err))
+	c.Logger.Warn("Cluster not reachable", zap.String("cluster", in.Cluster), zap.String("workflowID", in.WorkflowID), zap.Error(err))
 	return res
 }
 
 func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInput, b Bundle) (status.Deployment, error) {
-	d := status.Deployment{Bundle: b.Name, Cluster: c.Cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
+	d := status.Deployment{Bundle: b.Name, Cluster: k.cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
 	rel, err := c.release(in, b)
 	if err != nil {
-		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", c.Cluster, b.Name, err)
+		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.cluster, b.Name, err)
 		return d, nil
 	}
 	getter, err := k.getter(b.Namespace)
@@ -168,9 +186,9 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInp
 	}
 	res, err := c.Deployer.Deploy(ctx, getter, rel)
 	if errors.Is(err, deployer.ErrInvalidRelease) {
-		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", c.Cluster, b.Name, err)
+		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.cluster, b.Name, err)
 		d.AppliedDeploymentID = res.Previous
-		c.Logger.Warn("Bundle not applied", zap.String("bundle", b.Name), zap.String("cluster", c.Cluster),
+		c.Logger.Warn("Bundle not applied", zap.String("bundle", b.Name), zap.String("cluster", k.cluster),
 			zap.String("release", b.Namespace+"/"+b.Release), zap.String("workflowID", in.WorkflowID), zap.Error(err))
 		return d, nil
 	}
@@ -178,32 +196,39 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInp
 		return d, fmt.Errorf("bundle %s: %w", b.Name, err)
 	}
 	if res.Changed {
-		c.Logger.Info("Deployed bundle", zap.String("bundle", b.Name), zap.String("cluster", c.Cluster),
+		c.Logger.Info("Deployed bundle", zap.String("bundle", b.Name), zap.String("cluster", k.cluster),
 			zap.String("release", b.Namespace+"/"+b.Release), zap.Int("revision", res.Revision),
 			zap.String("deploymentID", b.DeploymentID), zap.String("workflowID", in.WorkflowID))
 	}
 	d.AppliedDeploymentID = b.DeploymentID
-	return c.observe(ctx, k, d)
+	return c.observe(ctx, k, d, readyOptions(rel))
+}
+
+// readyOptions are the readiness rules of a release: helm.waitForJobs and
+// fleet.yaml's ignore.conditions.
+func readyOptions(rel deployer.Release) deployer.ReadyOptions {
+	return deployer.ReadyOptions{WaitForJobs: rel.WaitForJobs, IgnoreConditions: rel.IgnoreConditions}
 }
 
 // observe fills in readiness and resource counts.
-func (c *ClusterActivities) observe(ctx context.Context, k *conn, d status.Deployment) (status.Deployment, error) {
+func (c *ClusterActivities) observe(ctx context.Context, k *conn, d status.Deployment, opts deployer.ReadyOptions) (status.Deployment, error) {
 	getter, err := k.getter(d.Namespace)
 	if err != nil {
 		return d, err
 	}
-	st, err := c.Deployer.Status(ctx, getter, d.Namespace, d.Release)
+	st, err := c.Deployer.Status(ctx, getter, d.Namespace, d.Release, opts)
 	if err != nil {
 		return d, fmt.Errorf("bundle %s: %w", d.Bundle, err)
 	}
 	d.AppliedDeploymentID = st.DeploymentID
 	d.Resources, d.ReadyResources = st.Resources, st.Ready
+	d.Missing, d.NotReadyResources, d.Unknown = st.MissingCount, st.NotReadyCount, st.UnknownCount
 	d.State, d.Message = status.Ready, ""
 	if st.DeploymentID != d.DeploymentID && d.DeploymentID != "" {
-		d.State, d.Message = status.WaitApplied, fmt.Sprintf("cluster %s: release runs %s", c.Cluster, st.DeploymentID)
+		d.State, d.Message = status.WaitApplied, fmt.Sprintf("cluster %s: release runs %s", k.cluster, st.DeploymentID)
 	} else if notReady := append(st.Missing, st.NotReady...); len(notReady) > 0 {
 		d.State = status.NotReady
-		d.Message = fmt.Sprintf("cluster %s: %s", c.Cluster, strings.Join(notReady, "; "))
+		d.Message = fmt.Sprintf("cluster %s: %s", k.cluster, strings.Join(notReady, "; "))
 	}
 	return d, nil
 }
@@ -231,9 +256,9 @@ func (c *ClusterActivities) release(in DeployInput, b Bundle) (deployer.Release,
 }
 
 // WaitReady polls the bundles' resources until all are ready, the
-// activity's deadline passes, or the rollout cancels it; it reports what
-// it saw last either way.
-func (c *ClusterActivities) WaitReady(ctx context.Context, in DeployInput) (DeployResult, error) {
+// timeout (or the activity's deadline) passes, or the rollout cancels it;
+// it reports what it saw last either way, heartbeating as it goes.
+func (c *ClusterActivities) WaitReady(ctx context.Context, in WaitReadyInput) (DeployResult, error) {
 	poll := c.ReadyPoll
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
@@ -242,18 +267,27 @@ func (c *ClusterActivities) WaitReady(ctx context.Context, in DeployInput) (Depl
 	if ok {
 		deadline = deadline.Add(-2 * time.Second)
 	}
-	k, err := c.connect()
+	if in.Timeout > 0 && (!ok || time.Now().Add(in.Timeout).Before(deadline)) {
+		deadline, ok = time.Now().Add(in.Timeout), true
+	}
+	k, err := c.connect(in.Cluster)
 	if err != nil {
 		return DeployResult{}, err
+	}
+	opts := make([]deployer.ReadyOptions, len(in.Bundles))
+	for i, b := range in.Bundles {
+		if rel, err := c.release(in.DeployInput, b); err == nil {
+			opts[i] = readyOptions(rel)
+		}
 	}
 	for {
 		var out DeployResult
 		ready := true
-		for _, b := range in.Bundles {
-			d := status.Deployment{Bundle: b.Name, Cluster: c.Cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
-			d, err := c.observe(ctx, k, d)
+		for i, b := range in.Bundles {
+			d := status.Deployment{Bundle: b.Name, Cluster: k.cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
+			d, err := c.observe(ctx, k, d, opts[i])
 			if err != nil {
-				d.State, d.Message = status.NotReady, fmt.Sprintf("cluster %s: %v", c.Cluster, err)
+				d.State, d.Message = status.NotReady, fmt.Sprintf("cluster %s: %v", k.cluster, err)
 			}
 			ready = ready && d.State == status.Ready
 			out.Deployments = append(out.Deployments, d)
@@ -275,14 +309,14 @@ func (c *ClusterActivities) WaitReady(ctx context.Context, in DeployInput) (Depl
 func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (CleanupResult, error) {
 	defer keepAlive(ctx)()
 	var out CleanupResult
-	k, err := c.open(ctx)
+	k, err := c.open(ctx, in.Cluster)
 	if err != nil {
-		out.Retry, out.Message = true, fmt.Sprintf("cluster %s: %v", c.Cluster, err)
+		out.Retry, out.Message = true, fmt.Sprintf("cluster %s: %v", in.Cluster, err)
 		return out, nil
 	}
 	for _, r := range in.Releases {
 		if err := c.cleanupOne(ctx, k, in, r); err != nil {
-			out.Retry, out.Message = true, fmt.Sprintf("cluster %s: release %s/%s: %v", c.Cluster, r.Namespace, r.Release, err)
+			out.Retry, out.Message = true, fmt.Sprintf("cluster %s: release %s/%s: %v", k.cluster, r.Namespace, r.Release, err)
 			continue
 		}
 		out.Removed = append(out.Removed, r.Namespace+"/"+r.Release)
@@ -315,9 +349,53 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *conn, in CleanupI
 		}
 	}
 	if id != "" {
-		c.Logger.Info("Removed bundle", zap.String("bundle", r.Bundle), zap.String("cluster", c.Cluster),
+		c.Logger.Info("Removed bundle", zap.String("bundle", r.Bundle), zap.String("cluster", k.cluster),
 			zap.String("release", r.Namespace+"/"+r.Release), zap.Bool("keepResources", r.KeepResources),
 			zap.String("deploymentID", id), zap.String("workflowID", in.WorkflowID))
 	}
+	return nil
+}
+
+// Rollback returns releases to the deployment they ran before a halted
+// rollout (Helm rollback to the newest revision carrying that deployment
+// ID). Each release is reported OutOfSync, "rolled back to ...", or with
+// "rollback failed: ..." naming the cluster; a release that no longer
+// runs the halted rollout's deployment is left alone.
+func (c *ClusterActivities) Rollback(ctx context.Context, in RollbackInput) (DeployResult, error) {
+	defer keepAlive(ctx)()
+	k, err := c.open(ctx, in.Cluster)
+	var out DeployResult
+	for _, r := range in.Releases {
+		d := status.Deployment{Bundle: r.Bundle, Cluster: in.Cluster, Release: r.Release, Namespace: r.Namespace,
+			DeploymentID: r.From, State: status.OutOfSync}
+		if err == nil {
+			err = c.rollbackOne(ctx, k, in, r)
+		}
+		if err != nil {
+			d.Message = fmt.Sprintf("rollback failed: cluster %s: bundle %s: %v", in.Cluster, r.Bundle, err)
+			d.AppliedDeploymentID = r.From
+			err = nil
+		} else {
+			d.Message = fmt.Sprintf("rolled back to %s on cluster %s: rollout halted", r.To, in.Cluster)
+			d.AppliedDeploymentID = r.To
+		}
+		out.Deployments = append(out.Deployments, d)
+		activity.RecordHeartbeat(ctx, r.Bundle)
+	}
+	return out, nil
+}
+
+func (c *ClusterActivities) rollbackOne(ctx context.Context, k *conn, in RollbackInput, r RollbackRelease) error {
+	getter, err := k.getter(r.Namespace)
+	if err != nil {
+		return err
+	}
+	rev, err := c.Deployer.Rollback(ctx, getter, r.Namespace, r.Release, r.From, r.To)
+	if err != nil {
+		return err
+	}
+	c.Logger.Info("Rolled back bundle", zap.String("bundle", r.Bundle), zap.String("cluster", in.Cluster),
+		zap.String("release", r.Namespace+"/"+r.Release), zap.Int("revision", rev),
+		zap.String("deploymentID", r.To), zap.String("from", r.From), zap.String("workflowID", in.WorkflowID))
 	return nil
 }

@@ -1,8 +1,11 @@
 package activities
 
 import (
+	"time"
+
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/status"
+	"github.com/flotilla-gitops/flotilla/internal/strategy"
 )
 
 // GitRepoRef names a GitRepo.
@@ -53,6 +56,8 @@ type Bundle struct {
 	// BundleKey names the stored bundle.Bundle (options before
 	// customization, fleet.yaml spec) that TargetBundles reads.
 	BundleKey string `json:"bundleKey,omitempty"`
+	// Paused is fleet.yaml's paused: clusters keep what they run.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // RenderResult lists the bundles, sorted by name.
@@ -77,6 +82,9 @@ type BundleTargetsInput struct {
 type TargetCluster struct {
 	Name   string `json:"name"`
 	Paused bool   `json:"paused,omitempty"`
+	// Agent is set for a cluster served by its agent on its own task
+	// queue (pull mode); others are deployed to by the controller.
+	Agent bool `json:"agent,omitempty"`
 	// Bundles are the bundles the cluster gets, with its options
 	// (TargetBundles only; ListTargets leaves it empty).
 	Bundles []Bundle `json:"bundles,omitempty"`
@@ -89,6 +97,31 @@ type TargetsResult struct {
 	// Errors are bundles that could not be computed for a cluster
 	// (TargetBundles only).
 	Errors []status.Deployment `json:"errors,omitempty"`
+	// Agents are the registered clusters served by an agent.
+	Agents []string `json:"agents,omitempty"`
+	// Strategies are the rollout strategy of every bundle that has
+	// targets, by bundle name (TargetBundles only).
+	Strategies []BundleStrategy `json:"strategies,omitempty"`
+}
+
+// BundleStrategy is how one bundle rolls out: its partitions and limits
+// over the clusters it targets, its deployment windows (the next few, as
+// times, so the workflow needs no clock or time zone data) and the
+// bundles it depends on.
+type BundleStrategy struct {
+	Bundle    string              `json:"bundle"`
+	Plan      strategy.Plan       `json:"plan"`
+	Windows   []strategy.Interval `json:"windows,omitempty"`
+	DependsOn []Dependency        `json:"dependsOn,omitempty"`
+}
+
+// Dependency is one dependsOn entry resolved to the GitRepo's bundles it
+// names or selects.
+type Dependency struct {
+	// Describe is the entry as written (a name or a selector).
+	Describe       string         `json:"describe"`
+	Bundles        []string       `json:"bundles,omitempty"`
+	AcceptedStates []status.State `json:"acceptedStates,omitempty"`
 }
 
 // NotifyInput asks to signal every GitRepo that clusters changed. When
@@ -107,6 +140,33 @@ type DeployInput struct {
 	Commit     string     `json:"commit"`
 	WorkflowID string     `json:"workflowID"`
 	Bundles    []Bundle   `json:"bundles"`
+}
+
+// WaitReadyInput waits for bundles of a cluster to be Ready, for at most
+// Timeout (the longest ready timeout of their strategies).
+type WaitReadyInput struct {
+	DeployInput
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// RollbackInput returns releases of a cluster to the deployment IDs they
+// ran before a halted rollout.
+type RollbackInput struct {
+	Cluster    string            `json:"cluster"`
+	GitRepo    GitRepoRef        `json:"gitRepo"`
+	WorkflowID string            `json:"workflowID"`
+	Releases   []RollbackRelease `json:"releases"`
+}
+
+// RollbackRelease is one release to roll back.
+type RollbackRelease struct {
+	Bundle    string `json:"bundle"`
+	Release   string `json:"release"`
+	Namespace string `json:"namespace"`
+	// From is the deployment ID the halted rollout deployed; To the one
+	// to return to.
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // DeployResult reports every bundle's deployment. Retry is set when the

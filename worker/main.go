@@ -105,8 +105,7 @@ func run(ctx context.Context, o options) error {
 		zap.String("taskQueue", o.TaskQueue),
 		zap.String("version", buildinfo.Get().Version))
 
-	queues := newClusterQueues(c, st, logger, o.MaxConcurrentActivities)
-	queues.run(ctx) // until ctx ends
+	<-ctx.Done()
 	logger.Info("Worker stopping")
 	w.Stop()
 	return nil

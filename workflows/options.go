@@ -57,11 +57,34 @@ var (
 	}
 )
 
-// onCluster returns ctx with opts, on the cluster's task queue.
-func onCluster(ctx workflow.Context, cluster string, opts workflow.ActivityOptions) workflow.Context {
-	opts.TaskQueue = protocol.ClusterQueue(cluster)
+// onCluster returns ctx with opts for an activity on cluster: on its
+// agent's task queue in pull mode, on the controller's own queue (whose
+// worker serves every push-mode cluster) otherwise.
+func onCluster(ctx workflow.Context, cluster string, agent bool, opts workflow.ActivityOptions) workflow.Context {
+	if agent {
+		opts.TaskQueue = protocol.ClusterQueue(cluster)
+	}
 	return workflow.WithActivityOptions(ctx, opts)
 }
+
+// inlineClusterLimit is the most clusters a rollout works itself; above
+// it cluster work runs in RolloutBatchWorkflow children of at most
+// batchClusters clusters, so no run holds more than a few hundred pending
+// activities or grows past a few thousand events.
+const (
+	inlineClusterLimit = 50
+	batchClusters      = 100
+)
+
+// signalClusterReport carries a batch's cluster outcomes to its rollout.
+const signalClusterReport = "clusterReport"
+
+// defaultReadyTimeout bounds the wait for readiness after a deploy when
+// the strategy sets none; waitReadyGrace is the activity's slack beyond it.
+const (
+	defaultReadyTimeout = 5 * time.Minute
+	waitReadyGrace      = 30 * time.Second
+)
 
 // historyLimit is the history length at which entity workflows continue
 // as new, well before Temporal's 10k-event warning.
@@ -83,4 +106,7 @@ const (
 	// versionPerClusterOptions: rollouts compute options and deployment
 	// IDs per cluster (TargetBundles) instead of per GitRepo (ListTargets).
 	versionPerClusterOptions = "per-cluster-options"
+	// versionRolloutStrategy: rollouts follow each bundle's rollout
+	// strategy, dependsOn and approvals, and fan out through batches.
+	versionRolloutStrategy = "rollout-strategy"
 )

@@ -27,14 +27,6 @@ func (e InventoryEntry) release() activities.Release {
 		KeepResources: e.KeepResources, DeleteNamespace: e.DeleteNamespace}
 }
 
-// clusterWork is what a rollout does on one cluster.
-type clusterWork struct {
-	Cluster string
-	Paused  bool
-	Deploy  []activities.Bundle
-	Cleanup []InventoryEntry
-}
-
 // plan is the pure decision of a rollout: what to deploy and clean where.
 type plan struct {
 	Work []clusterWork
@@ -58,12 +50,16 @@ func makePlan(targets activities.TargetsResult, inv []InventoryEntry, keepAll bo
 		registered[c] = true
 	}
 	paused := map[string]bool{}
+	agent := map[string]bool{}
+	for _, c := range targets.Agents {
+		agent[c] = true
+	}
 	work := map[string]*clusterWork{}
 	get := func(c string) *clusterWork {
 		if w, ok := work[c]; ok {
 			return w
 		}
-		w := &clusterWork{Cluster: c, Paused: paused[c]}
+		w := &clusterWork{Cluster: c, Paused: paused[c], Agent: agent[c]}
 		work[c] = w
 		return w
 	}
@@ -173,6 +169,17 @@ func clustersOf(deps []status.Deployment) []string {
 			seen[d.Cluster] = true
 			out = append(out, d.Cluster)
 		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sortedKeys returns m's keys, sorted.
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	//workflowcheck:ignore deterministic: sorted below
+	for k := range m {
+		out = append(out, k)
 	}
 	sort.Strings(out)
 	return out

@@ -3,6 +3,8 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -42,6 +44,11 @@ type RolloutResult struct {
 	// Permanent is set when Error will not go away by retrying the same
 	// commit and spec (a bad fleet.yaml, refused credentials).
 	Permanent bool `json:"permanent,omitempty"`
+	// Halts are the bundles whose rollout halted on failures; polling
+	// does not retry the commit (a new commit, spec or sync does).
+	Halts []status.Halt `json:"halts,omitempty"`
+	// Waits are what still held deployments back when the rollout ended.
+	Waits []status.Wait `json:"waits,omitempty"`
 }
 
 // Rollout phases, reported by the status query.
@@ -63,10 +70,15 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (RolloutResult, erro
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (status.Rollout, error) { return r.st, nil }); err != nil {
 		return RolloutResult{}, err
 	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApprove, r.approve,
+		workflow.UpdateHandlerOptions{Validator: r.validateApproval}); err != nil {
+		return RolloutResult{}, err
+	}
 	stopCtx, stop := workflow.WithCancel(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		workflow.GetSignalChannel(ctx, protocol.SignalSupersede).Receive(ctx, nil)
 		r.superseded = true
+		r.changed++
 		stop()
 	})
 	return r.run(ctx, stopCtx)
@@ -78,11 +90,23 @@ type rollout struct {
 	st         status.Rollout
 	superseded bool
 	inventory  []InventoryEntry
+	// byKey indexes st.Deployments by bundle@cluster.
+	byKey map[string]int
+	sched *scheduler
+	// changed counts state changes; the orchestration loop wakes on it.
+	changed int
+	// batching: cluster work runs in RolloutBatchWorkflow children.
+	batching bool
+	ctx      workflow.Context
+	// state and shown are the last State search attribute and current
+	// details written.
+	state, shown string
 }
 
 func (r *rollout) result() RolloutResult {
 	return RolloutResult{Commit: r.in.Commit, Generation: r.in.Generation, Inventory: r.inventory,
-		Deployments: r.st.Deployments, Superseded: r.superseded, Error: r.st.Error}
+		Deployments: r.st.Deployments, Superseded: r.superseded, Error: r.st.Error,
+		Halts: r.st.Halts, Waits: r.st.Waits}
 }
 
 func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
@@ -141,109 +165,298 @@ func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 		targets.Matched, targets.Errors = nil, nil
 	}
 
-	// Step 3: plan (pure), then work every cluster in parallel.
+	// Step 3: plan (pure), then work the clusters as the rollout strategy
+	// allows.
 	p := makePlan(targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
 	r.inventory, r.st.Deployments = p.Inventory, p.Deployments
+	r.index()
 	for _, e := range p.Dropped {
 		logger.Info("Cluster not registered; leaving its release alone", "bundle", e.Bundle, "cluster", e.Cluster, "release", e.Release)
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyCluster.ValueSet(clustersOf(p.Deployments)))
 	r.st.Phase = phaseDeploying
-	wg := workflow.NewWaitGroup(ctx)
-	for _, w := range p.Work {
-		wg.Add(1)
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			defer wg.Done()
-			r.work(ctx, stopCtx, w)
-		})
+	if workflow.GetVersion(ctx, versionRolloutStrategy, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		// Rollouts started before rollout strategies: every cluster at once.
+		wg := workflow.NewWaitGroup(ctx)
+		run := r.runner(stopCtx)
+		for _, w := range p.Work {
+			wg.Add(1)
+			workflow.Go(ctx, func(ctx workflow.Context) {
+				defer wg.Done()
+				run.run(ctx, w)
+			})
+		}
+		wg.Wait(ctx)
+	} else {
+		r.orchestrate(ctx, stopCtx, p, targets)
 	}
-	wg.Wait(ctx)
 	r.st.Phase = phaseDone
-	sum := status.Summarize(r.st.Deployments) //workflowcheck:ignore order-independent counts
-	_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyState.ValueSet(string(sum.State)))
+	r.upsertState(ctx)
+	r.details(ctx)
 	return r.result(), nil
 }
 
-// work deploys and cleans one cluster, retrying an unreachable cluster
-// with backoff until it answers or the rollout is superseded.
-func (r *rollout) work(ctx, stopCtx workflow.Context, w clusterWork) {
-	if len(w.Deploy) > 0 && !r.deploy(ctx, stopCtx, w) {
+// runner returns the runner of this rollout's own cluster work.
+func (r *rollout) runner(stopCtx workflow.Context) *runner {
+	return &runner{gitRepo: r.in.GitRepo, commit: r.in.Commit, workflowID: r.id, stopCtx: stopCtx,
+		superseded: func() bool { return r.superseded },
+		report:     func(_ workflow.Context, rep clusterReport) { r.fold(rep) },
+		mark:       r.mark}
+}
+
+// index maps deployment keys to their place in r.st.Deployments.
+func (r *rollout) index() {
+	r.byKey = make(map[string]int, len(r.st.Deployments))
+	for i, d := range r.st.Deployments {
+		r.byKey[d.Key()] = i
+	}
+}
+
+// stateOf is a deployment's current state in this rollout.
+func (r *rollout) stateOf(bundle, cluster string) (status.State, bool) {
+	i, ok := r.byKey[bundle+"@"+cluster]
+	if !ok {
+		return "", false
+	}
+	return r.st.Deployments[i].State, true
+}
+
+// fold applies a cluster's report to the rollout's state.
+func (r *rollout) fold(rep clusterReport) {
+	r.changed++
+	r.record(rep.Deployments)
+	r.forget(rep.Cluster, rep.Removed)
+	if r.sched == nil {
 		return
 	}
-	if len(w.Cleanup) > 0 {
-		r.cleanup(ctx, stopCtx, w)
+	for _, d := range rep.Deployments {
+		if d.State == status.OutOfSync && strings.HasPrefix(d.Message, rolledBackPrefix) {
+			continue // a rollback's report
+		}
+		r.sched.finish(d, rep.Final)
+	}
+	if rep.GaveUp {
+		for _, b := range rep.Bundles {
+			r.sched.giveUp(b, rep.Cluster)
+		}
+	}
+	for _, bs := range r.sched.checkFailures() {
+		workflow.GetLogger(r.ctx).Warn("Rollout halted", "bundle", bs.name, "reason", bs.halted.Message)
 	}
 }
 
-func (r *rollout) deploy(ctx, stopCtx workflow.Context, w clusterWork) bool {
-	var ca *activities.ClusterActivities
-	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.in.GitRepo, Commit: r.in.Commit, WorkflowID: r.id, Bundles: w.Deploy}
-	for attempt := 0; ; attempt++ {
+// orchestrate runs the plan's cleanups at once and its deployments as the
+// scheduler releases them, until nothing more can start without an
+// approval, a window or a newer change; halted bundles with
+// rollbackOnFailure are then rolled back.
+func (r *rollout) orchestrate(ctx, stopCtx workflow.Context, p plan, targets activities.TargetsResult) {
+	r.ctx = ctx
+	r.sched = newScheduler(p, targets.Strategies, r.inventory)
+	for _, u := range r.sched.units {
+		if u.held != "" {
+			r.setState(u.bundle.Name, u.cluster, status.OutOfSync, u.held)
+		}
+	}
+	agents := map[string]bool{}
+	for _, a := range targets.Agents {
+		agents[a] = true
+	}
+	r.batching = len(p.Work) > inlineClusterLimit
+	if r.batching {
+		reports := workflow.GetSignalChannel(ctx, signalClusterReport)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			for {
+				var rep clusterReport
+				reports.Receive(ctx, &rep)
+				r.fold(rep)
+			}
+		})
+	}
+	d := r.newDispatcher(ctx, stopCtx)
+	var cleanups []clusterWork
+	for _, w := range p.Work {
+		if len(w.Cleanup) > 0 {
+			cleanups = append(cleanups, clusterWork{Cluster: w.Cluster, Agent: agents[w.Cluster], Cleanup: w.Cleanup})
+		}
+	}
+	d.dispatch(cleanups)
+	rolledBack := false
+	for {
+		dec := r.sched.next(workflow.Now(ctx), r.stateOf)
+		r.st.Waits, r.st.Partitions = dec.waits, dec.partitions
+		r.st.Halts = r.halts()
+		d.dispatch(r.works(dec.start, agents))
+		r.upsertState(ctx)
+		r.details(ctx)
 		if r.superseded {
-			return false
-		}
-		if attempt == maxClusterAttempts {
-			// Give the cluster up for this rollout (its deployments stay
-			// WaitApplied); the GitRepo's next poll starts a fresh one, so
-			// no history grows without bound.
-			return false
-		}
-		r.mark(w.Cluster, status.WaitApplied, "")
-		var res activities.DeployResult
-		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, clusterOptions), ca.Deploy, in).Get(ctx, &res)
-		if err == nil && !res.Retry {
-			r.record(res.Deployments)
 			break
 		}
-		msg := res.Message
-		if err != nil {
-			msg = clusterError(w.Cluster, err)
+		if !r.sched.busy() && d.inflight == 0 {
+			if !rolledBack {
+				rolledBack = true
+				if works := r.rollbackWorks(agents); len(works) > 0 {
+					d.dispatch(works)
+					continue
+				}
+			}
+			if !waitsForEvent(dec.waits) {
+				break
+			}
 		}
-		r.mark(w.Cluster, status.WaitApplied, msg)
-		// The timer belongs to stopCtx (a newer change cancels it) but is
-		// waited on in this goroutine's own context.
-		if workflow.NewTimer(stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
-			return false
+		seen := r.changed
+		var timer workflow.Future
+		if !dec.wake.IsZero() {
+			timerCtx, cancel := workflow.WithCancel(stopCtx)
+			defer cancel()
+			timer = workflow.NewTimerWithOptions(timerCtx, dec.wake.Sub(workflow.Now(ctx)),
+				workflow.TimerOptions{Summary: "wait for deployment window"})
 		}
+		_ = workflow.Await(ctx, func() bool {
+			return r.changed != seen || r.superseded || (timer != nil && timer.IsReady())
+		})
 	}
-	// Wait for readiness; a newer change cancels the wait.
-	if notReady := r.notReady(w.Cluster); len(notReady) > 0 && !r.superseded {
-		var res activities.DeployResult
-		in.Bundles = notReady
-		err := workflow.ExecuteActivity(onCluster(stopCtx, w.Cluster, waitReadyOptions), ca.WaitReady, in).Get(ctx, &res)
-		if err == nil {
-			r.record(res.Deployments)
-		}
-	}
-	return true
+	d.wait(ctx)
+	r.st.Halts = r.halts()
 }
 
-func (r *rollout) cleanup(ctx, stopCtx workflow.Context, w clusterWork) {
-	var ca *activities.ClusterActivities
-	in := activities.CleanupInput{Cluster: w.Cluster, GitRepo: r.in.GitRepo, WorkflowID: r.id}
-	for _, e := range w.Cleanup {
-		in.Releases = append(in.Releases, e.release())
+// waitsForEvent reports whether a wait can end without a cluster changing:
+// an approval or a deployment window.
+func waitsForEvent(waits []status.Wait) bool {
+	for _, w := range waits {
+		if w.Kind == status.WaitApproval || (w.Kind == status.WaitWindow && w.Until != "") {
+			return true
+		}
 	}
-	for attempt := 0; attempt < maxClusterAttempts; attempt++ {
-		if r.superseded {
-			return
+	return false
+}
+
+// works groups started units by cluster, in cluster order.
+func (r *rollout) works(start []int, agents map[string]bool) []clusterWork {
+	byCluster := map[string]*clusterWork{}
+	var order []string
+	for _, i := range start {
+		u := r.sched.units[i]
+		w, ok := byCluster[u.cluster]
+		if !ok {
+			w = &clusterWork{Cluster: u.cluster, Agent: agents[u.cluster]}
+			byCluster[u.cluster] = w
+			order = append(order, u.cluster)
 		}
-		var res activities.CleanupResult
-		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, clusterOptions), ca.Cleanup, in).Get(ctx, &res)
-		r.forget(w.Cluster, res.Removed)
-		if err == nil && !res.Retry {
-			return
+		w.Deploy = append(w.Deploy, u.bundle)
+		if t := r.sched.readyTimeout(u.bundle.Name); t > w.ReadyTimeout {
+			w.ReadyTimeout = t
 		}
-		msg := res.Message
-		if err != nil {
-			msg = clusterError(w.Cluster, err)
+		r.setState(u.bundle.Name, u.cluster, status.WaitApplied, "")
+	}
+	sort.Strings(order)
+	out := make([]clusterWork, 0, len(order))
+	for _, c := range order {
+		out = append(out, *byCluster[c])
+	}
+	return out
+}
+
+// rolledBackPrefix starts the message of a deployment rolled back.
+const rolledBackPrefix = "rolled back"
+
+// rollbackWorks lists the rollbacks of halted bundles that asked for them.
+func (r *rollout) rollbackWorks(agents map[string]bool) []clusterWork {
+	byCluster := map[string]*clusterWork{}
+	var order []string
+	for _, bs := range r.sched.bundles {
+		if bs.halted == nil || !bs.plan.RollbackOnFailure {
+			continue
 		}
-		workflow.GetLogger(ctx).Warn("Cleanup incomplete; retrying", "cluster", w.Cluster, "error", msg)
-		// The timer belongs to stopCtx (a newer change cancels it) but is
-		// waited on in this goroutine's own context.
-		if workflow.NewTimer(stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
-			return
+		for _, i := range r.sched.unitsToRollBack(bs) {
+			u := r.sched.units[i]
+			w, ok := byCluster[u.cluster]
+			if !ok {
+				w = &clusterWork{Cluster: u.cluster, Agent: agents[u.cluster]}
+				byCluster[u.cluster] = w
+				order = append(order, u.cluster)
+			}
+			w.Rollback = append(w.Rollback, activities.RollbackRelease{Bundle: u.bundle.Name, Release: u.bundle.Release,
+				Namespace: u.bundle.Namespace, From: u.bundle.DeploymentID, To: u.prevID})
 		}
+	}
+	sort.Strings(order)
+	out := make([]clusterWork, 0, len(order))
+	for _, c := range order {
+		out = append(out, *byCluster[c])
+	}
+	return out
+}
+
+// halts reports the halted bundles, with what their rollback did.
+func (r *rollout) halts() []status.Halt {
+	var out []status.Halt
+	for _, bs := range r.sched.bundles {
+		if bs.halted == nil {
+			continue
+		}
+		h := *bs.halted
+		h.RolledBack, h.RollbackErrors = nil, nil
+		for _, i := range bs.units {
+			u := r.sched.units[i]
+			if st, ok := r.stateOf(bs.name, u.cluster); ok && st == status.OutOfSync {
+				d := r.st.Deployments[r.byKey[bs.name+"@"+u.cluster]]
+				if strings.HasPrefix(d.Message, rolledBackPrefix) {
+					h.RolledBack = append(h.RolledBack, u.cluster)
+				} else if strings.HasPrefix(d.Message, rollbackFailedPrefix) {
+					h.RollbackErrors = append(h.RollbackErrors, d.Message)
+				}
+			}
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// rollbackFailedPrefix starts the message of a failed rollback.
+const rollbackFailedPrefix = "rollback failed"
+
+// setState sets one deployment's state and message.
+func (r *rollout) setState(bundle, cluster string, st status.State, msg string) {
+	if i, ok := r.byKey[bundle+"@"+cluster]; ok {
+		r.st.Deployments[i].State, r.st.Deployments[i].Message = st, msg
+	}
+}
+
+// upsertState keeps the rollout's State search attribute current:
+// Rolling, WaitingForApproval, Halted while running, then the summary
+// state.
+func (r *rollout) upsertState(ctx workflow.Context) {
+	state := "Rolling"
+	switch {
+	case len(r.st.Halts) > 0:
+		state = "Halted"
+	case waitsFor(r.st.Waits, status.WaitApproval):
+		state = "WaitingForApproval"
+	case r.st.Phase == phaseDone:
+		state = string(status.Summarize(r.st.Deployments).State) //workflowcheck:ignore order-independent counts
+	}
+	if state == r.state {
+		return
+	}
+	r.state = state
+	_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyState.ValueSet(state))
+}
+
+func waitsFor(waits []status.Wait, kind string) bool {
+	for _, w := range waits {
+		if w.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// details shows the rollout's progress in the Temporal UI.
+func (r *rollout) details(ctx workflow.Context) {
+	r.st.Progress = status.Progress(r.st.Deployments, r.st.Partitions, r.st.Waits)
+	if r.st.Progress != r.shown {
+		r.shown = r.st.Progress
+		workflow.SetCurrentDetails(ctx, r.st.Progress)
 	}
 }
 
@@ -251,7 +464,7 @@ func (r *rollout) cleanup(ctx, stopCtx workflow.Context, w clusterWork) {
 func (r *rollout) mark(cluster string, st status.State, msg string) {
 	for i := range r.st.Deployments {
 		d := &r.st.Deployments[i]
-		if d.Cluster == cluster && d.State != status.OutOfSync {
+		if d.Cluster == cluster && d.State != status.OutOfSync && (r.sched == nil || r.sched.running(d.Bundle, cluster)) {
 			d.State, d.Message = st, msg
 		}
 	}
@@ -260,10 +473,8 @@ func (r *rollout) mark(cluster string, st status.State, msg string) {
 // record stores deployment results and the applied IDs in the inventory.
 func (r *rollout) record(results []status.Deployment) {
 	for _, res := range results {
-		for i := range r.st.Deployments {
-			if r.st.Deployments[i].Key() == res.Key() {
-				r.st.Deployments[i] = res
-			}
+		if i, ok := r.byKey[res.Key()]; ok {
+			r.st.Deployments[i] = res
 		}
 		for i := range r.inventory {
 			e := &r.inventory[i]
@@ -273,7 +484,6 @@ func (r *rollout) record(results []status.Deployment) {
 		}
 	}
 }
-
 // forget drops cleaned releases ("<namespace>/<release>") from the inventory.
 func (r *rollout) forget(cluster string, removed []string) {
 	if len(removed) == 0 {
@@ -304,23 +514,15 @@ func (r *rollout) wanted(e InventoryEntry) bool {
 	return false
 }
 
-func (r *rollout) notReady(cluster string) []activities.Bundle {
-	var out []activities.Bundle
-	for _, d := range r.st.Deployments {
-		if d.Cluster == cluster && d.State == status.NotReady {
-			out = append(out, activities.Bundle{Name: d.Bundle, Release: d.Release, Namespace: d.Namespace, DeploymentID: d.DeploymentID})
-		}
-	}
-	return out
-}
-
 // clusterError turns an activity failure on a cluster into a message that
 // names the cluster.
-func clusterError(cluster string, err error) string {
+func clusterError(cluster string, agent bool, err error) string {
 	var te *temporal.TimeoutError
 	if errors.As(err, &te) && te.TimeoutType() == enumspb.TIMEOUT_TYPE_SCHEDULE_TO_START {
-		return fmt.Sprintf("cluster %s: no worker serves task queue %s (agent offline, or its kubeconfig is not on the worker's host)",
-			cluster, protocol.ClusterQueue(cluster))
+		if agent {
+			return fmt.Sprintf("cluster %s: no agent serves task queue %s (agent offline)", cluster, protocol.ClusterQueue(cluster))
+		}
+		return fmt.Sprintf("cluster %s: no controller worker picked up the deploy (workers busy or stopped)", cluster)
 	}
 	return fmt.Sprintf("cluster %s: %s", cluster, activityMessage(err))
 }

@@ -25,6 +25,8 @@ const (
 	UpdateApply = "apply"
 	// UpdateLabel sets and removes cluster labels.
 	UpdateLabel = "label"
+	// UpdateApprove releases rollout partitions that require approval.
+	UpdateApprove = "approve"
 
 	SignalSync            = "sync"
 	SignalPause           = "pause"
@@ -74,6 +76,19 @@ type ApplyResult struct {
 	// Created is true for the first spec; Changed when the spec differs.
 	Created bool `json:"created"`
 	Changed bool `json:"changed"`
+}
+
+// Approve is the argument of the approve update: the partition to
+// release (empty: every partition waiting for approval), optionally of
+// one bundle only.
+type Approve struct {
+	Partition string `json:"partition,omitempty"`
+	Bundle    string `json:"bundle,omitempty"`
+}
+
+// ApproveResult lists the partitions released, as "bundle/partition".
+type ApproveResult struct {
+	Approved []string `json:"approved"`
 }
 
 // ClusterRecord is a cluster's registration, the ClusterWorkflow's state.

@@ -1,0 +1,181 @@
+package workflows
+
+import (
+	"fmt"
+	"strconv"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// BatchInput is one batch of a rollout's cluster work.
+type BatchInput struct {
+	GitRepo activities.GitRepoRef `json:"gitRepo"`
+	Commit  string                `json:"commit"`
+	// Rollout is the ID of the rollout the batch reports to.
+	Rollout string        `json:"rollout"`
+	Work    []clusterWork `json:"work"`
+}
+
+// RolloutBatchWorkflow works a batch of clusters for a large rollout (ID
+// <rollout ID>/batch-<n>): deploys, readiness waits, cleanups and
+// rollbacks, as the rollout itself does for small rollouts. Each
+// cluster's outcome is signalled to the rollout as soon as it is known,
+// so the rollout's strategy reacts per cluster, not per batch.
+func RolloutBatchWorkflow(ctx workflow.Context, in BatchInput) error {
+	superseded := false
+	stopCtx, stop := workflow.WithCancel(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		workflow.GetSignalChannel(ctx, protocol.SignalSupersede).Receive(ctx, nil)
+		superseded = true
+		stop()
+	})
+	run := &runner{gitRepo: in.GitRepo, commit: in.Commit, workflowID: in.Rollout, stopCtx: stopCtx,
+		superseded: func() bool { return superseded },
+		report: func(ctx workflow.Context, rep clusterReport) {
+			err := workflow.SignalExternalWorkflow(ctx, in.Rollout, "", signalClusterReport, rep).Get(ctx, nil)
+			if err != nil {
+				workflow.GetLogger(ctx).Warn("Cannot report to the rollout", "rollout", in.Rollout, "cluster", rep.Cluster, "error", err)
+			}
+		}}
+	wg := workflow.NewWaitGroup(ctx)
+	for _, w := range in.Work {
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			run.run(ctx, w)
+		})
+	}
+	wg.Wait(ctx)
+	return nil
+}
+
+// dispatcher hands cluster work to goroutines of the rollout (small
+// rollouts) or to batch children (large ones), and tracks what is in
+// flight.
+type dispatcher struct {
+	r        *rollout
+	ctx      workflow.Context
+	run      *runner
+	wg       workflow.WaitGroup
+	inflight int
+	batches  int
+	// children are the running batches, told when the rollout is
+	// superseded.
+	children map[string]bool
+}
+
+func (r *rollout) newDispatcher(ctx, stopCtx workflow.Context) *dispatcher {
+	d := &dispatcher{r: r, ctx: ctx, run: r.runner(stopCtx), wg: workflow.NewWaitGroup(ctx), children: map[string]bool{}}
+	if r.batching {
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			_ = workflow.Await(ctx, func() bool { return r.superseded })
+			for _, id := range sortedKeys(d.children) {
+				_ = workflow.SignalExternalWorkflow(ctx, id, "", protocol.SignalSupersede, nil).Get(ctx, nil)
+			}
+		})
+	}
+	return d
+}
+
+func (d *dispatcher) dispatch(works []clusterWork) {
+	if len(works) == 0 {
+		return
+	}
+	if !d.r.batching {
+		for _, w := range works {
+			d.start(func(ctx workflow.Context) { d.run.run(ctx, w) })
+		}
+		return
+	}
+	for len(works) > 0 {
+		n := min(len(works), batchClusters)
+		chunk := works[:n]
+		works = works[n:]
+		d.batches++
+		id := d.r.id + "/batch-" + strconv.Itoa(d.batches)
+		cctx := workflow.WithChildOptions(d.ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:            id,
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+			StaticSummary:         batchSummary(chunk),
+		})
+		d.children[id] = true
+		in := BatchInput{GitRepo: d.r.in.GitRepo, Commit: d.r.in.Commit, Rollout: d.r.id, Work: chunk}
+		d.start(func(ctx workflow.Context) {
+			err := workflow.ExecuteChildWorkflow(cctx, RolloutBatchWorkflow, in).Get(ctx, nil)
+			delete(d.children, id)
+			if err != nil {
+				workflow.GetLogger(ctx).Warn("Batch failed", "batch", id, "error", err)
+			}
+			// Units the batch did not report are given up for this
+			// rollout, so the rollout never waits on a lost batch.
+			for _, w := range chunk {
+				for _, b := range w.Deploy {
+					if d.r.sched.running(b.Name, w.Cluster) {
+						d.r.fold(clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: []string{b.Name}})
+					}
+				}
+			}
+		})
+	}
+}
+
+func (d *dispatcher) start(f func(ctx workflow.Context)) {
+	d.inflight++
+	d.wg.Add(1)
+	workflow.Go(d.ctx, func(ctx workflow.Context) {
+		defer d.wg.Done()
+		f(ctx)
+		d.inflight--
+		d.r.changed++
+	})
+}
+
+func (d *dispatcher) wait(ctx workflow.Context) { d.wg.Wait(ctx) }
+
+// batchSummary is the one-line summary the Temporal UI shows for a batch.
+func batchSummary(works []clusterWork) string {
+	kind := "deploy"
+	switch {
+	case len(works[0].Rollback) > 0:
+		kind = "roll back"
+	case len(works[0].Deploy) == 0:
+		kind = "clean up"
+	}
+	first, last := works[0].Cluster, works[len(works)-1].Cluster
+	return fmt.Sprintf("%s %d cluster(s): %s … %s", kind, len(works), first, last)
+}
+
+// approve releases partitions waiting for approval.
+func (r *rollout) approve(ctx workflow.Context, a protocol.Approve) (protocol.ApproveResult, error) {
+	approved := r.sched.approve(a.Bundle, a.Partition)
+	if len(approved) > 0 {
+		r.changed++
+		workflow.GetLogger(ctx).Info("Partitions approved", "partitions", approved)
+	}
+	return protocol.ApproveResult{Approved: approved}, nil
+}
+
+func (r *rollout) validateApproval(ctx workflow.Context, a protocol.Approve) error {
+	if r.sched == nil {
+		return fmt.Errorf("rollout %s is not deploying yet (phase %s); try again", r.id, r.st.Phase)
+	}
+	if !r.sched.hasPartition(a.Bundle, a.Partition) {
+		what := "no partition requires approval"
+		if a.Partition != "" {
+			what = "no partition " + a.Partition + " requires approval"
+		}
+		if a.Bundle != "" {
+			what += " in bundle " + a.Bundle
+		}
+		return fmt.Errorf("rollout %s: %s", r.id, what)
+	}
+	return nil
+}
+
+// ensure the status package's wait kinds stay the ones the rollout uses.
+var _ = status.WaitApproval

@@ -1,0 +1,225 @@
+package workflows
+
+import (
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// clusterWork is what a rollout does on one cluster in one step.
+type clusterWork struct {
+	Cluster string `json:"cluster"`
+	// Agent: the cluster's agent serves its own task queue.
+	Agent  bool `json:"agent,omitempty"`
+	Paused bool `json:"paused,omitempty"`
+	// Deploy are the bundles to deploy; ReadyTimeout bounds the wait for
+	// them to become Ready (0: the default).
+	Deploy       []activities.Bundle `json:"deploy,omitempty"`
+	ReadyTimeout time.Duration       `json:"readyTimeout,omitempty"`
+	Cleanup      []InventoryEntry    `json:"cleanup,omitempty"`
+	// Rollback returns releases to the deployment they ran before.
+	Rollback []activities.RollbackRelease `json:"rollback,omitempty"`
+}
+
+// clusterReport is the outcome of one clusterWork, folded into the
+// rollout's state (directly, or signalled by a batch).
+type clusterReport struct {
+	Cluster     string              `json:"cluster"`
+	Deployments []status.Deployment `json:"deployments,omitempty"`
+	// Final: the deployments will not change any more in this rollout
+	// (Ready, failed, or the ready wait ended).
+	Final bool `json:"final,omitempty"`
+	// GaveUp: the cluster could not be reached; Bundles names the
+	// deployments that were not made.
+	GaveUp  bool     `json:"gaveUp,omitempty"`
+	Bundles []string `json:"bundles,omitempty"`
+	// Removed are cleaned releases ("<namespace>/<release>").
+	Removed []string `json:"removed,omitempty"`
+	// RolledBack are the bundles returned to their previous deployment.
+	RolledBack []string `json:"rolledBack,omitempty"`
+	Message    string   `json:"message,omitempty"`
+}
+
+// runner runs clusterWork: deploy (retrying an unreachable cluster),
+// wait for readiness, clean up, roll back. It is shared by the rollout,
+// which runs small rollouts itself, and by batch workflows.
+type runner struct {
+	gitRepo    activities.GitRepoRef
+	commit     string
+	workflowID string
+	// stopCtx is canceled when a newer change supersedes the rollout:
+	// timers and waits end, in-flight deploys finish.
+	stopCtx    workflow.Context
+	superseded func() bool
+	// report receives every outcome; marks live progress (WaitApplied
+	// with a message) when not nil.
+	report func(ctx workflow.Context, r clusterReport)
+	mark   func(cluster string, st status.State, msg string)
+}
+
+func (r *runner) run(ctx workflow.Context, w clusterWork) {
+	if len(w.Rollback) > 0 {
+		r.rollback(ctx, w)
+		return
+	}
+	if len(w.Deploy) > 0 && !r.deploy(ctx, w) {
+		return // the cluster is not reachable: cleanups wait too
+	}
+	if len(w.Cleanup) > 0 {
+		r.cleanup(ctx, w)
+	}
+}
+
+// deploy deploys and waits for readiness; false when it gave the cluster
+// up.
+func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
+	var ca *activities.ClusterActivities
+	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: w.Deploy}
+	names := bundleNames(w.Deploy)
+	gaveUp := clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: names}
+	var res activities.DeployResult
+	for attempt := 0; ; attempt++ {
+		if r.superseded() || attempt == maxClusterAttempts {
+			// Give the cluster up for this rollout (its deployments stay
+			// WaitApplied); the GitRepo's next poll starts a fresh one, so
+			// no history grows without bound.
+			r.report(ctx, gaveUp)
+			return false
+		}
+		r.setMark(w.Cluster, status.WaitApplied, "")
+		res = activities.DeployResult{}
+		opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
+		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
+		if err == nil && !res.Retry {
+			break
+		}
+		msg := res.Message
+		if err != nil {
+			msg = clusterError(w.Cluster, w.Agent, err)
+		}
+		gaveUp.Message = msg
+		r.setMark(w.Cluster, status.WaitApplied, msg)
+		// The timer belongs to stopCtx (a newer change cancels it) but is
+		// waited on in this goroutine's own context.
+		if workflow.NewTimer(r.stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
+			r.report(ctx, gaveUp)
+			return false
+		}
+	}
+	// Wait for readiness of what is not Ready yet; a newer change cancels
+	// the wait.
+	var notReady []activities.Bundle
+	for _, d := range res.Deployments {
+		if d.State == status.NotReady {
+			for _, b := range w.Deploy {
+				if b.Name == d.Bundle {
+					notReady = append(notReady, b)
+				}
+			}
+		}
+	}
+	if len(notReady) == 0 || r.superseded() {
+		r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: res.Deployments, Final: true})
+		return true
+	}
+	r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: res.Deployments})
+	timeout := w.ReadyTimeout
+	if timeout <= 0 {
+		timeout = defaultReadyTimeout
+	}
+	opts := withSummary(waitReadyOptions, "wait for "+strings.Join(bundleNames(notReady), ", ")+" on "+w.Cluster+" to be Ready")
+	opts.StartToCloseTimeout = timeout + waitReadyGrace
+	in.Bundles = notReady
+	var ready activities.DeployResult
+	err := workflow.ExecuteActivity(onCluster(r.stopCtx, w.Cluster, w.Agent, opts), ca.WaitReady,
+		activities.WaitReadyInput{DeployInput: in, Timeout: timeout}).Get(ctx, &ready)
+	if err != nil {
+		// What the deploy saw stands; the ready wait did not end well.
+		ready.Deployments = nil
+		for _, d := range res.Deployments {
+			if d.State == status.NotReady {
+				d.Message = clusterError(w.Cluster, w.Agent, err)
+				ready.Deployments = append(ready.Deployments, d)
+			}
+		}
+	}
+	r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: ready.Deployments, Final: true})
+	return true
+}
+
+func (r *runner) cleanup(ctx workflow.Context, w clusterWork) {
+	var ca *activities.ClusterActivities
+	in := activities.CleanupInput{Cluster: w.Cluster, GitRepo: r.gitRepo, WorkflowID: r.workflowID}
+	var names []string
+	for _, e := range w.Cleanup {
+		in.Releases = append(in.Releases, e.release())
+		names = append(names, e.Bundle)
+	}
+	opts := withSummary(clusterOptions, "remove "+strings.Join(names, ", ")+" from "+w.Cluster)
+	for attempt := 0; attempt < maxClusterAttempts; attempt++ {
+		if r.superseded() {
+			return
+		}
+		var res activities.CleanupResult
+		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Cleanup, in).Get(ctx, &res)
+		if len(res.Removed) > 0 {
+			r.report(ctx, clusterReport{Cluster: w.Cluster, Removed: res.Removed})
+		}
+		if err == nil && !res.Retry {
+			return
+		}
+		msg := res.Message
+		if err != nil {
+			msg = clusterError(w.Cluster, w.Agent, err)
+		}
+		workflow.GetLogger(ctx).Warn("Cleanup incomplete; retrying", "cluster", w.Cluster, "error", msg)
+		if workflow.NewTimer(r.stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
+			return
+		}
+	}
+}
+
+func (r *runner) rollback(ctx workflow.Context, w clusterWork) {
+	var ca *activities.ClusterActivities
+	in := activities.RollbackInput{Cluster: w.Cluster, GitRepo: r.gitRepo, WorkflowID: r.workflowID, Releases: w.Rollback}
+	var names []string
+	for _, rb := range w.Rollback {
+		names = append(names, rb.Bundle)
+	}
+	opts := withSummary(clusterOptions, "roll back "+strings.Join(names, ", ")+" on "+w.Cluster)
+	var res activities.DeployResult
+	err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Rollback, in).Get(ctx, &res)
+	rep := clusterReport{Cluster: w.Cluster, Deployments: res.Deployments, Final: true}
+	if err != nil {
+		rep.Message = clusterError(w.Cluster, w.Agent, err)
+	}
+	r.report(ctx, rep)
+}
+
+func (r *runner) setMark(cluster string, st status.State, msg string) {
+	if r.mark != nil {
+		r.mark(cluster, st, msg)
+	}
+}
+
+func bundleNames(bs []activities.Bundle) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = b.Name
+	}
+	return out
+}
+
+// withSummary returns opts with the one-line summary the Temporal UI shows
+// for the activity.
+func withSummary(opts workflow.ActivityOptions, summary string) workflow.ActivityOptions {
+	if len(summary) > 200 {
+		summary = summary[:197] + "..."
+	}
+	opts.Summary = summary
+	return opts
+}
