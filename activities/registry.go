@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/target"
@@ -66,26 +67,46 @@ func (a *Activities) groups(ctx context.Context) ([]protocol.GroupRecord, error)
 }
 
 // records queries every running workflow of wfType for its record and
-// returns those not removed, sorted by name.
+// returns those not removed, sorted by name. Queries run a few at a time:
+// a fleet of thousands of clusters is listed in about a second, not one
+// query after another.
 func records[T any](ctx context.Context, a *Activities, wfType string, key func(T) (name string, removed bool)) ([]T, error) {
-	var out []T
-	err := a.each(ctx, wfType, func(id string) error {
-		var rec T
-		if err := a.query(ctx, id, &rec); err != nil {
+	var ids []string
+	if err := a.each(ctx, wfType, func(id string) error { ids = append(ids, id); return nil }); err != nil {
+		return nil, err
+	}
+	recs := make([]T, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(queryParallelism)
+	for i, id := range ids {
+		g.Go(func() error {
+			err := a.query(gctx, id, &recs[i])
+			var nf *serviceerror.NotFound
+			if errors.As(err, &nf) {
+				return nil // it ended since it was listed
+			}
 			return err
-		}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, rec := range recs {
 		if name, removed := key(rec); !removed && name != "" {
 			out = append(out, rec)
 		}
-		return nil
-	})
+	}
 	sort.Slice(out, func(i, j int) bool {
 		a, _ := key(out[i])
 		b, _ := key(out[j])
 		return a < b
 	})
-	return out, err
+	return out, nil
 }
+
+// queryParallelism bounds the concurrent queries of records.
+const queryParallelism = 16
 
 func (a *Activities) query(ctx context.Context, id string, out any) error {
 	v, err := a.Client.QueryWorkflow(ctx, id, "", protocol.QueryStatus)

@@ -69,7 +69,10 @@ func gitRepoStatus(ctx context.Context, c client.Client, namespace, name string)
 	if err := query(ctx, c, st.Rollout, "rollout "+st.Rollout, &ro); err != nil || len(ro.Deployments) == 0 {
 		return st, nil // it may have just finished; the GitRepo's view stands
 	}
+	// The running rollout knows more than the GitRepo: live states, what
+	// waits (approvals, limits, windows) and its progress.
 	st.Deployments = ro.Deployments
-	st.Summary = status.Summarize(ro.Deployments)
+	st.Waits, st.Partitions, st.Halts, st.Progress = ro.Waits, ro.Partitions, ro.Halts, ro.Progress
+	st.Finish()
 	return st, nil
 }

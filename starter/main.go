@@ -78,7 +78,7 @@ func newRootCommand() *cobra.Command {
 		return output.Formats(), cobra.ShellCompDirectiveNoFileComp
 	}) // only fails for an unknown flag name
 
-	cmd.AddCommand(newVersionCommand(g), newApplyCommand(g), newClusterCommand(g), newGetCommand(g), newStatusCommand(g), newRenderCommand(g),
+	cmd.AddCommand(newVersionCommand(g), newApplyCommand(g), newClusterCommand(g), newGetCommand(g), newStatusCommand(g), newRenderCommand(g), newApproveCommand(g),
 		newSignalCommand(g, "sync", protocol.SignalSync, "Check the GitRepo's remote now and roll out, even if nothing changed", false),
 		newSignalCommand(g, "pause", protocol.SignalPause, "Stop rolling out the GitRepo's changes (polling continues)", false),
 		newSignalCommand(g, "resume", protocol.SignalResume, "Roll out the GitRepo's changes again", false),

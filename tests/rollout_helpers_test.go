@@ -59,12 +59,19 @@ func clusterLabels(i int) string {
 // of them; the rest are spares a test registers itself.
 func startFleet(t testing.TB, nClusters, registered int) *fleet {
 	t.Helper()
+	return startFleetWith(t, nClusters, registered, testenv.Options{})
+}
+
+// startFleetWith is startFleet with cluster options (Sim: Deployments
+// become Ready through kwok).
+func startFleetWith(t testing.TB, nClusters, registered int, opts testenv.Options) *fleet {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts kube-apiservers, a Temporal dev server and a Git server")
 	}
 	start := time.Now()
 	f := &fleet{t: t, stateDir: t.TempDir()}
-	f.clusters = testenv.StartClusters(t, nClusters, testenv.Options{})
+	f.clusters = testenv.StartClusters(t, nClusters, opts)
 	f.git = testenv.NewGitServer(t, testenv.GitServerOptions{})
 	f.w = startDevWorker(t, f.stateDir)
 	f.logs = append(f.logs, f.w.proc.LogPath())

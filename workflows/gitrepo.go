@@ -52,6 +52,10 @@ type GitRepoState struct {
 	FailedGeneration int64  `json:"failedGeneration,omitempty"`
 	// Syncs counts sync signals, so a client can wait for its own sync.
 	Syncs int64 `json:"syncs,omitempty"`
+	// Halts and Waits are the last rollout's halted bundles and what
+	// still held deployments back when it ended.
+	Halts []status.Halt `json:"halts,omitempty"`
+	Waits []status.Wait `json:"waits,omitempty"`
 }
 
 // GitRepoWorkflow is the entity workflow of one GitRepo (ID
@@ -344,6 +348,12 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 	default:
 		g.s.Error = ""
 		g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments
+		g.s.Halts, g.s.Waits = res.Halts, res.Waits
+		if len(res.Halts) > 0 && !res.Superseded {
+			// Polling does not redeploy what just failed and was rolled
+			// back; a new commit, spec or sync does.
+			g.s.FailedCommit, g.s.FailedGeneration = res.Commit, res.Generation
+		}
 		if !res.Superseded {
 			g.s.Commit, g.s.ObservedGeneration = res.Commit, res.Generation
 		} else {
@@ -397,7 +407,8 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 		}
 		st.Deployments = append(st.Deployments, d)
 	}
-	st.Summary = status.Summarize(st.Deployments)
+	st.Halts, st.Waits = g.s.Halts, g.s.Waits
+	st.Finish() //workflowcheck:ignore order-independent: Finish sorts what it builds
 	// Settled: nothing runs and nothing is due, or nothing can run until
 	// the remote answers (no commit known yet).
 	st.Settled = g.running == "" && !g.s.ResolveDue && (!g.s.Dirty || g.s.Paused || g.s.LatestCommit == "")
