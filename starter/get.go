@@ -54,11 +54,12 @@ func listGitRepos(cmd *cobra.Command, g *globals) error {
 		sort.Slice(repos, func(i, j int) bool {
 			return repos[i].Namespace+"/"+repos[i].Name < repos[j].Namespace+"/"+repos[j].Name
 		})
-		rows := output.Rows{Header: []string{"NAMESPACE", "NAME", "REPO", "COMMIT", "BUNDLEDEPLOYMENTS-READY", "STATE"}}
-		for _, r := range repos {
-			rows.Rows = append(rows.Rows, []string{r.Namespace, r.Name, r.Repo, short(r.Commit),
-				fmt.Sprintf("%d/%d", r.Summary.Ready, r.Summary.Desired), displayState(r)})
+		for i := range repos {
+			if len(repos[i].Conditions) == 0 { // a worker that does not Finish
+				repos[i].Finish()
+			}
 		}
+		rows := gitRepoRows(repos)
 		return output.Print(cmd.OutOrStdout(), f, repos, rows)
 	})
 }
@@ -91,21 +92,25 @@ func listGroups(cmd *cobra.Command, g *globals) error {
 	})
 }
 
-// displayState is the one-word state of a GitRepo.
-func displayState(r status.GitRepo) string {
-	switch {
-	case r.Deleting:
-		return "Deleting"
-	case r.Error != "":
-		return "Error"
-	case r.Paused:
-		return "Paused"
-	case r.Rollout != "":
-		return "Rolling"
-	case r.Summary.Desired == 0:
-		return "NoTargets"
+// gitRepoRows is the table of `get gitrepos`, in the manner of Fleet's
+// `kubectl get gitrepos`: the bundle deployments ready (Fleet's
+// BUNDLEDEPLOYMENTS-READY column), the bundles and the clusters ready, and
+// the display state. The statuses must be Finished.
+func gitRepoRows(repos []status.GitRepo) output.Rows {
+	rows := output.Rows{Header: []string{"NAMESPACE", "NAME", "REPO", "COMMIT", "BUNDLEDEPLOYMENTS-READY",
+		"BUNDLES-READY", "CLUSTERS-READY", "STATE"}}
+	for _, r := range repos {
+		ready := 0
+		for _, b := range r.Bundles {
+			if b.State == status.Ready {
+				ready++
+			}
+		}
+		rows.Rows = append(rows.Rows, []string{r.Namespace, r.Name, r.Repo, short(r.Commit),
+			r.Display.ReadyBundleDeployments, fmt.Sprintf("%d/%d", ready, len(r.Bundles)), r.Display.ReadyClusters,
+			r.Display.State})
 	}
-	return string(r.Summary.State)
+	return rows
 }
 
 func short(commit string) string {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,7 +80,13 @@ func waitSettled(ctx context.Context, c client.Client, namespace, name string, r
 	}
 }
 
+// printStatus prints a GitRepo's status: for people, its state, progress,
+// unhealthy conditions, waits, halts, bundles and deployments; for -o
+// json|yaml the whole status.
 func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
+	if len(st.Conditions) == 0 { // a worker that does not Finish
+		st.Finish()
+	}
 	if f != output.Table {
 		return output.Print(w, f, st, output.Rows{})
 	}
@@ -92,22 +101,44 @@ func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	if st.LatestCommit != "" && st.LatestCommit != st.Commit {
 		fmt.Fprintf(w, " (latest %s)", short(st.LatestCommit))
 	}
-	fmt.Fprintf(w, "\nState:    %s  %d/%d bundle deployments ready, %d/%d clusters ready, %d/%d resources ready\n",
-		displayState(st), st.Summary.Ready, st.Summary.Desired, st.Summary.ReadyClusters, st.Summary.Clusters,
+	fmt.Fprintf(w, "\nState:    %s  %s bundle deployments ready, %s clusters ready, %d/%d resources ready\n",
+		st.Display.State, st.Display.ReadyBundleDeployments, st.Display.ReadyClusters,
 		st.Summary.ReadyResources, st.Summary.Resources)
+	if st.Progress != "" {
+		fmt.Fprintf(w, "Progress: %s\n", st.Progress)
+	}
 	if st.Rollout != "" {
 		fmt.Fprintf(w, "Rollout:  %s (running)\n", st.Rollout)
 	} else if st.LastRollout != "" {
 		fmt.Fprintf(w, "Rollout:  %s\n", st.LastRollout)
 	}
+	shown := map[string]bool{"": true}
 	if st.Error != "" {
 		fmt.Fprintf(w, "Error:    %s\n", st.Error)
+		shown[st.Error] = true
 	}
 	if st.Summary.Message != "" {
 		fmt.Fprintf(w, "Message:  %s\n", st.Summary.Message)
+		shown[st.Summary.Message] = true
 	}
+	printConditions(w, st, shown)
+	printWaits(w, st.Waits)
+	printHalts(w, st.Halts)
+	if len(st.Bundles) > 0 {
+		rows := output.Rows{Header: []string{"BUNDLE", "STATE", "CLUSTERS-READY", "RESOURCES-READY", "DEPLOYMENTS"}}
+		for _, b := range st.Bundles {
+			rows.Rows = append(rows.Rows, []string{b.Name, string(b.State), b.ReadyClusters,
+				fmt.Sprintf("%d/%d", b.ResourceCounts.Ready, b.ResourceCounts.DesiredReady), b.Counts.String()})
+		}
+		fmt.Fprintln(w)
+		if err := output.Print(w, f, nil, rows); err != nil {
+			return err
+		}
+	}
+	deps := slices.Clone(st.Deployments)
+	status.Sort(deps)
 	rows := output.Rows{Header: []string{"BUNDLE", "CLUSTER", "STATE", "RESOURCES", "RELEASE", "MESSAGE"}}
-	for _, d := range st.Deployments {
+	for _, d := range deps {
 		rows.Rows = append(rows.Rows, []string{d.Bundle, d.Cluster, string(d.State),
 			fmt.Sprintf("%d/%d", d.ReadyResources, d.Resources), d.Namespace + "/" + d.Release, d.Message})
 	}
@@ -119,4 +150,76 @@ func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	}
 	fmt.Fprintln(w)
 	return nil
+}
+
+// printConditions lists the conditions not in their happy state, each
+// with its message unless the output shows that text already (the Error
+// and Message lines) or the Halts section details it.
+func printConditions(w io.Writer, st status.GitRepo, shown map[string]bool) {
+	first := true
+	for _, c := range st.Conditions {
+		if c.Healthy() {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "Conditions:")
+			first = false
+		}
+		line := "  " + c.Type + "=" + c.Status
+		if c.Reason != "" {
+			line += " (" + c.Reason + ")"
+		}
+		detailed := c.Type == status.ConditionRolloutHalted && len(st.Halts) > 0
+		if !shown[c.Message] && !detailed {
+			line += ": " + c.Message
+			shown[c.Message] = true
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// printWaits lists what holds the rollout back, by bundle and partition.
+func printWaits(w io.Writer, waits []status.Wait) {
+	if len(waits) == 0 {
+		return
+	}
+	waits = slices.Clone(waits)
+	sort.SliceStable(waits, func(i, j int) bool {
+		a, b := waits[i], waits[j]
+		if a.Bundle != b.Bundle {
+			return a.Bundle < b.Bundle
+		}
+		if a.Partition != b.Partition {
+			return a.Partition < b.Partition
+		}
+		return a.Kind < b.Kind
+	})
+	fmt.Fprintln(w, "Waits:")
+	for _, wt := range waits {
+		where := "bundle " + wt.Bundle
+		if wt.Partition != "" {
+			where += " partition " + wt.Partition
+		}
+		msg := wt.Message
+		if msg == "" {
+			msg = status.JoinClusters(wt.Clusters, wt.More)
+		}
+		if wt.Until != "" && !strings.Contains(msg, wt.Until) {
+			msg = strings.TrimSpace(msg + " (until " + wt.Until + ")")
+		}
+		fmt.Fprintf(w, "  %s, %s: %s\n", where, wt.Kind, msg)
+	}
+}
+
+// printHalts details each halted bundle.
+func printHalts(w io.Writer, halts []status.Halt) {
+	if len(halts) == 0 {
+		return
+	}
+	halts = slices.Clone(halts)
+	sort.SliceStable(halts, func(i, j int) bool { return halts[i].Bundle < halts[j].Bundle })
+	fmt.Fprintln(w, "Halts:")
+	for _, h := range halts {
+		fmt.Fprintf(w, "  %s\n", h.Describe())
+	}
 }

@@ -168,9 +168,21 @@ func (rd *reader) checkRollout(rs *RolloutStrategy) error {
 		{"rolloutStrategy.maxUnavailable", rs.MaxUnavailable},
 		{"rolloutStrategy.maxUnavailablePartitions", rs.MaxUnavailablePartitions},
 		{"rolloutStrategy.autoPartitionSize", rs.AutoPartitionSize},
+		{"rolloutStrategy.failureThreshold", rs.FailureThreshold},
 	}
+	names := map[string]int{}
 	for i, p := range rs.Partitions {
 		f := fmt.Sprintf("rolloutStrategy.partitions[%d]", i)
+		// Approvals and status name partitions, so names must be unique;
+		// an unnamed partition is called partition-<index>.
+		name := PartitionName(i, p)
+		if name == UnpartitionedName {
+			return rd.invalid(f+".name", fmt.Errorf("%q is reserved for the clusters no partition selects", name))
+		}
+		if j, dup := names[name]; dup {
+			return rd.invalid(f+".name", fmt.Errorf("%q is also the name of partitions[%d]", name, j))
+		}
+		names[name] = i
 		checks = append(checks, struct {
 			field string
 			v     *intstr.IntOrString
@@ -191,6 +203,14 @@ func (rd *reader) checkRollout(rs *RolloutStrategy) error {
 	}
 	if rs.AutoPartitionThreshold != nil && *rs.AutoPartitionThreshold < 0 {
 		return rd.invalid("rolloutStrategy.autoPartitionThreshold", fmt.Errorf("%d is negative", *rs.AutoPartitionThreshold))
+	}
+	if rs.ReadyTimeoutSeconds != nil && *rs.ReadyTimeoutSeconds <= 0 {
+		return rd.invalid("rolloutStrategy.readyTimeoutSeconds", fmt.Errorf("%d must be positive", *rs.ReadyTimeoutSeconds))
+	}
+	for i, w := range rs.Windows {
+		if _, key, err := w.parse(); err != nil {
+			return rd.invalid(fmt.Sprintf("rolloutStrategy.windows[%d].%s", i, key), err)
+		}
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func testCleanup(t *testing.T, f *fixture) {
 		assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "ConfigMap untouched")
 		assert.Empty(t, f.helmSecrets(ctx, t, "forget", "app"), "release records")
 		f.assertCurrent(t, d, "forget", "app", "", 0)
-		_, err := d.Status(ctx, f.getter, "forget", "app")
+		_, err := d.Status(ctx, f.getter, "forget", "app", deployer.ReadyOptions{})
 		require.ErrorIs(t, err, deployer.ErrNotFound)
 
 		require.NoError(t, d.Forget(ctx, f.getter, "forget", "app"), "second Forget")

@@ -22,6 +22,7 @@ func TestOnBareCluster(t *testing.T) {
 	t.Run("post-render", func(t *testing.T) { testPostRender(t, f) })
 	t.Run("status", func(t *testing.T) { testStatus(t, f) })
 	t.Run("cleanup", func(t *testing.T) { testCleanup(t, f) })
+	t.Run("rollback", func(t *testing.T) { testRollback(t, f) })
 }
 
 // TestWithControllers covers what needs controllers to happen: Deployments
@@ -36,7 +37,7 @@ func TestWithControllers(t *testing.T) {
 		mustDeployWeb(ctx, t, d, f, "available")
 
 		var last deployer.Status
-		st, err := d.WaitReady(ctx, f.getter, "available", "app", 200*time.Millisecond, func(s deployer.Status) { last = s })
+		st, err := d.WaitReady(ctx, f.getter, "available", "app", deployer.ReadyOptions{}, 200*time.Millisecond, func(s deployer.Status) { last = s })
 
 		require.NoError(t, err)
 		assert.Equal(t, deployer.Status{DeploymentID: "id-1", Revision: 1, Resources: 2, Ready: 2}, st)

@@ -16,7 +16,8 @@
 // apply. Helm v3 does not post-render hooks; they are applied as rendered.
 //
 // Besides Deploy and Uninstall, a Deployer reports a deployed release's
-// readiness (Status, WaitReady, by Helm's own ready checks), forgets a
+// readiness (Status, WaitReady, judged by kstatus from sigs.k8s.io/cli-utils
+// with Fleet's waitForJobs and ignore.conditions, see ReadyOptions), forgets a
 // release while keeping its objects (Forget, Fleet's keepResources) and
 // deletes a release namespace (DeleteNamespace, Fleet's deleteNamespace).
 //

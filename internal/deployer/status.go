@@ -8,14 +8,15 @@ import (
 	"slices"
 	"time"
 
-	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/dynamic"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
 
 // DefaultPollInterval is WaitReady's interval when none is given.
@@ -29,6 +30,21 @@ const maxListed = 10
 // revision.
 var ErrNotFound = errors.New("release not found")
 
+// ReadyOptions tune how Status decides that an object is ready.
+type ReadyOptions struct {
+	// WaitForJobs makes a Job ready only once it has completed (its
+	// Complete condition is True). Without it a Job is ready as soon as it
+	// exists and has not failed.
+	WaitForJobs bool
+	// IgnoreConditions is Fleet's fleet.yaml ignore.conditions. Each entry
+	// maps condition fields to values, such as
+	// {"type": "Progressing", "status": "False"}; every status.conditions[]
+	// entry of an object whose fields equal all the key/values of one entry
+	// is disregarded when judging that object. An empty entry matches
+	// nothing.
+	IgnoreConditions []map[string]string
+}
+
 // Status is the readiness of a release's deployed revision.
 type Status struct {
 	// DeploymentID is the deployment ID the deployed revision carries.
@@ -36,27 +52,41 @@ type Status struct {
 	// Revision is the deployed revision.
 	Revision int
 	// Resources is the number of objects in the revision's manifest
-	// (hooks excluded).
+	// (hooks excluded): Fleet's desiredReady. It equals Ready +
+	// NotReadyCount + MissingCount + UnknownCount.
 	Resources int
-	// Ready is the number of those objects that exist and are ready by
-	// Helm's rules (helm upgrade --wait --wait-for-jobs).
+	// Ready is the number of those objects that exist and are ready: kstatus
+	// reports them Current (see ReadyOptions for Jobs).
 	Ready int
-	// NotReady describes existing objects that are not ready, such as
-	// "Deployment ns/web: 0/1 replicas available": sorted, at most 10.
+	// NotReady describes existing objects that are not ready, with kstatus's
+	// message, such as "Deployment ns/web: Available: 0/1", and those whose
+	// status cannot be computed: sorted, at most 10.
 	NotReady []string
 	// Missing names objects that do not exist, such as "ConfigMap ns/app":
 	// sorted, at most 10. They count as not ready.
 	Missing []string
+	// NotReadyCount is the number of existing objects that are not ready
+	// (kstatus InProgress, Failed or Terminating), however many NotReady
+	// lists.
+	NotReadyCount int
+	// MissingCount is the number of objects that do not exist, however many
+	// Missing lists.
+	MissingCount int
+	// UnknownCount is the number of existing objects whose status cannot be
+	// computed (kstatus Unknown). They count as not ready and are listed in
+	// NotReady.
+	UnknownCount int
 }
 
 // AllReady reports whether every object of the release is ready.
 func (s Status) AllReady() bool { return s.Ready == s.Resources }
 
 // Status reports the readiness of every object in the release's deployed
-// revision, read from the cluster now. It returns an error wrapping
-// ErrNotFound when the release has no deployed revision. It does not wait
-// and does not modify anything.
-func (d *Deployer) Status(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string) (Status, error) {
+// revision, read from the cluster now and judged by kstatus with opts. It
+// returns an error wrapping ErrNotFound when the release has no deployed
+// revision. It does not wait and does not modify anything.
+func (d *Deployer) Status(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string,
+	opts ReadyOptions) (Status, error) {
 	cfg, err := d.configuration(getter, namespace)
 	if err != nil {
 		return Status{}, err
@@ -72,35 +102,51 @@ func (d *Deployer) Status(ctx context.Context, getter genericclioptions.RESTClie
 	if err != nil {
 		return Status{}, fmt.Errorf("build objects of release %s/%s: %w", namespace, name, err)
 	}
-	c, err := d.newReadiness(getter)
+	dyn, err := newDynamic(getter)
 	if err != nil {
 		return Status{}, err
 	}
 	st := Status{DeploymentID: DeploymentIDOf(rel), Revision: rel.Version, Resources: len(resources)}
 	for _, info := range resources {
-		ready, missing, reason, err := c.check(ctx, info)
+		obj, err := dyn.Resource(info.Mapping.Resource).Namespace(info.Namespace).Get(ctx, info.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			obj, err = nil, nil
+		}
 		if err != nil {
-			return Status{}, fmt.Errorf("check readiness of release %s/%s: %w", namespace, name, err)
+			return Status{}, fmt.Errorf("check readiness of release %s/%s: get %s %s: %w",
+				namespace, name, info.Mapping.GroupVersionKind.Kind, infoName(info), err)
 		}
-		switch id := info.Mapping.GroupVersionKind.Kind + " " + infoName(info); {
-		case missing:
-			st.Missing = append(st.Missing, id)
-		case !ready:
-			st.NotReady = append(st.NotReady, id+": "+reason)
-		default:
-			st.Ready++
-		}
+		state, reason := classify(obj, opts)
+		st.add(info.Mapping.GroupVersionKind.Kind+" "+infoName(info), state, reason)
 	}
 	st.NotReady, st.Missing = firstSorted(st.NotReady), firstSorted(st.Missing)
 	return st, nil
 }
 
-// WaitReady polls Status every interval (DefaultPollInterval when not
-// positive) until every object is ready, calling progress, if not nil,
-// with each status. When ctx ends first it returns the last status and an
-// error wrapping ctx's; any error from Status ends the wait too.
+// add counts one object, named id ("Kind ns/name"), that classify found in
+// state for reason. Status sorts and bounds the lists once all are added.
+func (s *Status) add(id string, st state, reason string) {
+	switch st {
+	case stateReady:
+		s.Ready++
+	case stateMissing:
+		s.MissingCount++
+		s.Missing = append(s.Missing, id)
+	case stateUnknown:
+		s.UnknownCount++
+		s.NotReady = append(s.NotReady, id+": "+reason)
+	default:
+		s.NotReadyCount++
+		s.NotReady = append(s.NotReady, id+": "+reason)
+	}
+}
+
+// WaitReady polls Status with opts every interval (DefaultPollInterval
+// when not positive) until every object is ready, calling progress, if not
+// nil, with each status. When ctx ends first it returns the last status and
+// an error wrapping ctx's; any error from Status ends the wait too.
 func (d *Deployer) WaitReady(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string,
-	interval time.Duration, progress func(Status)) (Status, error) {
+	opts ReadyOptions, interval time.Duration, progress func(Status)) (Status, error) {
 	if interval <= 0 {
 		interval = DefaultPollInterval
 	}
@@ -108,7 +154,7 @@ func (d *Deployer) WaitReady(ctx context.Context, getter genericclioptions.RESTC
 	defer ticker.Stop()
 	var last Status
 	for {
-		st, err := d.Status(ctx, getter, namespace, name)
+		st, err := d.Status(ctx, getter, namespace, name, opts)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
@@ -130,18 +176,8 @@ func (d *Deployer) WaitReady(ctx context.Context, getter genericclioptions.RESTC
 	}
 }
 
-// readiness checks objects of one cluster.
-type readiness struct {
-	dyn     dynamic.Interface
-	checker kube.ReadyChecker
-}
-
-// newReadiness returns a readiness for the cluster behind getter.
-func (d *Deployer) newReadiness(getter genericclioptions.RESTClientGetter) (*readiness, error) {
-	cs, err := newClientset(getter)
-	if err != nil {
-		return nil, err
-	}
+// newDynamic returns a dynamic client for the cluster behind getter.
+func newDynamic(getter genericclioptions.RESTClientGetter) (dynamic.Interface, error) {
 	cfg, err := getter.ToRESTConfig()
 	if err != nil {
 		return nil, fmt.Errorf("read REST config: %w", err)
@@ -150,68 +186,137 @@ func (d *Deployer) newReadiness(getter genericclioptions.RESTClientGetter) (*rea
 	if err != nil {
 		return nil, fmt.Errorf("create dynamic client for %s: %w", cfg.Host, err)
 	}
-	// The same options as helm --wait --wait-for-jobs.
-	checker := kube.NewReadyChecker(cs, d.log.Sugar().Debugf, kube.PausedAsReady(true), kube.CheckJobs(true))
-	return &readiness{dyn: dyn, checker: checker}, nil
+	return dyn, nil
 }
 
-// check fetches info's object and reports whether it is ready, missing,
-// and if neither why not.
-func (r *readiness) check(ctx context.Context, info *resource.Info) (ready, missing bool, reason string, err error) {
-	obj, err := r.dyn.Resource(info.Mapping.Resource).Namespace(info.Namespace).Get(ctx, info.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, true, "", nil
+// state is what classify makes of one object.
+type state int
+
+const (
+	stateReady    state = iota
+	stateNotReady       // exists, kstatus InProgress, Failed or Terminating
+	stateMissing        // does not exist (kstatus NotFound)
+	stateUnknown        // exists, but kstatus cannot tell (Unknown)
+)
+
+// String names the state, for test failures.
+func (s state) String() string {
+	switch s {
+	case stateReady:
+		return "ready"
+	case stateNotReady:
+		return "not ready"
+	case stateMissing:
+		return "missing"
+	case stateUnknown:
+		return "unknown"
 	}
-	if err != nil {
-		return false, false, "", fmt.Errorf("get %s %s: %w", info.Mapping.GroupVersionKind.Kind, infoName(info), err)
-	}
-	// The checker reads some kinds (CRDs) from info.Object.
-	info.Object = obj
-	ready, err = r.checker.IsReady(ctx, info)
-	if apierrors.IsNotFound(err) {
-		// Deleted since the Get above.
-		return false, true, "", nil
-	}
-	if err != nil {
-		return false, false, "", fmt.Errorf("check %s %s: %w", info.Mapping.GroupVersionKind.Kind, infoName(info), err)
-	}
-	if ready {
-		return true, false, "", nil
-	}
-	return false, false, notReadyReason(obj), nil
+	return fmt.Sprintf("state(%d)", int(s))
 }
 
-// notReadyReason says briefly why obj, which Helm's checker found not
-// ready, is not: replica counts for workloads, the phase for Pods and
-// claims.
-func notReadyReason(obj *unstructured.Unstructured) string {
-	num := func(path ...string) int64 {
-		v, _, _ := unstructured.NestedInt64(obj.Object, path...) // absent means 0
-		return v
+// jobKind is the GroupKind of Jobs, which ReadyOptions.WaitForJobs governs.
+var jobKind = schema.GroupKind{Group: "batch", Kind: "Job"}
+
+// classify judges obj, as read from the cluster (nil when it does not
+// exist), with kstatus after dropping the conditions opts ignores. reason
+// says why an object is not ready or unknown; it is kstatus's message. obj
+// is not modified.
+func classify(obj *unstructured.Unstructured, opts ReadyOptions) (state, string) {
+	if obj == nil {
+		return stateMissing, ""
 	}
-	switch obj.GetKind() {
-	case "Deployment", "StatefulSet", "ReplicaSet", "ReplicationController":
-		want, found, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
-		if !found {
-			want = 1 // the API default
-		}
-		return fmt.Sprintf("%d/%d replicas available", num("status", "availableReplicas"), want)
-	case "DaemonSet":
-		return fmt.Sprintf("%d/%d pods available", num("status", "numberAvailable"), num("status", "desiredNumberScheduled"))
-	case "Pod", "PersistentVolumeClaim":
-		phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
-		if phase == "" {
-			phase = "unknown"
-		}
-		return "phase " + phase
-	case "Job":
-		return "not complete"
-	case "Service":
-		return "no address assigned"
-	case "CustomResourceDefinition":
-		return "not established"
+	if len(opts.IgnoreConditions) > 0 {
+		obj = obj.DeepCopy()
+		dropConditions(obj, opts.IgnoreConditions)
 	}
-	return "not ready"
+	res, err := kstatus.Compute(obj)
+	if err != nil {
+		return stateUnknown, "status unknown: " + err.Error()
+	}
+	reason := res.Message
+	if reason == "" {
+		reason = string(res.Status)
+	}
+	if obj.GroupVersionKind().GroupKind() == jobKind {
+		return classifyJob(obj, res.Status, reason, opts.WaitForJobs)
+	}
+	switch res.Status {
+	case kstatus.CurrentStatus:
+		return stateReady, ""
+	case kstatus.NotFoundStatus:
+		return stateMissing, ""
+	case kstatus.InProgressStatus, kstatus.FailedStatus, kstatus.TerminatingStatus:
+		return stateNotReady, reason
+	}
+	return stateUnknown, "status unknown: " + reason
+}
+
+// classifyJob judges a Job whose kstatus is st. kstatus reports a Job that
+// has started and not failed as Current even while it runs, so waitForJobs
+// also demands the Complete condition.
+func classifyJob(job *unstructured.Unstructured, st kstatus.Status, reason string, waitForJobs bool) (state, string) {
+	switch st {
+	case kstatus.FailedStatus, kstatus.TerminatingStatus:
+		return stateNotReady, reason
+	case kstatus.NotFoundStatus:
+		return stateMissing, ""
+	case kstatus.InProgressStatus, kstatus.CurrentStatus:
+		if !waitForJobs {
+			return stateReady, ""
+		}
+		if st == kstatus.CurrentStatus && hasCondition(job, "Complete", "True") {
+			return stateReady, ""
+		}
+		return stateNotReady, reason
+	}
+	return stateUnknown, "status unknown: " + reason
+}
+
+// hasCondition reports whether obj has a status condition of type typ with
+// status status.
+func hasCondition(obj *unstructured.Unstructured, typ, status string) bool {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == typ && m["status"] == status {
+			return true
+		}
+	}
+	return false
+}
+
+// dropConditions removes from obj's status.conditions every condition that
+// matches one of ignore. Conditions that are not a list of objects are left
+// alone, for kstatus to judge.
+func dropConditions(obj *unstructured.Unstructured, ignore []map[string]string) {
+	conds, found, err := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	if !found || err != nil {
+		return
+	}
+	kept := conds[:0]
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && slices.ContainsFunc(ignore, func(want map[string]string) bool { return conditionMatches(m, want) }) {
+			continue
+		}
+		kept = append(kept, c)
+	}
+	// NestedSlice returned a deep copy; a list of JSON values always sets.
+	_ = unstructured.SetNestedSlice(obj.Object, kept, "status", "conditions")
+}
+
+// conditionMatches reports whether cond has, for every key of want, a string
+// field of that name equal to want's value. An empty want matches nothing.
+func conditionMatches(cond map[string]any, want map[string]string) bool {
+	if len(want) == 0 {
+		return false
+	}
+	for k, v := range want {
+		if s, ok := cond[k].(string); !ok || s != v {
+			return false
+		}
+	}
+	return true
 }
 
 // infoName returns "ns/name" for a namespaced object, "name" otherwise.

@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -61,6 +62,13 @@ type Deployment struct {
 	// Resources and ReadyResources count the release's objects.
 	Resources      int `json:"resources"`
 	ReadyResources int `json:"readyResources"`
+	// Missing, NotReadyResources and Unknown count the release's objects
+	// that are absent from the cluster, present but not ready, and of
+	// unknown readiness; the deploy activity fills them from its
+	// readiness checks.
+	Missing           int `json:"missing,omitempty"`
+	NotReadyResources int `json:"notReadyResources,omitempty"`
+	Unknown           int `json:"unknown,omitempty"`
 }
 
 // Key identifies the deployment.
@@ -96,7 +104,6 @@ const MaxMessages = 10
 // the order of deps.
 func Summarize(deps []Deployment) Summary {
 	s := Summary{State: Ready, Desired: len(deps), Counts: Counts{}}
-	clusters := map[string]bool{}
 	for _, d := range deps {
 		s.Counts[d.State]++
 		s.Resources += d.Resources
@@ -107,17 +114,39 @@ func Summarize(deps []Deployment) Summary {
 		if d.State.Rank() > s.State.Rank() {
 			s.State = d.State
 		}
-		ready, seen := clusters[d.Cluster]
-		clusters[d.Cluster] = (ready || !seen) && d.State == Ready
 	}
-	s.Clusters = len(clusters)
-	for _, ok := range clusters {
-		if ok {
-			s.ReadyClusters++
-		}
-	}
+	s.ReadyClusters, s.Clusters = readyClusters(deps)
 	s.Message = message(deps, s.Counts)
 	return s
+}
+
+// readyClusters counts the clusters of deps whose every deployment is
+// Ready, and all clusters of deps. It never ranges over a map, so workflow
+// code may call it without a determinism waiver.
+func readyClusters(deps []Deployment) (ready, total int) {
+	notReady := map[string]bool{}
+	for _, d := range deps {
+		if d.State != Ready {
+			notReady[d.Cluster] = true
+		}
+	}
+	for _, c := range clusterNames(deps) {
+		total++
+		if !notReady[c] {
+			ready++
+		}
+	}
+	return ready, total
+}
+
+// clusterNames returns the distinct clusters of deps, sorted.
+func clusterNames(deps []Deployment) []string {
+	names := make([]string, 0, len(deps))
+	for _, d := range deps {
+		names = append(names, d.Cluster)
+	}
+	sort.Strings(names)
+	return slices.Compact(names)
 }
 
 func message(deps []Deployment, counts Counts) string {
@@ -190,7 +219,29 @@ type GitRepo struct {
 	// unreachable, ...); deployments keep their previous state.
 	Error       string       `json:"error,omitempty"`
 	Deployments []Deployment `json:"deployments,omitempty"`
-	Summary     Summary      `json:"summary"`
+	// Waits, Partitions, Halts and Progress are the gating state of the
+	// running rollout, or of the last one when none runs; the workflow
+	// copies them from the rollout's status.
+	Waits      []Wait            `json:"waits,omitempty"`
+	Partitions []PartitionStatus `json:"partitions,omitempty"`
+	Halts      []Halt            `json:"halts,omitempty"`
+	Progress   string            `json:"progress,omitempty"`
+
+	// The fields below are derived: Finish computes them from the ones
+	// above. Set them only through Finish.
+
+	Summary Summary `json:"summary"`
+	// Display is Fleet's status.display: one-line state and counts.
+	Display Display `json:"display"`
+	// Bundles summarises each bundle over its clusters, sorted by name.
+	Bundles []BundleStatus `json:"bundles,omitempty"`
+	// ResourceCounts adds up the objects of every deployment, and
+	// PerClusterResourceCounts per cluster name (Fleet's fields).
+	ResourceCounts           ResourceCounts            `json:"resourceCounts"`
+	PerClusterResourceCounts map[string]ResourceCounts `json:"perClusterResourceCounts,omitempty"`
+	// Conditions are always the five ConditionTypes, in that order.
+	Conditions []Condition `json:"conditions,omitempty"`
+
 	// Settled is true when no rollout runs and none is due.
 	Settled bool `json:"settled"`
 	// Syncs counts the sync requests the GitRepo has taken.
@@ -205,4 +256,12 @@ type Rollout struct {
 	Phase       string       `json:"phase"`
 	Deployments []Deployment `json:"deployments,omitempty"`
 	Error       string       `json:"error,omitempty"`
+	// Waits lists what holds parts of the rollout back, Partitions the
+	// state of each bundle's partitions, Halts the bundles whose rollout
+	// stopped on failures. Progress is their one-line summary, as the
+	// Progress function writes it.
+	Waits      []Wait            `json:"waits,omitempty"`
+	Partitions []PartitionStatus `json:"partitions,omitempty"`
+	Halts      []Halt            `json:"halts,omitempty"`
+	Progress   string            `json:"progress,omitempty"`
 }

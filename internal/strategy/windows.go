@@ -1,0 +1,116 @@
+package strategy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
+)
+
+// Interval is a period in which a window is open: from Start, inclusive,
+// to End, exclusive. Both are in UTC.
+type Interval struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+// Contains reports whether t falls in the interval.
+func (iv Interval) Contains(t time.Time) bool {
+	return !t.Before(iv.Start) && t.Before(iv.End)
+}
+
+// MaxMergedSpan bounds the search for where merged windows close: windows
+// that stay open without a break (say every minute for two minutes) would
+// otherwise never close. Once merging makes an interval longer than this,
+// Windows returns it, ending where the search stopped, as its last
+// interval.
+const MaxMergedSpan = 31 * 24 * time.Hour
+
+// Windows returns up to n of the intervals in which any of the windows ws
+// is open, in order: the first n that end after from, so the first
+// contains from when a window is open at from. A window opens at each
+// activation of its schedule, read in its time zone (default UTC), and
+// stays open for its duration; an interval ends exactly when the duration
+// has elapsed, whatever daylight saving time does meanwhile.
+// Overlapping or touching intervals, of one window or of several, are
+// merged into one. The first interval starts when the earliest window
+// still open at from opened.
+//
+// Windows returns nil for no windows or n < 1, and fewer than n intervals
+// when the schedules stop firing (cron's Next looks five years ahead, so
+// a schedule such as "0 0 30 2 *" never fires) or when merging yields an
+// interval longer than MaxMergedSpan. A window that does not parse (see
+// bundle.Window.Parse) is an error naming it, e.g. "windows[1]: schedule:
+// ...".
+//
+// Windows is deterministic: the same arguments give the same intervals.
+func Windows(ws []bundle.Window, from time.Time, n int) ([]Interval, error) {
+	if len(ws) == 0 || n < 1 {
+		return nil, nil
+	}
+	// Each window's next opening; zero once its schedule no longer fires.
+	type source struct {
+		w    bundle.ParsedWindow
+		next time.Time
+	}
+	srcs := make([]source, len(ws))
+	for i, w := range ws {
+		pw, err := w.Parse()
+		if err != nil {
+			return nil, fmt.Errorf("windows[%d]: %w", i, err)
+		}
+		// A window that opened at s is open at from when
+		// from-Duration < s <= from. Next returns the first activation
+		// strictly after its argument, so starting from from-Duration
+		// yields exactly the openings of the intervals that end after from,
+		// leaving out the one that ends at from.
+		srcs[i] = source{w: pw, next: pw.Schedule.Next(from.Add(-pw.Duration).In(pw.Location))}
+	}
+
+	var (
+		out  []Interval
+		cur  Interval
+		open bool
+	)
+	for {
+		// The window that opens first; on a tie, the one listed first.
+		k := -1
+		for i, s := range srcs {
+			if !s.next.IsZero() && (k < 0 || s.next.Before(srcs[k].next)) {
+				k = i
+			}
+		}
+		if k < 0 {
+			break
+		}
+		start := srcs[k].next
+		end := start.Add(srcs[k].w.Duration)
+		srcs[k].next = srcs[k].w.Schedule.Next(start)
+
+		switch {
+		case !open:
+			cur, open = Interval{Start: start, End: end}, true
+		case start.After(cur.End):
+			out = append(out, utc(cur))
+			if len(out) == n {
+				return out, nil
+			}
+			cur = Interval{Start: start, End: end}
+		default:
+			if end.After(cur.End) {
+				cur.End = end
+			}
+			if cur.End.Sub(cur.Start) > MaxMergedSpan {
+				return append(out, utc(cur)), nil
+			}
+		}
+	}
+	if open {
+		out = append(out, utc(cur))
+	}
+	return out, nil
+}
+
+func utc(iv Interval) Interval {
+	return Interval{Start: iv.Start.UTC(), End: iv.End.UTC()}
+}
