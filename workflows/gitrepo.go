@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"hash/fnv"
 	"reflect"
 	"strings"
@@ -196,8 +197,9 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 		if fired {
 			g.s.Polls++
 			g.s.ResolveDue = true
-			// Deployments that have not settled are refreshed on each poll.
-			if !g.s.Paused && unsettled(g.s.Deployments) {
+			// Deployments that have not settled are refreshed on each poll
+			// (not after a halt: the operator decides what comes next).
+			if !g.s.Paused && len(g.s.Halts) == 0 && unsettled(g.s.Deployments) {
 				g.s.Dirty = true
 			}
 		}
@@ -380,6 +382,12 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 		return
 	}
 	g.attrs = want
+	// The Temporal UI shows this line on the GitRepo's page.
+	details := fmt.Sprintf("%s at %s: %d/%d clusters ready", state, shortCommit(g.s.Commit), sum.ReadyClusters, sum.Clusters)
+	if g.s.Error != "" {
+		details += "; " + g.s.Error
+	}
+	workflow.SetCurrentDetails(ctx, details)
 	repo := ""
 	if g.s.GitRepo != nil {
 		repo = g.s.GitRepo.Spec.Repo
@@ -413,6 +421,16 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 	// the remote answers (no commit known yet).
 	st.Settled = g.running == "" && !g.s.ResolveDue && (!g.s.Dirty || g.s.Paused || g.s.LatestCommit == "")
 	return st, nil
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	if c == "" {
+		return "no commit"
+	}
+	return c
 }
 
 // unsettled reports deployments worth refreshing on the next poll.
