@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -240,6 +241,12 @@ func (r *rollout) fold(rep clusterReport) {
 			r.sched.giveUp(b, rep.Cluster)
 		}
 	}
+	if r.superseded {
+		// A newer change cut the work short (ready waits canceled,
+		// clusters given up): no failure to halt on, and the newer
+		// rollout decides what happens next.
+		return
+	}
 	for _, bs := range r.sched.checkFailures() {
 		workflow.GetLogger(r.ctx).Warn("Rollout halted", "bundle", bs.name, "reason", bs.halted.Message)
 	}
@@ -280,7 +287,13 @@ func (r *rollout) orchestrate(ctx, stopCtx workflow.Context, p plan, targets act
 		}
 	}
 	d.dispatch(cleanups)
-	rolledBack := false
+	// timer wakes the loop when the next window opens, at timerAt; it is
+	// replaced only when that time changes, so waking on other events
+	// adds no timers to the history.
+	var timer workflow.Future
+	var timerAt time.Time
+	cancelTimer := func() {}
+	defer func() { cancelTimer() }()
 	for {
 		dec := r.sched.next(workflow.Now(ctx), r.stateOf)
 		r.st.Waits, r.st.Partitions = dec.waits, dec.partitions
@@ -292,28 +305,32 @@ func (r *rollout) orchestrate(ctx, stopCtx workflow.Context, p plan, targets act
 			break
 		}
 		if !r.sched.busy() && d.inflight == 0 {
-			if !rolledBack {
-				rolledBack = true
-				if works := r.rollbackWorks(agents); len(works) > 0 {
-					d.dispatch(works)
-					continue
-				}
+			// Bundles that halted since the last rollback are rolled back
+			// once nothing runs.
+			if works := r.rollbackWorks(agents); len(works) > 0 {
+				d.dispatch(works)
+				continue
 			}
 			if !waitsForEvent(dec.waits) {
 				break
 			}
 		}
 		seen := r.changed
-		var timer workflow.Future
-		if !dec.wake.IsZero() {
-			timerCtx, cancel := workflow.WithCancel(stopCtx)
-			defer cancel()
-			timer = workflow.NewTimerWithOptions(timerCtx, dec.wake.Sub(workflow.Now(ctx)),
-				workflow.TimerOptions{Summary: "wait for deployment window"})
+		if !dec.wake.Equal(timerAt) {
+			cancelTimer()
+			timer, timerAt, cancelTimer = nil, dec.wake, func() {}
+			if !dec.wake.IsZero() {
+				timerCtx, cancel := workflow.WithCancel(stopCtx)
+				timer, cancelTimer = workflow.NewTimerWithOptions(timerCtx, dec.wake.Sub(workflow.Now(ctx)),
+					workflow.TimerOptions{Summary: "wait for deployment window"}), cancel
+			}
 		}
 		_ = workflow.Await(ctx, func() bool {
 			return r.changed != seen || r.superseded || (timer != nil && timer.IsReady())
 		})
+		if timer != nil && timer.IsReady() {
+			timer, timerAt = nil, time.Time{}
+		}
 	}
 	d.wait(ctx)
 	r.st.Halts = r.halts()
@@ -332,9 +349,21 @@ func waitsForEvent(waits []status.Wait) bool {
 
 // works groups started units by cluster, in cluster order.
 func (r *rollout) works(start []int, agents map[string]bool) []clusterWork {
+	return r.groupByCluster(start, agents, func(w *clusterWork, u unit) {
+		w.Deploy = append(w.Deploy, u.bundle)
+		if t := r.sched.readyTimeout(u.bundle.Name); t > w.ReadyTimeout {
+			w.ReadyTimeout = t
+		}
+		r.setState(u.bundle.Name, u.cluster, status.WaitApplied, "")
+	})
+}
+
+// groupByCluster builds one clusterWork per cluster of units, in cluster
+// order, adding each unit with add.
+func (r *rollout) groupByCluster(units []int, agents map[string]bool, add func(w *clusterWork, u unit)) []clusterWork {
 	byCluster := map[string]*clusterWork{}
 	var order []string
-	for _, i := range start {
+	for _, i := range units {
 		u := r.sched.units[i]
 		w, ok := byCluster[u.cluster]
 		if !ok {
@@ -342,11 +371,7 @@ func (r *rollout) works(start []int, agents map[string]bool) []clusterWork {
 			byCluster[u.cluster] = w
 			order = append(order, u.cluster)
 		}
-		w.Deploy = append(w.Deploy, u.bundle)
-		if t := r.sched.readyTimeout(u.bundle.Name); t > w.ReadyTimeout {
-			w.ReadyTimeout = t
-		}
-		r.setState(u.bundle.Name, u.cluster, status.WaitApplied, "")
+		add(w, u)
 	}
 	sort.Strings(order)
 	out := make([]clusterWork, 0, len(order))
@@ -359,32 +384,20 @@ func (r *rollout) works(start []int, agents map[string]bool) []clusterWork {
 // rolledBackPrefix starts the message of a deployment rolled back.
 const rolledBackPrefix = "rolled back"
 
-// rollbackWorks lists the rollbacks of halted bundles that asked for them.
+// rollbackWorks lists the rollbacks of halted bundles that asked for them
+// and were not rolled back yet, and marks those bundles rolled back.
 func (r *rollout) rollbackWorks(agents map[string]bool) []clusterWork {
-	byCluster := map[string]*clusterWork{}
-	var order []string
+	var units []int
 	for _, bs := range r.sched.bundles {
-		if bs.halted == nil || !bs.plan.RollbackOnFailure {
-			continue
-		}
-		for _, i := range r.sched.unitsToRollBack(bs) {
-			u := r.sched.units[i]
-			w, ok := byCluster[u.cluster]
-			if !ok {
-				w = &clusterWork{Cluster: u.cluster, Agent: agents[u.cluster]}
-				byCluster[u.cluster] = w
-				order = append(order, u.cluster)
-			}
-			w.Rollback = append(w.Rollback, activities.RollbackRelease{Bundle: u.bundle.Name, Release: u.bundle.Release,
-				Namespace: u.bundle.Namespace, From: u.bundle.DeploymentID, To: u.prevID})
+		if bs.halted != nil && bs.plan.RollbackOnFailure && !bs.rolledBack {
+			bs.rolledBack = true
+			units = append(units, r.sched.unitsToRollBack(bs)...)
 		}
 	}
-	sort.Strings(order)
-	out := make([]clusterWork, 0, len(order))
-	for _, c := range order {
-		out = append(out, *byCluster[c])
-	}
-	return out
+	return r.groupByCluster(units, agents, func(w *clusterWork, u unit) {
+		w.Rollback = append(w.Rollback, activities.RollbackRelease{Bundle: u.bundle.Name, Release: u.bundle.Release,
+			Namespace: u.bundle.Namespace, From: u.bundle.DeploymentID, To: u.prevID})
+	})
 }
 
 // halts reports the halted bundles, with what their rollback did.
@@ -484,6 +497,7 @@ func (r *rollout) record(results []status.Deployment) {
 		}
 	}
 }
+
 // forget drops cleaned releases ("<namespace>/<release>") from the inventory.
 func (r *rollout) forget(cluster string, removed []string) {
 	if len(removed) == 0 {

@@ -196,6 +196,14 @@ func (r *runner) rollback(ctx workflow.Context, w clusterWork) {
 	rep := clusterReport{Cluster: w.Cluster, Deployments: res.Deployments, Final: true}
 	if err != nil {
 		rep.Message = clusterError(w.Cluster, w.Agent, err)
+		// The activity reported nothing: every release's rollback failed,
+		// and each still runs what the halted rollout deployed.
+		rep.Deployments = nil
+		for _, rb := range w.Rollback {
+			rep.Deployments = append(rep.Deployments, status.Deployment{Bundle: rb.Bundle, Cluster: w.Cluster,
+				Release: rb.Release, Namespace: rb.Namespace, DeploymentID: rb.From, AppliedDeploymentID: rb.From,
+				State: status.OutOfSync, Message: rollbackFailedPrefix + ": bundle " + rb.Bundle + ": " + rep.Message})
+		}
 	}
 	r.report(ctx, rep)
 }

@@ -34,6 +34,8 @@ import (
 //     accepted state on the same cluster;
 //   - when more than failureThreshold units failed (ErrApplied, or not
 //     Ready within the ready timeout) the bundle halts: nothing more starts.
+//     Until then a failed unit counts against the threshold, not against
+//     maxUnavailable (without a threshold it keeps its slot, as in Fleet).
 //
 // Units already at their deployment ID start at once (a no-op deploy that
 // confirms readiness) and do not count against the limits.
@@ -77,6 +79,8 @@ type bundleSched struct {
 	units   []int
 	started []bool
 	halted  *status.Halt
+	// rolledBack: the halted bundle's rollback was started.
+	rolledBack bool
 }
 
 type scheduler struct {
@@ -172,13 +176,20 @@ func (s *scheduler) next(now time.Time, stateOf func(bundle, cluster string) (st
 func (s *scheduler) nextBundle(bs *bundleSched, now time.Time, stateOf func(bundle, cluster string) (status.State, bool), d *decision) {
 	unavail := 0
 	partUnavail := make([]int, len(bs.plan.Partitions))
+	// tolerated counts failed units of a bundle with a failureThreshold:
+	// unavailable, but bounded by the threshold instead of taking a slot
+	// of the limits, so failures it tolerates do not stall the rollout.
+	tolerated := make([]int, len(bs.plan.Partitions))
 	partOpen := make([]bool, len(bs.plan.Partitions)) // every unit ok
 	for i := range partOpen {
 		partOpen[i] = true
 	}
 	for _, i := range bs.units {
 		u := &s.units[i]
-		if u.unavailable() {
+		switch {
+		case u.unavailable() && u.failed && bs.plan.FailureThreshold >= 0:
+			tolerated[u.part]++
+		case u.unavailable():
 			unavail++
 			partUnavail[u.part]++
 		}
@@ -191,7 +202,7 @@ func (s *scheduler) nextBundle(bs *bundleSched, now time.Time, stateOf func(bund
 	stop := bs.halted != nil
 	for p, part := range bs.plan.Partitions {
 		ps := status.PartitionStatus{Bundle: bs.name, Name: part.Name, Index: p, Clusters: len(part.Clusters),
-			Unavailable: partUnavail[p], MaxUnavailable: part.MaxUnavailable, Phase: "Pending"}
+			Unavailable: partUnavail[p] + tolerated[p], MaxUnavailable: part.MaxUnavailable, Phase: "Pending"}
 		if bs.started[p] {
 			ps.Phase = "Rolling"
 			if partOpen[p] {
@@ -376,17 +387,19 @@ func inWindow(ws []strategy.Interval, now time.Time) (bool, time.Time) {
 }
 
 // finish records a unit's outcome: ok when the deployment is Ready at its
-// ID; failed when it is ErrApplied, or NotReady and final (the ready wait
-// ended).
+// ID; failed when it is in any other state and final. Only NotReady
+// deployments are waited on after a deploy, so any other state is final
+// (ErrApplied, or WaitApplied: the release runs another deployment).
 func (s *scheduler) finish(d status.Deployment, final bool) {
 	i, ok := s.byKey[d.Key()]
 	if !ok {
 		return
 	}
 	u := &s.units[i]
+	final = final || d.State != status.NotReady
 	u.ok = d.State == status.Ready
-	u.failed = d.State == status.ErrApplied || (final && !u.ok)
-	if u.ok || final || d.State == status.ErrApplied {
+	u.failed = final && !u.ok
+	if final {
 		u.phase = unitDone
 	}
 	if u.ok {
