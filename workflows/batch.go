@@ -67,10 +67,16 @@ type dispatcher struct {
 	// children are the running batches, told when the rollout is
 	// superseded.
 	children map[string]bool
+	// pending is small work held back for a moment so that clusters
+	// released one at a time (a slot freed by each finished cluster) share
+	// a batch instead of starting one child each.
+	pending  []clusterWork
+	flushing bool
+	stopCtx  workflow.Context
 }
 
 func (r *rollout) newDispatcher(ctx, stopCtx workflow.Context) *dispatcher {
-	d := &dispatcher{r: r, ctx: ctx, run: r.runner(stopCtx), wg: workflow.NewWaitGroup(ctx), children: map[string]bool{}}
+	d := &dispatcher{r: r, ctx: ctx, run: r.runner(stopCtx), wg: workflow.NewWaitGroup(ctx), children: map[string]bool{}, stopCtx: stopCtx}
 	if r.batching {
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			_ = workflow.Await(ctx, func() bool { return r.superseded })
@@ -92,6 +98,32 @@ func (d *dispatcher) dispatch(works []clusterWork) {
 		}
 		return
 	}
+	if d.inflight > 0 && len(d.pending)+len(works) < minBatchClusters {
+		d.pending = append(d.pending, works...)
+		if !d.flushing {
+			d.flushing = true
+			workflow.Go(d.ctx, func(ctx workflow.Context) {
+				err := workflow.NewTimerWithOptions(d.stopCtx, batchCoalesce, workflow.TimerOptions{Summary: "gather clusters into a batch"}).Get(ctx, nil)
+				works := d.pending
+				d.pending, d.flushing = nil, false
+				if err != nil || d.r.superseded {
+					for _, w := range works {
+						d.r.fold(clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: bundleNames(w.Deploy)})
+					}
+					return
+				}
+				d.startBatches(works)
+			})
+		}
+		return
+	}
+	works = append(d.pending, works...)
+	d.pending = nil
+	d.startBatches(works)
+}
+
+// startBatches starts batch children of at most batchClusters clusters.
+func (d *dispatcher) startBatches(works []clusterWork) {
 	for len(works) > 0 {
 		n := min(len(works), batchClusters)
 		chunk := works[:n]

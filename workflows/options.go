@@ -74,6 +74,10 @@ func onCluster(ctx workflow.Context, cluster string, agent bool, opts workflow.A
 const (
 	inlineClusterLimit = 50
 	batchClusters      = 100
+	// Work for fewer than minBatchClusters clusters released while other
+	// batches run waits up to batchCoalesce for more to join it.
+	minBatchClusters = 10
+	batchCoalesce    = time.Second
 )
 
 // signalClusterReport carries a batch's cluster outcomes to its rollout.

@@ -193,7 +193,7 @@ func (s *scheduler) nextBundle(bs *bundleSched, now time.Time, stateOf func(bund
 			unavail++
 			partUnavail[u.part]++
 		}
-		if !u.ok && u.held == "" && !(u.upToDate && u.phase != unitDone) {
+		if !u.ok && u.held == "" && (!u.upToDate || u.phase == unitDone) {
 			partOpen[u.part] = false
 		}
 	}
