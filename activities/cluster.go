@@ -52,10 +52,12 @@ type ClusterActivities struct {
 	caches map[string]*getterCache
 }
 
-// getterCache holds one cluster's RESTClientGetters by namespace, for the
-// config whose configKey is key.
+// getterCache holds the RESTClientGetters of one API endpoint and
+// credentials (a configKey), by namespace; they share one discovery cache.
+// Clusters registered with the same server and credentials (virtual
+// clusters on one API server) share it too: they are the same API.
 type getterCache struct {
-	key     string
+	base    *deployer.RESTClientGetter
 	getters map[string]genericclioptions.RESTClientGetter
 }
 
@@ -79,8 +81,9 @@ func (c *ClusterActivities) connect(cluster string) (*conn, error) {
 	return &conn{c: c, cluster: cluster, cfg: cfg, key: configKey(cfg)}, nil
 }
 
-// getter returns a cached RESTClientGetter for namespace, so discovery is
-// read once per cluster and namespace, not once per deploy.
+// getter returns a cached RESTClientGetter for namespace, so discovery
+// and OpenAPI schemas are read once per API server, not once per deploy
+// or namespace.
 func (k *conn) getter(namespace string) (genericclioptions.RESTClientGetter, error) {
 	c := k.c
 	c.mu.Lock()
@@ -88,20 +91,21 @@ func (k *conn) getter(namespace string) (genericclioptions.RESTClientGetter, err
 	if c.caches == nil {
 		c.caches = map[string]*getterCache{}
 	}
-	// A re-added kubeconfig (new server, token or certificate) starts a
-	// new cache; the key stays in memory only.
-	gc := c.caches[k.cluster]
-	if gc == nil || gc.key != k.key {
-		gc = &getterCache{key: k.key, getters: map[string]genericclioptions.RESTClientGetter{}}
-		c.caches[k.cluster] = gc
+	// A re-added kubeconfig (new server, token or certificate) has a new
+	// key and so a new cache; the key stays in memory only.
+	gc := c.caches[k.key]
+	if gc == nil {
+		base, err := deployer.NewRESTClientGetter(k.cfg, "default")
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", k.cluster, err)
+		}
+		gc = &getterCache{base: base, getters: map[string]genericclioptions.RESTClientGetter{}}
+		c.caches[k.key] = gc
 	}
 	if g, ok := gc.getters[namespace]; ok {
 		return g, nil
 	}
-	g, err := deployer.NewRESTClientGetter(k.cfg, namespace)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", k.cluster, err)
-	}
+	g := gc.base.ForNamespace(namespace)
 	gc.getters[namespace] = g
 	return g, nil
 }

@@ -127,6 +127,9 @@ func (a *Activities) each(ctx context.Context, wfType string, fn func(id string)
 func (a *Activities) NotifyGitRepos(ctx context.Context, in NotifyInput) error {
 	if in.WaitFor != "" {
 		q := fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Running'", in.WaitFor)
+		// Back off from 50 ms to 1 s: many clusters registered at once must
+		// not flood visibility with list calls.
+		pause := 50 * time.Millisecond
 		for {
 			found := false
 			if err := temporalx.EachWorkflow(ctx, a.Client, q, func(string) error { found = true; return nil }); err != nil {
@@ -139,8 +142,9 @@ func (a *Activities) NotifyGitRepos(ctx context.Context, in NotifyInput) error {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(pause):
 			}
+			pause = min(2*pause, time.Second)
 		}
 	}
 	n := 0

@@ -5,11 +5,13 @@ import (
 	"strconv"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
 // BatchInput is one batch of a rollout's cluster work.
@@ -125,7 +127,12 @@ func (d *dispatcher) dispatch(works []clusterWork) {
 // startBatches starts batch children of at most batchClusters clusters.
 func (d *dispatcher) startBatches(works []clusterWork) {
 	for len(works) > 0 {
-		n := min(len(works), batchClusters)
+		// At most batchClusters clusters, and as many as fit the batch's
+		// FlotillaCluster search attribute.
+		n := 1
+		for n < min(len(works), batchClusters) && fitsClusterAttr(clusterNames(works[:n+1])) {
+			n++
+		}
 		chunk := works[:n]
 		works = works[n:]
 		d.batches++
@@ -134,6 +141,12 @@ func (d *dispatcher) startBatches(works []clusterWork) {
 			WorkflowID:            id,
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 			StaticSummary:         batchSummary(chunk),
+			TypedSearchAttributes: temporal.NewSearchAttributes(
+				temporalx.KeyGitRepo.ValueSet(d.r.in.GitRepo.String()),
+				temporalx.KeyCommit.ValueSet(d.r.in.Commit),
+				temporalx.KeyRepoURL.ValueSet(d.r.in.Spec.Repo),
+				temporalx.KeyCluster.ValueSet(clusterNames(chunk)),
+			),
 		})
 		d.children[id] = true
 		in := BatchInput{GitRepo: d.r.in.GitRepo, Commit: d.r.in.Commit, Rollout: d.r.id, Work: chunk}
@@ -168,6 +181,14 @@ func (d *dispatcher) start(f func(ctx workflow.Context)) {
 }
 
 func (d *dispatcher) wait(ctx workflow.Context) { d.wg.Wait(ctx) }
+
+func clusterNames(works []clusterWork) []string {
+	out := make([]string, len(works))
+	for i, w := range works {
+		out[i] = w.Cluster
+	}
+	return out
+}
 
 // batchSummary is the one-line summary the Temporal UI shows for a batch.
 func batchSummary(works []clusterWork) string {

@@ -377,6 +377,11 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 		state = "Error"
 	}
 	clusters := clustersOf(g.s.Deployments)
+	if !fitsClusterAttr(clusters) {
+		// Too many for the 2 KiB attribute: the rollout's batches list
+		// them.
+		clusters = []string{}
+	}
 	want := searchAttrs{state: state, commit: g.s.Commit, clusters: strings.Join(clusters, ",")}
 	if want == g.attrs {
 		return

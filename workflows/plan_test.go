@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -164,4 +165,18 @@ func TestMakePlan_PerClusterOptionsAndTemplateErrors(t *testing.T) {
 	assert.Equal(t, status.ErrApplied, p.Deployments[1].State)
 	assert.Contains(t, p.Deployments[1].Message, "cluster c2")
 	assert.Len(t, p.Inventory, 2, "c2's release stays in the inventory")
+}
+
+func TestFitsClusterAttr(t *testing.T) {
+	names := func(n int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("vc-%04d", i)
+		}
+		return out
+	}
+	assert.True(t, fitsClusterAttr(nil))
+	assert.True(t, fitsClusterAttr(names(100)), "a full batch of short names fits")
+	assert.False(t, fitsClusterAttr(names(200)), "200 names of 7 characters exceed Temporal's 2 KiB")
+	assert.False(t, fitsClusterAttr(names(1000)))
 }

@@ -174,7 +174,11 @@ func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 	for _, e := range p.Dropped {
 		logger.Info("Cluster not registered; leaving its release alone", "bundle", e.Bundle, "cluster", e.Cluster, "release", e.Release)
 	}
-	_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyCluster.ValueSet(clustersOf(p.Deployments)))
+	// Large rollouts list their clusters on their batches instead (the
+	// attribute is limited to 2 KiB).
+	if clusters := clustersOf(p.Deployments); fitsClusterAttr(clusters) {
+		_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyCluster.ValueSet(clusters))
+	}
 	r.st.Phase = phaseDeploying
 	if workflow.GetVersion(ctx, versionRolloutStrategy, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		// Rollouts started before rollout strategies: every cluster at once.

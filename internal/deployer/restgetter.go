@@ -39,6 +39,14 @@ func NewRESTClientGetter(cfg *rest.Config, namespace string) (*RESTClientGetter,
 	return &RESTClientGetter{cfg: cfg, namespace: namespace, discovery: memory.NewMemCacheClient(dc)}, nil
 }
 
+// ForNamespace returns a getter for the same cluster whose default
+// namespace is namespace. It shares the discovery cache (and with it the
+// OpenAPI schemas Helm validates against), so a cluster's schema is read
+// and parsed once, not once per namespace.
+func (g *RESTClientGetter) ForNamespace(namespace string) *RESTClientGetter {
+	return &RESTClientGetter{cfg: g.cfg, namespace: namespace, discovery: g.discovery}
+}
+
 // ToRESTConfig returns a copy of the REST config.
 func (g *RESTClientGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.cfg), nil }
 
