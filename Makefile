@@ -41,17 +41,24 @@ build: ## Build bin/flotilla-worker and bin/flotilla
 
 run: build ## Start the worker (embedded Temporal + UI), a local demo cluster and Git server, and roll out examples/
 	@echo "Starting the demo: flotilla-worker --dev (state in .flotilla/), a local cluster, a Git server; the Temporal UI is at http://127.0.0.1:8233"
-	export FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; \
+	FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; export FLOTILLA_TESTBIN; \
 	$(GO) run ./hack/demo -bin $(BIN) $(ARGS)
 
 testbin: ## Build (once, cached) the kube-apiserver/etcd/kwok binaries tests use
 	@bash hack/k8s-testbin/build.sh
 
 test: ## Run every test CI runs: unit (with -race), integration and end-to-end
-	export FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; \
+	FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; export FLOTILLA_TESTBIN; \
+	FLOTILLA_CHROMIUM="$$(bash hack/chromium.sh)"; export FLOTILLA_CHROMIUM; \
 	unit=$$($(GO) list ./... | grep -v -E '/(tests|worker|internal/devserver|internal/testenv/devtemporal)($$|/)'); \
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $$unit; \
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SERVER_PKGS)
+
+.PHONY: test-ui
+test-ui: ## Run the browser test of the embedded Temporal UI (installs Chromium if needed)
+	FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; export FLOTILLA_TESTBIN; \
+	FLOTILLA_CHROMIUM="$$(bash hack/chromium.sh)"; export FLOTILLA_CHROMIUM; \
+	$(GO) test -count=1 -timeout 15m -run '^TestTemporalUI' -v ./tests/
 
 test-unit: ## Run only the fast tests (-short skips tests that start servers)
 	$(GO) test -short -race ./...

@@ -310,9 +310,14 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	if del {
 		id += "-delete"
 	}
+	summary := "roll out " + g.ref.String() + " at " + shortCommit(commit)
+	if del {
+		summary = "remove everything " + g.ref.String() + " deployed"
+	}
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:            id,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:         summary,
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			temporalx.KeyGitRepo.ValueSet(g.ref.String()),
 			temporalx.KeyCommit.ValueSet(commit),

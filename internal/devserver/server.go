@@ -237,6 +237,10 @@ func (s *Server) startUI(ctx context.Context) error {
 		DefaultNamespace:    s.opts.Namespace,
 		HideLogs:            true,
 		CORS:                uiconfig.CORS{CookieInsecure: true},
+		// The UI otherwise fetches a news feed from temporal.io on every
+		// page load; a local dev stack talks to nothing but 127.0.0.1.
+		DisableNewsFetch:   true,
+		NotifyOnNewVersion: false,
 	}
 	s.ui = uiserver.NewServer(uioptions.WithConfigProvider(cfg))
 	go func() {
