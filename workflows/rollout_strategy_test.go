@@ -730,6 +730,11 @@ func TestRolloutStrategy_PausedAndUpToDate(t *testing.T) {
 			assert.Equal(t, "m:f0", e.DeploymentID, "the paused bundle keeps its deployment")
 		}
 	}
+	require.Len(t, res.Waits, 1, "the paused bundle says why it holds")
+	assert.Equal(t, status.WaitPaused, res.Waits[0].Kind)
+	assert.Equal(t, "frozen", res.Waits[0].Bundle)
+	assert.Equal(t, []string{"c1"}, res.Waits[0].Clusters)
+	assert.Contains(t, res.Waits[0].Message, "paused")
 }
 
 // 8. Above inlineClusterLimit clusters the work runs in batch children

@@ -248,7 +248,11 @@ func (s *scheduler) nextBundle(bs *bundleSched, now time.Time, stateOf func(bund
 		}
 		for _, i := range bs.units {
 			u := &s.units[i]
-			if u.part != p || u.phase != unitPending || u.held != "" {
+			if u.part != p || u.phase != unitPending {
+				continue
+			}
+			if u.held != "" {
+				limited[status.WaitPaused] = append(limited[status.WaitPaused], u.cluster)
 				continue
 			}
 			if u.upToDate {
@@ -304,6 +308,8 @@ func (s *scheduler) nextBundle(bs *bundleSched, now time.Time, stateOf func(bund
 			w.Partition = detail
 			w.Message = fmt.Sprintf("bundle %s: partition %s maxUnavailable %d reached; waiting: %s", bs.name, detail,
 				bs.plan.Partitions[partitionIndex(bs.plan, detail)].MaxUnavailable, list)
+		case status.WaitPaused:
+			w.Message = fmt.Sprintf("bundle %s is paused; holding at their current deployment: %s", bs.name, list)
 		case status.WaitDependsOn:
 			w.Message = fmt.Sprintf("bundle %s: %s; waiting: %s", bs.name, detail, list)
 		}
