@@ -179,7 +179,7 @@ func (c *ClusterActivities) retry(in DeployInput, err error) DeployResult {
 
 func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInput, b Bundle) (status.Deployment, error) {
 	d := status.Deployment{Bundle: b.Name, Cluster: k.cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
-	rel, err := c.release(in, b)
+	rel, opts, err := c.release(in, b)
 	if err != nil {
 		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.cluster, b.Name, err)
 		return d, nil
@@ -205,13 +205,7 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInp
 			zap.String("deploymentID", b.DeploymentID), zap.String("workflowID", in.WorkflowID))
 	}
 	d.AppliedDeploymentID = b.DeploymentID
-	return c.observe(ctx, k, d, readyOptions(rel))
-}
-
-// readyOptions are the readiness rules of a release: helm.waitForJobs and
-// fleet.yaml's ignore.conditions.
-func readyOptions(rel deployer.Release) deployer.ReadyOptions {
-	return deployer.ReadyOptions{WaitForJobs: rel.WaitForJobs, IgnoreConditions: rel.IgnoreConditions}
+	return c.observe(ctx, k, d, render.ReadyOptions(opts))
 }
 
 // observe fills in readiness and resource counts.
@@ -238,25 +232,25 @@ func (c *ClusterActivities) observe(ctx context.Context, k *conn, d status.Deplo
 }
 
 // release builds the Helm release of a bundle from the content store.
-func (c *ClusterActivities) release(in DeployInput, b Bundle) (deployer.Release, error) {
+func (c *ClusterActivities) release(in DeployInput, b Bundle) (deployer.Release, bundle.Options, error) {
 	m, err := c.Content.GetManifest(b.ManifestID)
 	if err != nil {
-		return deployer.Release{}, err
+		return deployer.Release{}, bundle.Options{}, err
 	}
 	opts, err := c.Content.GetOptions(b.OptionsHash)
 	if err != nil {
-		return deployer.Release{}, err
+		return deployer.Release{}, opts, err
 	}
 	rel, err := render.Release(bundle.Bundle{Name: b.Name, Dir: b.Path, ManifestID: b.ManifestID}, m, opts, b.DeploymentID)
 	if err != nil {
-		return deployer.Release{}, err
+		return deployer.Release{}, opts, err
 	}
 	// The plan's release and namespace were computed from the same
 	// options; they win so cleanup and status always agree with it.
 	rel.Name, rel.Namespace = b.Release, b.Namespace
 	rel.Labels = map[string]string{LabelBundle: b.Name}
 	rel.Annotations = map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}
-	return rel, nil
+	return rel, opts, nil
 }
 
 // WaitReady polls the bundles' resources until all are ready, the
@@ -278,10 +272,12 @@ func (c *ClusterActivities) WaitReady(ctx context.Context, in WaitReadyInput) (D
 	if err != nil {
 		return DeployResult{}, err
 	}
+	// Only the bundles' options are needed to judge readiness, not their
+	// rendered releases.
 	opts := make([]deployer.ReadyOptions, len(in.Bundles))
 	for i, b := range in.Bundles {
-		if rel, err := c.release(in.DeployInput, b); err == nil {
-			opts[i] = readyOptions(rel)
+		if o, err := c.Content.GetOptions(b.OptionsHash); err == nil {
+			opts[i] = render.ReadyOptions(o)
 		}
 	}
 	for {

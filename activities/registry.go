@@ -21,11 +21,7 @@ import (
 // targets against them. Cluster workflows are enumerated through
 // visibility and each one is queried, so labels are never stale.
 func (a *Activities) ListTargets(ctx context.Context, in TargetsInput) (TargetsResult, error) {
-	clusters, err := a.clusters(ctx)
-	if err != nil {
-		return TargetsResult{}, err
-	}
-	groups, err := a.groups(ctx)
+	clusters, groups, err := a.registry(ctx)
 	if err != nil {
 		return TargetsResult{}, err
 	}
@@ -59,6 +55,16 @@ func targetGroups(groups []protocol.GroupRecord) []target.Group {
 // clusters returns every registered cluster, sorted by name.
 func (a *Activities) clusters(ctx context.Context) ([]protocol.ClusterRecord, error) {
 	return records(ctx, a, protocol.ClusterWorkflow, func(r protocol.ClusterRecord) (string, bool) { return r.Name, r.Removed })
+}
+
+// registry returns every registered cluster and group, sorted by name.
+func (a *Activities) registry(ctx context.Context) ([]protocol.ClusterRecord, []protocol.GroupRecord, error) {
+	clusters, err := a.clusters(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	groups, err := a.groups(ctx)
+	return clusters, groups, err
 }
 
 // groups returns every cluster group, sorted by name.

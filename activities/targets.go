@@ -28,11 +28,7 @@ import (
 // for one cluster is reported for that cluster, naming it, and the other
 // clusters proceed.
 func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (TargetsResult, error) {
-	clusters, err := a.clusters(ctx)
-	if err != nil {
-		return TargetsResult{}, err
-	}
-	groups, err := a.groups(ctx)
+	clusters, groups, err := a.registry(ctx)
 	if err != nil {
 		return TargetsResult{}, err
 	}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
-	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
@@ -229,6 +228,3 @@ func (r *rollout) validateApproval(ctx workflow.Context, a protocol.Approve) err
 	}
 	return nil
 }
-
-// ensure the status package's wait kinds stay the ones the rollout uses.
-var _ = status.WaitApproval

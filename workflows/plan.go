@@ -117,11 +117,11 @@ func makePlan(targets activities.TargetsResult, inv []InventoryEntry, keepAll bo
 			}
 			get(e.Cluster).Cleanup = append(get(e.Cluster).Cleanup, e)
 		}
-		kept[e.key()+"/"+e.Namespace+"/"+e.Release] = e
+		kept[inventoryKey(e.key(), e.Namespace, e.Release)] = e
 	}
 	//workflowcheck:ignore deterministic: result does not depend on map order
 	for _, e := range desired {
-		k := e.key() + "/" + e.Namespace + "/" + e.Release
+		k := inventoryKey(e.key(), e.Namespace, e.Release)
 		if old, ok := kept[k]; ok {
 			e.DeploymentID = old.DeploymentID
 		}

@@ -91,8 +91,10 @@ type rollout struct {
 	st         status.Rollout
 	superseded bool
 	inventory  []InventoryEntry
-	// byKey indexes st.Deployments by bundle@cluster.
+	// byKey indexes st.Deployments by bundle@cluster; invAt indexes
+	// inventory by bundle@cluster/namespace/release.
 	byKey map[string]int
+	invAt map[string]int
 	sched *scheduler
 	// changed counts state changes; the orchestration loop wakes on it.
 	changed int
@@ -215,6 +217,20 @@ func (r *rollout) index() {
 	for i, d := range r.st.Deployments {
 		r.byKey[d.Key()] = i
 	}
+	r.indexInventory()
+}
+
+// indexInventory maps inventory entries to their place in r.inventory,
+// so recording a result does not scan the whole inventory.
+func (r *rollout) indexInventory() {
+	r.invAt = make(map[string]int, len(r.inventory))
+	for i, e := range r.inventory {
+		r.invAt[inventoryKey(e.key(), e.Namespace, e.Release)] = i
+	}
+}
+
+func inventoryKey(key, namespace, release string) string {
+	return key + "/" + namespace + "/" + release
 }
 
 // stateOf is a deployment's current state in this rollout.
@@ -493,11 +509,8 @@ func (r *rollout) record(results []status.Deployment) {
 		if i, ok := r.byKey[res.Key()]; ok {
 			r.st.Deployments[i] = res
 		}
-		for i := range r.inventory {
-			e := &r.inventory[i]
-			if e.key() == res.Key() && e.Release == res.Release && e.Namespace == res.Namespace && res.AppliedDeploymentID != "" {
-				e.DeploymentID = res.AppliedDeploymentID
-			}
+		if i, ok := r.invAt[inventoryKey(res.Key(), res.Namespace, res.Release)]; ok && res.AppliedDeploymentID != "" {
+			r.inventory[i].DeploymentID = res.AppliedDeploymentID
 		}
 	}
 }
@@ -519,17 +532,14 @@ func (r *rollout) forget(cluster string, removed []string) {
 		kept = append(kept, e)
 	}
 	r.inventory = kept
+	r.indexInventory()
 }
 
 // wanted reports whether the rollout deploys e (so a cleanup of an older
 // entry with the same release must not drop it).
 func (r *rollout) wanted(e InventoryEntry) bool {
-	for _, d := range r.st.Deployments {
-		if d.Key() == e.key() && d.Release == e.Release && d.Namespace == e.Namespace {
-			return true
-		}
-	}
-	return false
+	i, ok := r.byKey[e.key()]
+	return ok && r.st.Deployments[i].Release == e.Release && r.st.Deployments[i].Namespace == e.Namespace
 }
 
 // clusterError turns an activity failure on a cluster into a message that

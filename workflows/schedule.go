@@ -97,7 +97,7 @@ func newScheduler(p plan, strategies []activities.BundleStrategy, inv []Inventor
 	s := &scheduler{byKey: map[string]int{}, approved: map[string]bool{}}
 	prev := map[string]string{}
 	for _, e := range inv {
-		prev[e.key()+"/"+e.Namespace+"/"+e.Release] = e.DeploymentID
+		prev[inventoryKey(e.key(), e.Namespace, e.Release)] = e.DeploymentID
 	}
 	byName := map[string]*bundleSched{}
 	for _, st := range strategies {
@@ -114,7 +114,7 @@ func newScheduler(p plan, strategies []activities.BundleStrategy, inv []Inventor
 				byName[b.Name] = bs
 				s.bundles = append(s.bundles, bs)
 			}
-			id := prev[b.Name+"@"+w.Cluster+"/"+b.Namespace+"/"+b.Release]
+			id := prev[inventoryKey(b.Name+"@"+w.Cluster, b.Namespace, b.Release)]
 			u := unit{cluster: w.Cluster, bundle: b, part: partitionOf(bs.plan, w.Cluster), prevID: id,
 				upToDate: id != "" && id == b.DeploymentID}
 			if b.Paused && !u.upToDate {
@@ -296,11 +296,8 @@ func (s *scheduler) nextBundle(bs *bundleSched, now time.Time, stateOf func(bund
 	for _, k := range keys {
 		kind, detail, _ := strings.Cut(k, "\x00")
 		w := status.Wait{Bundle: bs.name, Kind: kind}
-		w.Clusters, w.More = firstN(limited[k], status.MaxMessages)
-		list := strings.Join(w.Clusters, ", ")
-		if w.More > 0 {
-			list += fmt.Sprintf(" and %d more", w.More)
-		}
+		w.Clusters, w.More = status.LimitClusters(limited[k])
+		list := status.JoinClusters(w.Clusters, w.More)
 		switch kind {
 		case status.WaitMaxUnavailable:
 			w.Message = fmt.Sprintf("bundle %s: maxUnavailable %d reached; waiting: %s", bs.name, bs.plan.MaxUnavailable, list)
@@ -439,9 +436,8 @@ func (s *scheduler) checkFailures() []*bundleSched {
 		if len(failed) <= bs.plan.FailureThreshold {
 			continue
 		}
-		sort.Strings(failed)
 		h := &status.Halt{Bundle: bs.name, Threshold: bs.plan.FailureThreshold}
-		h.Failed, _ = firstN(failed, status.MaxMessages)
+		h.Failed, _ = status.LimitClusters(failed)
 		h.Message = fmt.Sprintf("bundle %s: rollout halted: %d cluster(s) failed (failureThreshold %d): %s",
 			bs.name, len(failed), bs.plan.FailureThreshold, strings.Join(h.Failed, ", "))
 		bs.halted = h
@@ -540,12 +536,4 @@ func (s *scheduler) hasPartition(bundle, name string) bool {
 		}
 	}
 	return false
-}
-
-func firstN(s []string, n int) ([]string, int) {
-	sort.Strings(s)
-	if len(s) <= n {
-		return s, 0
-	}
-	return s[:n], len(s) - n
 }

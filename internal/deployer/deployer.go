@@ -90,12 +90,8 @@ type Release struct {
 	// Timeout bounds Helm's wait when Wait is set. Optional: default the
 	// Deployer's timeout.
 	Timeout time.Duration
-	// WaitForJobs also waits for Jobs to complete (with Wait), and makes
-	// a Job ready only once complete.
+	// WaitForJobs also waits for Jobs to complete (with Wait).
 	WaitForJobs bool
-	// IgnoreConditions are status conditions readiness ignores
-	// (fleet.yaml ignore.conditions).
-	IgnoreConditions []map[string]string
 	// Force replaces objects that cannot be updated in place.
 	Force bool
 	// TakeOwnership adopts existing objects Helm did not create.

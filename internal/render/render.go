@@ -102,7 +102,7 @@ func Release(b bundle.Bundle, m bundle.Manifest, opts bundle.Options, id string)
 		return deployer.Release{}, err
 	}
 	rel := deployer.Release{Name: b.ReleaseName(), Namespace: Namespace(opts), Chart: chrt, DeploymentID: id,
-		ForceNamespace: opts.TargetNamespace, IgnoreConditions: opts.Ignore.Conditions}
+		ForceNamespace: opts.TargetNamespace}
 	if k != nil {
 		rel.PreRender = k
 	}
@@ -115,6 +115,16 @@ func Release(b bundle.Bundle, m bundle.Manifest, opts bundle.Options, id string)
 		rel.MaxHistory, rel.DisableDNS, rel.SkipSchemaValidation = h.MaxHistory, h.DisableDNS, h.SkipSchemaValidation
 	}
 	return rel, nil
+}
+
+// ReadyOptions are the readiness rules of a bundle's options:
+// helm.waitForJobs and fleet.yaml's ignore.conditions.
+func ReadyOptions(opts bundle.Options) deployer.ReadyOptions {
+	ro := deployer.ReadyOptions{IgnoreConditions: opts.Ignore.Conditions}
+	if opts.Helm != nil {
+		ro.WaitForJobs = opts.Helm.WaitForJobs
+	}
+	return ro
 }
 
 // Template renders what cluster c receives from bundle b (manifest m)

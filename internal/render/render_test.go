@@ -181,3 +181,10 @@ func TestTargetedWithoutGitRepoTargets(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, ok, "overrideTargets replace the GitRepo's targets")
 }
+
+func TestReadyOptions(t *testing.T) {
+	ignore := []map[string]string{{"type": "Progressing", "status": "False"}}
+	opts := bundle.Options{Helm: &bundle.HelmOptions{WaitForJobs: true}, Ignore: bundle.IgnoreOptions{Conditions: ignore}}
+	assert.Equal(t, deployer.ReadyOptions{WaitForJobs: true, IgnoreConditions: ignore}, render.ReadyOptions(opts))
+	assert.Equal(t, deployer.ReadyOptions{}, render.ReadyOptions(bundle.Options{}), "no helm options: Jobs need not complete")
+}
