@@ -14,3 +14,7 @@ const (
 	// ErrTypeSecretNotFound: clientSecretName names no stored secret.
 	ErrTypeSecretNotFound = "SecretNotFound"
 )
+
+// ErrTypeInvalidAgentConfig: a managed agent's configuration cannot be
+// resolved (missing Temporal address, unreadable CA file, bad namespace).
+const ErrTypeInvalidAgentConfig = "InvalidAgentConfig"

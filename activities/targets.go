@@ -47,9 +47,12 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 	targeted := make([][]bundle.Cluster, len(in.Bundles))
 	for _, c := range clusters {
 		out.Registered = append(out.Registered, c.Name)
-		agent := c.KubeconfigHash == ""
+		agent := c.PullMode()
 		if agent {
 			out.Agents = append(out.Agents, c.Name)
+			if c.Agent != nil && c.Agent.Offline {
+				out.Offline = append(out.Offline, c.Name)
+			}
 		}
 		// Clusters are not namespaced in Flotilla; .ClusterNamespace is the
 		// GitRepo's namespace, where Fleet keeps the clusters it targets.

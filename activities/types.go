@@ -99,6 +99,8 @@ type TargetsResult struct {
 	Errors []status.Deployment `json:"errors,omitempty"`
 	// Agents are the registered clusters served by an agent.
 	Agents []string `json:"agents,omitempty"`
+	// Offline are the agents that stopped heartbeating.
+	Offline []string `json:"offline,omitempty"`
 	// Strategies are the rollout strategy of every bundle that has
 	// targets, by bundle name (TargetBundles only).
 	Strategies []BundleStrategy `json:"strategies,omitempty"`

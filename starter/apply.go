@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -131,7 +130,7 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 	case d.GitRepo != nil:
 		gr := d.GitRepo
 		var res protocol.ApplyResult
-		err := updateWithStart(ctx, c, g.TaskQueue, protocol.GitRepoID(gr.Metadata.Namespace, gr.Metadata.Name), protocol.UpdateApply,
+		err := temporalx.UpdateWithStart(ctx, c, g.TaskQueue, protocol.GitRepoID(gr.Metadata.Namespace, gr.Metadata.Name), protocol.UpdateApply,
 			protocol.GitRepoApply{GitRepo: *gr}, &res, protocol.GitRepoWorkflow,
 			protocol.GitRepoStart{Namespace: gr.Metadata.Namespace, Name: gr.Metadata.Name},
 			temporalx.KeyGitRepo.ValueSet(gr.Metadata.Namespace+"/"+gr.Metadata.Name),
@@ -140,7 +139,7 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 	case d.ClusterGroup != nil:
 		cg := d.ClusterGroup
 		var res protocol.GroupRecord
-		err := updateWithStart(ctx, c, g.TaskQueue, protocol.ClusterGroupID(cg.Metadata.Name), protocol.UpdateApply, *cg, &res,
+		err := temporalx.UpdateWithStart(ctx, c, g.TaskQueue, protocol.ClusterGroupID(cg.Metadata.Name), protocol.UpdateApply, *cg, &res,
 			protocol.ClusterGroupWorkflow, protocol.GroupStart{Record: protocol.GroupRecord{Name: cg.Metadata.Name}})
 		return verb(res.Generation == 1, true), err
 	case d.Cluster != nil:
@@ -164,35 +163,7 @@ func verb(created, changed bool) string {
 }
 
 func applyCluster(ctx context.Context, c client.Client, queue, name string, a protocol.ClusterApply) (protocol.ClusterRecord, error) {
-	var rec protocol.ClusterRecord
-	err := updateWithStart(ctx, c, queue, protocol.ClusterID(name), protocol.UpdateApply, a, &rec,
-		protocol.ClusterWorkflow, protocol.ClusterStart{Record: protocol.ClusterRecord{Name: name}},
-		temporalx.KeyCluster.ValueSet([]string{name}))
-	return rec, err
-}
-
-// updateWithStart sends an update to an entity workflow, starting it
-// first when it does not run.
-func updateWithStart(ctx context.Context, c client.Client, queue, id, update string, arg, out any,
-	wf string, input any, attrs ...temporal.SearchAttributeUpdate) error {
-	op := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                queue,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		TypedSearchAttributes:    temporal.NewSearchAttributes(attrs...),
-	}, wf, input)
-	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
-		StartWorkflowOperation: op,
-		UpdateOptions: client.UpdateWorkflowOptions{
-			UpdateName:   update,
-			Args:         []any{arg},
-			WaitForStage: client.WorkflowUpdateStageCompleted,
-		},
-	})
-	if err != nil {
-		return err
-	}
-	return h.Get(ctx, out)
+	return temporalx.ApplyCluster(ctx, c, queue, name, a)
 }
 
 // unwrapUpdate reduces a rejected update to its message.

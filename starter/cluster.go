@@ -22,20 +22,28 @@ func newClusterCommand(g *globals) *cobra.Command {
 		Use:   "cluster",
 		Short: "Register, label and remove clusters (push mode: the worker deploys with their kubeconfig)",
 	}
-	cmd.AddCommand(newClusterAddCommand(g), newClusterListCommand(g), newClusterLabelCommand(g), newClusterRemoveCommand(g))
+	cmd.AddCommand(newClusterAddCommand(g), newClusterListCommand(g), newClusterLabelCommand(g), newClusterRemoveCommand(g),
+		newClusterTokenCommand(g))
 	return cmd
 }
 
 func newClusterAddCommand(g *globals) *cobra.Command {
 	var kubeconfig, kubeContext string
 	var labels []string
+	var agent agentFlags
 	cmd := &cobra.Command{
 		Use:   "add NAME --kubeconfig FILE [--context C] [--label k=v]...",
 		Short: "Register a cluster, storing its kubeconfig under --state-dir on this host",
 		Long: `Add registers a cluster. Its kubeconfig (reduced to one context, with certificates
 embedded) is written to <state-dir>/clusters/NAME.kubeconfig with mode 0600, where the
 worker sharing that state dir picks it up; it never enters Temporal. Adding an existing
-cluster replaces its kubeconfig, and its labels when --label is given.`,
+cluster replaces its kubeconfig, and its labels when --label is given.
+
+With --install-agent the cluster runs in pull mode: the controller installs the agent
+(a Deployment in flotilla-system, from the flotilla-agent chart) through the kubeconfig
+and upgrades it only when the agent's effective configuration changes; the agent then
+serves the cluster's task queue. --agent-* flags set this cluster's own agent settings;
+anything unset comes from the controller's --agent-defaults.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -49,6 +57,10 @@ cluster replaces its kubeconfig, and its labels when --label is given.`,
 			if kubeconfig == "" {
 				return fmt.Errorf("--kubeconfig is required")
 			}
+			agentApply, err := agent.apply()
+			if err != nil {
+				return err
+			}
 			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
 				store := g.clusters()
 				_, missing := store.Hash(name)
@@ -57,7 +69,7 @@ cluster replaces its kubeconfig, and its labels when --label is given.`,
 					return err
 				}
 				rec, err := applyCluster(ctx, c, g.TaskQueue, name, protocol.ClusterApply{Labels: set, SetLabels: len(labels) > 0,
-					KubeconfigHash: hash, Context: kubeContext})
+					KubeconfigHash: hash, Context: kubeContext, Agent: agentApply})
 				if err != nil {
 					if missing != nil {
 						_ = store.Remove(name) // registration failed: leave no orphan kubeconfig
@@ -72,6 +84,7 @@ cluster replaces its kubeconfig, and its labels when --label is given.`,
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file of the cluster (required)")
 	cmd.Flags().StringVar(&kubeContext, "context", "", "context to use (default: the kubeconfig's current context)")
 	cmd.Flags().StringArrayVarP(&labels, "label", "l", nil, "label k=v; repeatable")
+	agent.bindFlags(cmd)
 	return cmd
 }
 
@@ -162,13 +175,14 @@ func listClusters(cmd *cobra.Command, g *globals) error {
 			return err
 		}
 		sort.Slice(views, func(i, j int) bool { return views[i].Name < views[j].Name })
-		rows := output.Rows{Header: []string{"NAME", "LABELS", "PAUSED", "KUBECONFIG"}}
+		rows := output.Rows{Header: []string{"NAME", "MODE", "STATE", "LAST SEEN", "LABELS", "PAUSED", "KUBECONFIG"}}
 		for _, v := range views {
 			kc := "missing on this host"
 			if v.Kubeconfig {
 				kc = "stored"
 			}
-			rows.Rows = append(rows.Rows, []string{v.Name, formatLabels(v.Labels), fmt.Sprint(v.Paused), kc})
+			mode, state, seen := clusterMode(v.ClusterRecord, time.Now())
+			rows.Rows = append(rows.Rows, []string{v.Name, mode, state, seen, formatLabels(v.Labels), fmt.Sprint(v.Paused), kc})
 		}
 		return output.Print(cmd.OutOrStdout(), f, views, rows)
 	})
@@ -202,4 +216,30 @@ func formatLabels(l map[string]string) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
+}
+
+// clusterMode describes how a cluster is served and its agent's state.
+func clusterMode(r protocol.ClusterRecord, now time.Time) (mode, state, lastSeen string) {
+	if !r.PullMode() {
+		return "push", "Active", "-"
+	}
+	mode, state, lastSeen = "agent", "Registered", "never"
+	a := r.Agent
+	if a == nil {
+		return mode, state, lastSeen
+	}
+	if a.Managed {
+		mode = "agent (managed)"
+	}
+	if a.LastSeen != nil {
+		state = "Online"
+		lastSeen = now.Sub(*a.LastSeen).Round(time.Second).String() + " ago"
+	}
+	if a.Offline {
+		state = "Offline"
+	}
+	if a.Error != "" {
+		state += " (install failed: " + a.Error + ")"
+	}
+	return mode, state, lastSeen
 }

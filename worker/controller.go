@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 
 	"go.temporal.io/sdk/client"
@@ -8,11 +9,16 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/deploy"
+	"github.com/flotilla-gitops/flotilla/internal/agentcfg"
+	"github.com/flotilla-gitops/flotilla/internal/buildinfo"
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/workflows"
 )
 
@@ -25,10 +31,13 @@ type stores struct {
 	charts   *chartfetch.Fetcher
 }
 
-func openStores(dir string, mirrors map[string]string) (*stores, error) {
+func openStores(dir string, mirrors map[string]string, reg *content.Registry) (*stores, error) {
 	cs, err := content.New(filepath.Join(dir, "content"))
 	if err != nil {
 		return nil, err
+	}
+	if reg != nil {
+		cs = cs.WithRemote(reg)
 	}
 	return &stores{
 		clusters: cluster.NewStore(filepath.Join(dir, "clusters")),
@@ -44,12 +53,14 @@ func openStores(dir string, mirrors map[string]string) (*stores, error) {
 // controller's worker: one worker serves every cluster whose kubeconfig is
 // in the store, each call naming its cluster, so a fleet of thousands of
 // clusters needs no worker (and no task queue poller) per cluster.
-func registerController(w worker.Worker, c client.Client, st *stores, logger *zap.Logger) {
+func registerController(w worker.Worker, c client.Client, st *stores, agents *activities.AgentActivities, logger *zap.Logger) {
 	w.RegisterWorkflow(workflows.GitRepoWorkflow)
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
 	w.RegisterWorkflow(workflows.RolloutBatchWorkflow)
 	w.RegisterWorkflow(workflows.ClusterWorkflow)
 	w.RegisterWorkflow(workflows.ClusterGroupWorkflow)
+	w.RegisterWorkflow(workflows.ClusterTokenWorkflow)
+	w.RegisterActivity(agents)
 	w.RegisterActivity(&activities.Activities{Client: c, Secrets: st.secrets, Content: st.content, Git: st.git, Charts: st.charts, Logger: logger})
 	w.RegisterActivity(&activities.ClusterActivities{
 		Config:   st.clusters.RESTConfig,
@@ -57,4 +68,57 @@ func registerController(w worker.Worker, c client.Client, st *stores, logger *za
 		Content:  st.content,
 		Logger:   logger,
 	})
+}
+
+// agentActivities builds the activities that install managed agents: the
+// embedded flotilla-agent chart, the --agent-defaults file, and this
+// controller's own connection settings as fallbacks.
+func (o *options) agentActivities(st *stores, logger *zap.Logger) (*activities.AgentActivities, error) {
+	defaults, err := agentcfg.Load(o.AgentDefaults)
+	if err != nil {
+		return nil, err
+	}
+	chrt, err := deploy.AgentChart()
+	if err != nil {
+		return nil, err
+	}
+	t := o.Temporal
+	return &activities.AgentActivities{
+		Config:   st.clusters.RESTConfig,
+		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
+		Defaults: defaults,
+		Controller: agentcfg.Controller{
+			Version: buildinfo.Get().Version, TemporalAddress: t.Address, TemporalNamespace: t.Namespace,
+			TLS: t.TLS || t.TLSCAFile != "" || t.TLSServerName != "", TLSServerName: t.TLSServerName, TLSCAFile: t.TLSCAFile,
+			APIKeyFile: t.APIKeyFile, APIKey: t.APIKey,
+			RegistryURL: o.Registry.URL, RegistryPlainHTTP: o.Registry.PlainHTTP, RegistryCAFile: o.Registry.CAFile,
+			RegistryUsername: o.Registry.Username, RegistryPassword: o.Registry.Password,
+		},
+		Chart:       chrt,
+		ChartDigest: agentcfg.ChartDigest(chrt),
+		Logger:      logger,
+	}, nil
+}
+
+// announceAgentDefaults tells every cluster the hash of this controller's
+// agent defaults. A cluster whose managed agent was deployed from the same
+// hash does nothing, so restarting the controller redeploys no agent; a
+// changed hash (new controller version, new defaults) makes each managed
+// cluster compare its agent's effective configuration and upgrade it only
+// if that changed.
+func announceAgentDefaults(ctx context.Context, c client.Client, hash string, logger *zap.Logger) {
+	sent := 0
+	err := temporalx.EachWorkflow(ctx, c, temporalx.RunningOfType(protocol.ClusterWorkflow), func(id string) error {
+		if err := c.SignalWorkflow(ctx, id, "", protocol.SignalAgentDefaults, protocol.AgentDefaults{Hash: hash}); err != nil {
+			logger.Warn("Could not send agent defaults", zap.String("workflowID", id), zap.Error(err))
+			return nil
+		}
+		sent++
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		logger.Warn("Could not list clusters to send agent defaults", zap.Error(err))
+		return
+	}
+	logger.Debug("Sent agent defaults", zap.Int("clusters", sent))
 }

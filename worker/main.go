@@ -48,6 +48,7 @@ func newRootCommand() *cobra.Command {
 	}
 	o.bindFlags(cmd.Flags())
 	envflag.Annotate(cmd.Flags(), envPrefix)
+	cmd.AddCommand(newAgentCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the worker version",
@@ -83,11 +84,24 @@ func run(ctx context.Context, o options) error {
 	}
 	defer c.Close()
 
+	p := &probe{}
+	p.setReady(false, "starting")
+	if err := serveHTTP(ctx, o.HTTPListen, p, logger); err != nil {
+		return fmt.Errorf("--http-listen: %w", err)
+	}
 	mirrors, err := o.mirrors()
 	if err != nil {
 		return err
 	}
-	st, err := openStores(o.DevSrv.StateDir, mirrors)
+	reg, err := o.Registry.open()
+	if err != nil {
+		return err
+	}
+	st, err := openStores(o.DevSrv.StateDir, mirrors, reg)
+	if err != nil {
+		return err
+	}
+	agents, err := o.agentActivities(st, logger)
 	if err != nil {
 		return err
 	}
@@ -95,10 +109,12 @@ func run(ctx context.Context, o options) error {
 		MaxConcurrentActivityExecutionSize:     o.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: o.MaxConcurrentWorkflowTasks,
 	})
-	registerController(w, c, st, logger)
+	registerController(w, c, st, agents, logger)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}
+	p.setReady(true, "")
+	go announceAgentDefaults(ctx, c, agents.DefaultsHash(), logger)
 	logger.Info("Worker started",
 		zap.String("temporalAddress", o.Temporal.Address),
 		zap.String("namespace", o.Temporal.Namespace),

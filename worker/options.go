@@ -24,6 +24,12 @@ type options struct {
 
 	// ChartMirrors are FROM=TO URL prefix rewrites for remote charts.
 	ChartMirrors []string
+	// Registry carries rendered bundles to agents.
+	Registry registryFlags
+	// AgentDefaults is the file of defaults for agents the controller
+	// installs.
+	AgentDefaults string
+	HTTPListen    string
 
 	TaskQueue                  string
 	MaxConcurrentActivities    int
@@ -40,6 +46,9 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxConcurrentActivities, "max-concurrent-activities", 200, "activities this worker runs at once (raise for large fleets)")
 	fs.IntVar(&o.MaxConcurrentWorkflowTasks, "max-concurrent-workflow-tasks", 100, "workflow tasks this worker runs at once")
 	fs.StringArrayVar(&o.ChartMirrors, "chart-mirror", nil, "fetch remote Helm charts whose URL starts with FROM from TO instead (air-gapped mirrors): FROM=TO, repeatable")
+	o.Registry.bindFlags(fs, "needed by agents that do not share this host's state dir")
+	fs.StringVar(&o.AgentDefaults, "agent-defaults", "", "YAML file of defaults for agents installed with `cluster add --install-agent` (image, Temporal address, tolerations, resources, ...)")
+	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
 	o.Log.BindFlags(fs)
 }
 

@@ -20,6 +20,9 @@ type ClusterInput struct {
 	protocol.ClusterStart
 	// Notified is false until the GitRepos have heard of the cluster.
 	Notified bool `json:"notified,omitempty"`
+	// EnsureAgent carries a pending managed-agent check across
+	// continue-as-new.
+	EnsureAgent bool `json:"ensureAgent,omitempty"`
 }
 
 // ClusterWorkflow is the entity workflow of one registered cluster (ID
@@ -29,6 +32,8 @@ type ClusterInput struct {
 func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	rec := in.Record
 	e := entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	ag := &agentWatch{rec: &rec, ensureDue: in.EnsureAgent}
+	e.busy = func() bool { return ag.busy }
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ClusterRecord, error) { return rec, nil }); err != nil {
 		return err
 	}
@@ -45,10 +50,20 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 			if a.KubeconfigHash != "" {
 				next.KubeconfigHash, next.Context = a.KubeconfigHash, a.Context
 			}
+			if a.Agent != nil {
+				next.Agent = applyAgent(ctx, rec.Agent, *a.Agent)
+			}
+			kubeconfigChanged := next.KubeconfigHash != rec.KubeconfigHash
 			e.change(ctx, &rec, next)
+			if a.Agent != nil && a.Agent.Managed || kubeconfigChanged && ag.managed() {
+				ag.ensureDue = true
+			}
 			return rec, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a protocol.ClusterApply) error {
+			if a.Agent != nil && a.Agent.Managed && a.KubeconfigHash == "" && rec.KubeconfigHash == "" {
+				return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a managed agent is installed through the cluster's kubeconfig; add it with --kubeconfig", "InvalidSpec", nil)
+			}
 			return validateLabels(rec.Name, a.Labels)
 		}})
 	if err != nil {
@@ -76,17 +91,21 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 		return err
 	}
 	upsertCluster(ctx, rec)
+	ag.start(ctx)
 	removed, err := e.run(ctx, func() { rec.Removed = true })
 	if err != nil || removed {
 		return err
 	}
-	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: rec}, Notified: !e.notifyDue})
+	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: rec}, Notified: !e.notifyDue, EnsureAgent: ag.ensureDue})
 }
 
 func upsertCluster(ctx workflow.Context, rec protocol.ClusterRecord) {
 	state := "Active"
-	if rec.Paused {
+	switch {
+	case rec.Paused:
 		state = "Paused"
+	case rec.Agent != nil && rec.Agent.Offline:
+		state = "Offline"
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx,
 		temporalx.KeyCluster.ValueSet([]string{rec.Name}),
@@ -151,6 +170,8 @@ type entity struct {
 	notifyDue bool
 	waitFor   string
 	deleted   bool
+	// busy, when set, holds continue-as-new while it reports true.
+	busy func() bool
 }
 
 // change stores next into *rec when it differs, bumping the generation.
@@ -207,7 +228,9 @@ func (e *entity) run(ctx workflow.Context, markRemoved func()) (bool, error) {
 			}
 			continue
 		}
-		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool {
+			return workflow.AllHandlersFinished(ctx) && (e.busy == nil || !e.busy())
+		}); err != nil {
 			return false, err
 		}
 		if workflow.GetSignalChannel(ctx, protocol.SignalDelete).ReceiveAsync(nil) {

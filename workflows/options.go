@@ -38,9 +38,10 @@ var (
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumInterval: 10 * time.Second},
 	}
-	// clusterOptions: deploy and cleanup on a cluster's queue. A queue
-	// nobody serves (agent down, kubeconfig not on this host) fails fast
-	// on ScheduleToStart; the rollout reports it and tries again.
+	// clusterOptions: deploy and cleanup on a cluster. On the controller's
+	// queue a task nobody picks up fails fast on ScheduleToStart; the
+	// rollout reports it and tries again. Agents' queues have no such
+	// limit (see onCluster).
 	clusterOptions = workflow.ActivityOptions{
 		ScheduleToStartTimeout: 30 * time.Second,
 		StartToCloseTimeout:    15 * time.Minute,
@@ -62,7 +63,11 @@ var (
 // worker serves every push-mode cluster) otherwise.
 func onCluster(ctx workflow.Context, cluster string, agent bool, opts workflow.ActivityOptions) workflow.Context {
 	if agent {
+		// An agent that is down (or offline) picks its work up when it is
+		// back: the task waits in its queue, and the rollout counts the
+		// cluster unavailable meanwhile. Nothing is lost or repeated.
 		opts.TaskQueue = protocol.ClusterQueue(cluster)
+		opts.ScheduleToStartTimeout = 0
 	}
 	return workflow.WithActivityOptions(ctx, opts)
 }

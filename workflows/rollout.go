@@ -86,6 +86,9 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (RolloutResult, erro
 }
 
 type rollout struct {
+	// offline are the clusters whose agent stopped heartbeating when the
+	// rollout resolved its targets: their deploys wait in their queues.
+	offline    map[string]bool
 	in         RolloutInput
 	id         string
 	st         status.Rollout
@@ -288,6 +291,10 @@ func (r *rollout) orchestrate(ctx, stopCtx workflow.Context, p plan, targets act
 	for _, a := range targets.Agents {
 		agents[a] = true
 	}
+	r.offline = map[string]bool{}
+	for _, c := range targets.Offline {
+		r.offline[c] = true
+	}
 	r.batching = len(p.Work) > inlineClusterLimit
 	if r.batching {
 		reports := workflow.GetSignalChannel(ctx, signalClusterReport)
@@ -374,7 +381,11 @@ func (r *rollout) works(start []int, agents map[string]bool) []clusterWork {
 		if t := r.sched.readyTimeout(u.bundle.Name); t > w.ReadyTimeout {
 			w.ReadyTimeout = t
 		}
-		r.setState(u.bundle.Name, u.cluster, status.WaitApplied, "")
+		msg := ""
+		if r.offline[u.cluster] {
+			msg = "cluster " + u.cluster + ": agent offline; the deploy waits in task queue " + protocol.ClusterQueue(u.cluster) + " until the agent is back"
+		}
+		r.setState(u.bundle.Name, u.cluster, status.WaitApplied, msg)
 	})
 }
 

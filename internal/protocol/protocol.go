@@ -2,7 +2,9 @@ package protocol
 
 import (
 	"strconv"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
@@ -14,6 +16,7 @@ const (
 	RolloutWorkflow      = "RolloutWorkflow"
 	ClusterWorkflow      = "ClusterWorkflow"
 	ClusterGroupWorkflow = "ClusterGroupWorkflow"
+	ClusterTokenWorkflow = "ClusterTokenWorkflow"
 )
 
 // DefaultTaskQueue is the controller's task queue.
@@ -27,6 +30,9 @@ const (
 	UpdateLabel = "label"
 	// UpdateApprove releases rollout partitions that require approval.
 	UpdateApprove = "approve"
+	// UpdateRegister registers an agent's cluster with a registration
+	// token (sent to the token's workflow).
+	UpdateRegister = "register"
 
 	SignalSync            = "sync"
 	SignalPause           = "pause"
@@ -35,6 +41,12 @@ const (
 	SignalClustersChanged = "clustersChanged"
 	// SignalSupersede tells a rollout a newer change is waiting.
 	SignalSupersede = "supersede"
+	// SignalHeartbeat is an agent's periodic sign of life (Heartbeat).
+	SignalHeartbeat = "heartbeat"
+	// SignalAgentDefaults tells a cluster the controller's agent defaults
+	// (AgentDefaults); a managed agent is redeployed only when its
+	// effective configuration changed.
+	SignalAgentDefaults = "agentDefaults"
 
 	QueryStatus = "status"
 )
@@ -59,6 +71,9 @@ func ClusterID(name string) string { return "cluster/" + name }
 
 // ClusterGroupID is the ID of a cluster group's entity workflow.
 func ClusterGroupID(name string) string { return "clustergroup/" + name }
+
+// ClusterTokenID is the ID of a registration token's workflow.
+func ClusterTokenID(id string) string { return "clustertoken/" + id }
 
 // ClusterQueue is the task queue serving a cluster's deploy and cleanup
 // activities: the agent in pull mode, the controller's worker in push mode.
@@ -104,10 +119,112 @@ type ClusterRecord struct {
 	// host (push mode); the kubeconfig itself never enters Temporal.
 	KubeconfigHash string `json:"kubeconfigHash,omitempty"`
 	Context        string `json:"context,omitempty"`
+	// Agent is set for a cluster served by an agent (pull mode).
+	Agent *AgentRecord `json:"agent,omitempty"`
 	// Generation counts accepted changes.
 	Generation int64 `json:"generation"`
 	// Removed is set once `flotilla cluster remove` ran.
 	Removed bool `json:"removed,omitempty"`
+}
+
+// PullMode reports whether the cluster's agent serves its task queue. A
+// cluster without a kubeconfig on the controller's host can only be
+// served by an agent.
+func (r ClusterRecord) PullMode() bool { return r.Agent != nil || r.KubeconfigHash == "" }
+
+// AgentRecord is what the ClusterWorkflow knows of a cluster's agent.
+type AgentRecord struct {
+	// Managed agents are installed and upgraded by the controller through
+	// the cluster's kubeconfig (`cluster add --install-agent`).
+	Managed bool `json:"managed,omitempty"`
+	// Config holds the cluster's own agent settings (managed agents);
+	// unset fields fall back to the controller's defaults.
+	Config *AgentConfig `json:"config,omitempty"`
+	// TokenID is the registration token the agent registered with.
+	TokenID      string     `json:"tokenID,omitempty"`
+	RegisteredAt *time.Time `json:"registeredAt,omitempty"`
+	// LastSeen is the (workflow) time of the last heartbeat.
+	LastSeen *time.Time `json:"lastSeen,omitempty"`
+	// Version is the agent's version from its last heartbeat.
+	Version string `json:"version,omitempty"`
+	// HeartbeatInterval is the agent's heartbeat period; three missed
+	// heartbeats make the cluster Offline.
+	HeartbeatInterval time.Duration `json:"heartbeatInterval,omitempty"`
+	Offline           bool          `json:"offline,omitempty"`
+	// DeploymentID is the hash of the managed agent's effective
+	// configuration last applied; DefaultsHash the controller defaults it
+	// was computed from.
+	DeploymentID string `json:"deploymentID,omitempty"`
+	DefaultsHash string `json:"defaultsHash,omitempty"`
+	// Deploys counts real installs and upgrades of the managed agent.
+	Deploys int `json:"deploys,omitempty"`
+	// Error is the last failure to install the managed agent.
+	Error string `json:"error,omitempty"`
+}
+
+// AgentConfig is a cluster's own agent settings. Every unset field falls
+// back to the controller's agent defaults. Only non-secret settings live
+// here: it is workflow state.
+type AgentConfig struct {
+	Namespace         string                      `json:"namespace,omitempty"`
+	Image             string                      `json:"image,omitempty"`
+	TemporalAddress   string                      `json:"temporalAddress,omitempty"`
+	TemporalNamespace string                      `json:"temporalNamespace,omitempty"`
+	TLSServerName     string                      `json:"tlsServerName,omitempty"`
+	Tolerations       []corev1.Toleration         `json:"tolerations,omitempty"`
+	Affinity          *corev1.Affinity            `json:"affinity,omitempty"`
+	NodeSelector      map[string]string           `json:"nodeSelector,omitempty"`
+	Resources         corev1.ResourceRequirements `json:"resources,omitempty"`
+	Env               []corev1.EnvVar             `json:"env,omitempty"`
+	PriorityClassName string                      `json:"priorityClassName,omitempty"`
+}
+
+// AgentApply changes a cluster's agent: Managed with Config for
+// `cluster add --install-agent`, Register for a token registration.
+type AgentApply struct {
+	Managed bool         `json:"managed,omitempty"`
+	Config  *AgentConfig `json:"config,omitempty"`
+	TokenID string       `json:"tokenID,omitempty"`
+}
+
+// AgentDefaults is the signal argument of SignalAgentDefaults: the hash of
+// the controller's agent defaults.
+type AgentDefaults struct {
+	Hash string `json:"hash"`
+}
+
+// Heartbeat is an agent's heartbeat signal.
+type Heartbeat struct {
+	Version  string        `json:"version,omitempty"`
+	Interval time.Duration `json:"interval"`
+}
+
+// TokenStart starts a registration token's workflow. Only the verifier
+// (a hash of a hash of the secret) enters Temporal.
+type TokenStart struct {
+	ID       string        `json:"id"`
+	Verifier string        `json:"verifier"`
+	TTL      time.Duration `json:"ttl"`
+}
+
+// TokenStatus is a registration token's state (its workflow's query).
+type TokenStatus struct {
+	ID        string    `json:"id"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	// UsedBy is the cluster that registered with the token.
+	UsedBy  string     `json:"usedBy,omitempty"`
+	UsedAt  *time.Time `json:"usedAt,omitempty"`
+	Expired bool       `json:"expired,omitempty"`
+	Revoked bool       `json:"revoked,omitempty"`
+}
+
+// Register is the argument of the register update: the cluster, the
+// token's proof (never the token itself) and the agent's labels.
+type Register struct {
+	Cluster string            `json:"cluster"`
+	Proof   string            `json:"proof"`
+	Labels  map[string]string `json:"labels,omitempty"`
 }
 
 // ClusterApply is the argument of the cluster apply update. Labels replace
@@ -122,6 +239,8 @@ type ClusterApply struct {
 	Paused         *bool             `json:"paused,omitempty"`
 	KubeconfigHash string            `json:"kubeconfigHash,omitempty"`
 	Context        string            `json:"context,omitempty"`
+	// Agent, when set, puts the cluster in pull mode.
+	Agent *AgentApply `json:"agent,omitempty"`
 }
 
 // ClusterLabel is the argument of the label update: keys to set and keys

@@ -1,0 +1,116 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"helm.sh/helm/v3/pkg/chart"
+
+	"github.com/flotilla-gitops/flotilla/internal/agentcfg"
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+)
+
+// AgentActivities install and upgrade the agents of clusters added with
+// --install-agent. Only the controller registers them: they need the
+// cluster's kubeconfig and the controller's agent defaults.
+type AgentActivities struct {
+	// Config returns a cluster's REST config from the kubeconfig store.
+	Config   func(cluster string) (*rest.Config, error)
+	Deployer *deployer.Deployer
+	Defaults agentcfg.Defaults
+	// Controller holds the controller's own settings, the fallbacks.
+	Controller agentcfg.Controller
+	// Chart is the flotilla-agent chart, ChartDigest its content hash.
+	Chart       *chart.Chart
+	ChartDigest string
+	Logger      *zap.Logger
+}
+
+// EnsureAgentInput names the cluster and its own agent settings.
+type EnsureAgentInput struct {
+	Cluster        string                `json:"cluster"`
+	KubeconfigHash string                `json:"kubeconfigHash,omitempty"`
+	Config         *protocol.AgentConfig `json:"config,omitempty"`
+}
+
+// EnsureAgentResult reports the agent's deployment ID and whether this
+// call deployed it.
+type EnsureAgentResult struct {
+	DeploymentID string `json:"deploymentID"`
+	DefaultsHash string `json:"defaultsHash"`
+	Deployed     bool   `json:"deployed,omitempty"`
+	Revision     int    `json:"revision,omitempty"`
+	// RemovedStatefulSet is set when an older install's StatefulSet was
+	// deleted.
+	RemovedStatefulSet bool `json:"removedStatefulSet,omitempty"`
+}
+
+// DefaultsHash identifies the controller's agent defaults.
+func (a *AgentActivities) DefaultsHash() string {
+	return agentcfg.DefaultsHash(a.Defaults, a.Controller, a.ChartDigest)
+}
+
+// EnsureAgent makes the cluster run its agent at the hash of the agent's
+// effective configuration. The release is the agent's Helm release; an
+// agent already at that hash is left alone, so this is safe to call on
+// every controller start. A StatefulSet left by an older install is
+// removed first: two agents must not poll one queue with different
+// configurations.
+func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) (EnsureAgentResult, error) {
+	defer keepAlive(ctx)()
+	eff, secrets, err := agentcfg.Resolve(in.Cluster, a.Defaults, a.Controller, in.Config, a.ChartDigest)
+	if err != nil {
+		return EnsureAgentResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidAgentConfig, nil)
+	}
+	out := EnsureAgentResult{DeploymentID: eff.Hash(), DefaultsHash: a.DefaultsHash()}
+	cfg, err := a.Config(in.Cluster)
+	if err != nil {
+		return out, fmt.Errorf("cluster %s: %w", in.Cluster, err)
+	}
+	if out.RemovedStatefulSet, err = removeStatefulSet(ctx, cfg, eff.Namespace); err != nil {
+		return out, fmt.Errorf("cluster %s: remove the agent StatefulSet of an older install: %w", in.Cluster, err)
+	}
+	getter, err := deployer.NewRESTClientGetter(cfg, eff.Namespace)
+	if err != nil {
+		return out, fmt.Errorf("cluster %s: %w", in.Cluster, err)
+	}
+	res, err := a.Deployer.Deploy(ctx, getter, deployer.Release{
+		Name: agentcfg.ReleaseName, Namespace: eff.Namespace, Chart: a.Chart,
+		Values: eff.Values(secrets), DeploymentID: out.DeploymentID,
+	})
+	if err != nil {
+		if errors.Is(err, deployer.ErrInvalidRelease) {
+			return out, temporal.NewNonRetryableApplicationError(fmt.Sprintf("cluster %s: agent: %v", in.Cluster, err), ErrTypeInvalidAgentConfig, nil)
+		}
+		return out, fmt.Errorf("cluster %s: install agent: %w", in.Cluster, err)
+	}
+	out.Deployed, out.Revision = res.Changed, res.Revision
+	if res.Changed {
+		a.Logger.Info("Deployed agent", zap.String("cluster", in.Cluster), zap.String("namespace", eff.Namespace),
+			zap.String("deploymentID", out.DeploymentID), zap.Int("revision", res.Revision), zap.String("previous", res.Previous))
+	}
+	return out, nil
+}
+
+// removeStatefulSet deletes the agent StatefulSet an older install left.
+func removeStatefulSet(ctx context.Context, cfg *rest.Config, namespace string) (bool, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	policy := metav1.DeletePropagationForeground
+	err = cs.AppsV1().StatefulSets(namespace).Delete(ctx, agentcfg.ReleaseName, metav1.DeleteOptions{PropagationPolicy: &policy})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}

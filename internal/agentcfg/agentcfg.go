@@ -1,0 +1,407 @@
+// Package agentcfg resolves the configuration of an agent the controller
+// installs (`flotilla cluster add --install-agent`): the controller's
+// agent defaults (--agent-defaults, written by the flotilla chart), the
+// controller's own connection settings as fallbacks, and the cluster's own
+// settings, into one Effective configuration whose hash is the agent's
+// deployment ID.
+//
+// Every default and fallback is resolved before hashing, and list and map
+// fields are put in a canonical order, so the hash changes only when what
+// the agent would run changes: a controller restart, a reordered
+// toleration list or a per-cluster value equal to its default never
+// redeploys an agent (Fleet redeployed every agent on restart because its
+// comparison ignored such fallbacks).
+package agentcfg
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"helm.sh/helm/v3/pkg/chart"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+)
+
+// Built-in defaults.
+const (
+	DefaultNamespace         = "flotilla-system"
+	DefaultImageRepository   = "ghcr.io/flotilla-gitops/flotilla-worker"
+	DefaultHeartbeatInterval = 30 * time.Second
+	// ReleaseName is the Helm release of an installed agent.
+	ReleaseName = "flotilla-agent"
+)
+
+// builtinTolerations let the agent run on nodes every cluster has: not
+// yet initialised by a cloud provider, or control-plane only.
+var builtinTolerations = []corev1.Toleration{
+	{Key: "node.cloudprovider.kubernetes.io/uninitialized", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule},
+	{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+}
+
+// Defaults is the controller's agent defaults file (--agent-defaults).
+type Defaults struct {
+	// Image is repository[:tag]; default DefaultImageRepository at the
+	// controller's version.
+	Image           string            `json:"image,omitempty"`
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	Namespace       string            `json:"namespace,omitempty"`
+	Temporal        struct {
+		// Address and Namespace default to the controller's own.
+		Address   string `json:"address,omitempty"`
+		Namespace string `json:"namespace,omitempty"`
+		// ServerName, CAFile and APIKeyFile default to the controller's
+		// --tls-server-name, --tls-ca and --api-key-file.
+		ServerName string `json:"serverName,omitempty"`
+		CAFile     string `json:"caFile,omitempty"`
+		APIKeyFile string `json:"apiKeyFile,omitempty"`
+	} `json:"temporal,omitempty"`
+	ContentRegistry struct {
+		// URL defaults to the controller's --content-registry.
+		URL       string `json:"url,omitempty"`
+		PlainHTTP bool   `json:"plainHTTP,omitempty"`
+		CAFile    string `json:"caFile,omitempty"`
+	} `json:"contentRegistry,omitempty"`
+	HeartbeatInterval metav1.Duration             `json:"heartbeatInterval,omitempty"`
+	Tolerations       []corev1.Toleration         `json:"tolerations,omitempty"`
+	Affinity          *corev1.Affinity            `json:"affinity,omitempty"`
+	NodeSelector      map[string]string           `json:"nodeSelector,omitempty"`
+	Resources         corev1.ResourceRequirements `json:"resources,omitempty"`
+	Env               []corev1.EnvVar             `json:"env,omitempty"`
+	PriorityClassName string                      `json:"priorityClassName,omitempty"`
+}
+
+// Load reads a defaults file; unknown fields are errors naming the file.
+func Load(path string) (Defaults, error) {
+	var d Defaults
+	if path == "" {
+		return d, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return d, fmt.Errorf("agent defaults: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &d); err != nil {
+		return d, fmt.Errorf("agent defaults %s: %w", path, err)
+	}
+	return d, nil
+}
+
+// Controller is what the controller itself runs with: the fallbacks of
+// every connection setting an agent needs.
+type Controller struct {
+	Version           string
+	TemporalAddress   string
+	TemporalNamespace string
+	TLS               bool
+	TLSServerName     string
+	TLSCAFile         string
+	APIKeyFile        string
+	APIKey            string
+	RegistryURL       string
+	RegistryPlainHTTP bool
+	RegistryCAFile    string
+	RegistryUsername  string
+	RegistryPassword  string
+}
+
+// Effective is an agent's fully resolved configuration. Secrets are
+// represented by their hashes only; their values travel in Secrets.
+type Effective struct {
+	Cluster           string                      `json:"cluster"`
+	Namespace         string                      `json:"namespace"`
+	Image             string                      `json:"image"`
+	ImagePullPolicy   corev1.PullPolicy           `json:"imagePullPolicy"`
+	TemporalAddress   string                      `json:"temporalAddress"`
+	TemporalNamespace string                      `json:"temporalNamespace"`
+	TLS               bool                        `json:"tls"`
+	TLSServerName     string                      `json:"tlsServerName,omitempty"`
+	RegistryURL       string                      `json:"registryURL,omitempty"`
+	RegistryPlainHTTP bool                        `json:"registryPlainHTTP,omitempty"`
+	HeartbeatInterval string                      `json:"heartbeatInterval"`
+	Tolerations       []corev1.Toleration         `json:"tolerations"`
+	Affinity          *corev1.Affinity            `json:"affinity,omitempty"`
+	NodeSelector      map[string]string           `json:"nodeSelector,omitempty"`
+	Resources         corev1.ResourceRequirements `json:"resources"`
+	Env               []corev1.EnvVar             `json:"env,omitempty"`
+	PriorityClassName string                      `json:"priorityClassName,omitempty"`
+	// SecretsHash is the hash of every secret value (CA, API key,
+	// registry credentials), so rotating one redeploys the agent.
+	SecretsHash string `json:"secretsHash"`
+	// ChartDigest identifies the agent chart the controller carries.
+	ChartDigest string `json:"chartDigest"`
+}
+
+// Secrets are the secret values an agent gets (in its chart's Secret).
+type Secrets struct {
+	CA               string
+	APIKey           string
+	RegistryCA       string
+	RegistryUsername string
+	RegistryPassword string
+}
+
+// ErrInvalid marks a configuration that cannot be resolved.
+var ErrInvalid = errors.New("invalid agent configuration")
+
+// Resolve computes the effective configuration of cluster's agent.
+// Unset per-cluster fields fall back to d, unset defaults to the
+// controller's own settings, then to built-in values.
+func Resolve(cluster string, d Defaults, c Controller, own *protocol.AgentConfig, chartDigest string) (Effective, Secrets, error) {
+	if own == nil {
+		own = &protocol.AgentConfig{}
+	}
+	e := Effective{Cluster: cluster, ChartDigest: chartDigest}
+	e.Namespace = first(own.Namespace, d.Namespace, DefaultNamespace)
+	e.Image = first(own.Image, d.Image, DefaultImageRepository+":"+imageTag(c.Version))
+	e.ImagePullPolicy = corev1.PullPolicy(first(string(d.ImagePullPolicy), string(corev1.PullIfNotPresent)))
+	e.TemporalAddress = first(own.TemporalAddress, d.Temporal.Address, c.TemporalAddress)
+	e.TemporalNamespace = first(own.TemporalNamespace, d.Temporal.Namespace, c.TemporalNamespace, "default")
+	e.TLSServerName = first(own.TLSServerName, d.Temporal.ServerName, c.TLSServerName)
+	e.RegistryURL = first(d.ContentRegistry.URL, c.RegistryURL)
+	e.RegistryPlainHTTP = d.ContentRegistry.PlainHTTP || d.ContentRegistry.URL == "" && c.RegistryPlainHTTP
+	hb := d.HeartbeatInterval.Duration
+	if hb <= 0 {
+		hb = DefaultHeartbeatInterval
+	}
+	e.HeartbeatInterval = hb.String()
+	e.Tolerations = tolerations(builtinTolerations, d.Tolerations, own.Tolerations)
+	e.Affinity = d.Affinity
+	if own.Affinity != nil {
+		e.Affinity = own.Affinity
+	}
+	e.NodeSelector = mergeMaps(d.NodeSelector, own.NodeSelector)
+	e.Resources = d.Resources
+	if len(own.Resources.Limits) > 0 || len(own.Resources.Requests) > 0 {
+		e.Resources = own.Resources
+	}
+	e.Env = mergeEnv(d.Env, own.Env)
+	e.PriorityClassName = first(own.PriorityClassName, d.PriorityClassName)
+
+	var s Secrets
+	var errs []error
+	read := func(dst *string, what string, paths ...string) {
+		p := first(paths...)
+		if p == "" {
+			return
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+			return
+		}
+		*dst = string(data)
+	}
+	read(&s.CA, "Temporal CA for agents", d.Temporal.CAFile, c.TLSCAFile)
+	read(&s.APIKey, "Temporal API key for agents", d.Temporal.APIKeyFile, c.APIKeyFile)
+	if s.APIKey == "" {
+		s.APIKey = c.APIKey
+	}
+	s.APIKey = strings.TrimSpace(s.APIKey)
+	read(&s.RegistryCA, "content registry CA for agents", d.ContentRegistry.CAFile, c.RegistryCAFile)
+	s.RegistryUsername, s.RegistryPassword = c.RegistryUsername, c.RegistryPassword
+	e.TLS = c.TLS || s.CA != "" || e.TLSServerName != ""
+
+	if e.TemporalAddress == "" {
+		errs = append(errs, errors.New("no Temporal address for the agent: set temporal.address in the agent defaults"))
+	}
+	if msgs := validation.IsDNS1123Label(e.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q: %s", e.Namespace, strings.Join(msgs, "; ")))
+	}
+	if len(errs) > 0 {
+		return Effective{}, Secrets{}, fmt.Errorf("%w for cluster %s: %w", ErrInvalid, cluster, errors.Join(errs...))
+	}
+	e.SecretsHash = hashOf(s)
+	return e, s, nil
+}
+
+// Hash is the agent's deployment ID: the sha256 of the canonical JSON of
+// the effective configuration.
+func (e Effective) Hash() string { return "agent:" + hashOf(e) }
+
+// DefaultsHash identifies the controller's side of every agent's
+// configuration (defaults, fallbacks, chart, secrets): clusters re-check
+// their agent only when it changes.
+func DefaultsHash(d Defaults, c Controller, chartDigest string) string {
+	sec := Secrets{}
+	for _, f := range []struct {
+		dst   *string
+		paths []string
+	}{{&sec.CA, []string{d.Temporal.CAFile, c.TLSCAFile}}, {&sec.APIKey, []string{d.Temporal.APIKeyFile, c.APIKeyFile}},
+		{&sec.RegistryCA, []string{d.ContentRegistry.CAFile, c.RegistryCAFile}}} {
+		if p := first(f.paths...); p != "" {
+			data, _ := os.ReadFile(p) // a read error shows when the agent is resolved
+			*f.dst = string(data)
+		}
+	}
+	sec.RegistryUsername, sec.RegistryPassword = c.RegistryUsername, c.RegistryPassword
+	c.APIKey, c.RegistryUsername, c.RegistryPassword = "", "", ""
+	return hashOf(struct {
+		D       Defaults
+		C       Controller
+		Chart   string
+		Secrets string
+	}{d, c, chartDigest, hashOf(sec)})
+}
+
+// Values are the flotilla-agent chart's values for e.
+func (e Effective) Values(s Secrets) map[string]any {
+	repo, tag := splitImage(e.Image)
+	v := map[string]any{
+		"cluster": e.Cluster,
+		"image":   map[string]any{"repository": repo, "tag": tag, "pullPolicy": string(e.ImagePullPolicy)},
+		"temporal": map[string]any{
+			"address":   e.TemporalAddress,
+			"namespace": e.TemporalNamespace,
+			"tls":       map[string]any{"enabled": e.TLS, "serverName": e.TLSServerName, "ca": s.CA},
+			"apiKey":    s.APIKey,
+		},
+		"contentRegistry": map[string]any{"url": e.RegistryURL, "plainHTTP": e.RegistryPlainHTTP, "ca": s.RegistryCA,
+			"username": s.RegistryUsername, "password": s.RegistryPassword},
+		"heartbeatInterval": e.HeartbeatInterval,
+		"tolerations":       toValue(e.Tolerations),
+		"nodeSelector":      toValue(e.NodeSelector),
+		"resources":         toValue(e.Resources),
+		"env":               toValue(e.Env),
+		"priorityClassName": e.PriorityClassName,
+		"configHash":        strings.TrimPrefix(e.Hash(), "agent:")[:16],
+	}
+	if e.Affinity != nil {
+		v["affinity"] = toValue(e.Affinity)
+	}
+	return v
+}
+
+func toValue(x any) any {
+	data, err := json.Marshal(x)
+	if err != nil {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(data, &v) != nil {
+		return nil
+	}
+	return v
+}
+
+func first(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func imageTag(version string) string {
+	if version == "" || version == "dev" || strings.ContainsAny(version, "+ ") {
+		return "latest"
+	}
+	return version
+}
+
+// splitImage splits repository[:tag]; a digest reference stays whole in
+// the repository with an empty tag.
+func splitImage(image string) (string, string) {
+	if strings.Contains(image, "@") {
+		return image, ""
+	}
+	slash := strings.LastIndex(image, "/")
+	if colon := strings.LastIndex(image, ":"); colon > slash {
+		return image[:colon], image[colon+1:]
+	}
+	return image, ""
+}
+
+// tolerations merges lists, dropping duplicates, in a canonical order.
+func tolerations(lists ...[]corev1.Toleration) []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, l := range lists {
+		for _, t := range l {
+			if t.Operator == "" {
+				t.Operator = corev1.TolerationOpEqual
+			}
+			if !slices.ContainsFunc(out, func(o corev1.Toleration) bool {
+				return o.MatchToleration(&t) && ptrEq(o.TolerationSeconds, t.TolerationSeconds)
+			}) {
+				out = append(out, t)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		return fmt.Sprint(a.Key, "\x00", a.Operator, "\x00", a.Value, "\x00", a.Effect) < fmt.Sprint(b.Key, "\x00", b.Operator, "\x00", b.Value, "\x00", b.Effect)
+	})
+	return out
+}
+
+func ptrEq(a, b *int64) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+func mergeMaps(a, b map[string]string) map[string]string {
+	if len(a)+len(b) == 0 {
+		return nil
+	}
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, b)
+	return out
+}
+
+// mergeEnv keeps the defaults' order; a cluster's variable replaces the
+// default of the same name in place, new ones follow.
+func mergeEnv(defaults, own []corev1.EnvVar) []corev1.EnvVar {
+	out := slices.Clone(defaults)
+	for _, v := range own {
+		if i := slices.IndexFunc(out, func(o corev1.EnvVar) bool { return o.Name == v.Name }); i >= 0 {
+			out[i] = v
+		} else {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func hashOf(v any) string {
+	data, err := json.Marshal(v) // struct fields in order, map keys sorted
+	if err != nil {
+		panic(fmt.Sprintf("agentcfg: hash: %v", err)) // only plain data is hashed
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// ChartDigest is a content hash of a chart's files, metadata and values,
+// stable across processes.
+func ChartDigest(c *chart.Chart) string {
+	files := append(slices.Clone(c.Raw), c.Templates...)
+	files = append(files, c.Files...)
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	h := sha256.New()
+	for _, f := range files {
+		h.Write([]byte(f.Name))
+		h.Write([]byte{0})
+		h.Write(f.Data)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+)
+
+// agentFlags are `cluster add`'s settings for a managed agent.
+type agentFlags struct {
+	install          bool
+	configFile       string
+	namespace        string
+	image            string
+	temporalAddress  string
+	tolerations      []string
+	env              []string
+	nodeSelector     []string
+	priorityClass    string
+	temporalNS       string
+	temporalSrvrName string
+}
+
+func (a *agentFlags) bindFlags(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.BoolVar(&a.install, "install-agent", false, "run the cluster in pull mode with an agent the controller installs and upgrades through the kubeconfig")
+	fs.StringVar(&a.configFile, "agent-config", "", "YAML file of the agent's own settings (namespace, image, temporalAddress, tolerations, affinity, nodeSelector, resources, env, priorityClassName); flags override it")
+	fs.StringVar(&a.namespace, "agent-namespace", "", "namespace of the agent (default flotilla-system)")
+	fs.StringVar(&a.image, "agent-image", "", "agent image (default: the controller's agent image)")
+	fs.StringVar(&a.temporalAddress, "agent-temporal-address", "", "Temporal address the agent dials (default: the controller's agent defaults, then its own address)")
+	fs.StringVar(&a.temporalNS, "agent-temporal-namespace", "", "Temporal namespace of the agent (default: the controller's)")
+	fs.StringVar(&a.temporalSrvrName, "agent-tls-server-name", "", "server name the agent verifies in Temporal's certificate")
+	fs.StringArrayVar(&a.tolerations, "agent-toleration", nil, "toleration KEY[=VALUE]:EFFECT (or KEY:EFFECT for Exists), added to the controller's; repeatable")
+	fs.StringArrayVar(&a.env, "agent-env", nil, "environment variable NAME=VALUE of the agent; repeatable")
+	fs.StringArrayVar(&a.nodeSelector, "agent-node-selector", nil, "node selector k=v of the agent; repeatable")
+	fs.StringVar(&a.priorityClass, "agent-priority-class", "", "priority class of the agent pod")
+}
+
+// apply returns the agent change, nil without --install-agent. Agent
+// flags without --install-agent are an error, not silently ignored.
+func (a *agentFlags) apply() (*protocol.AgentApply, error) {
+	cfg := protocol.AgentConfig{}
+	set := a.configFile != "" || a.namespace != "" || a.image != "" || a.temporalAddress != "" || a.temporalNS != "" ||
+		a.temporalSrvrName != "" || len(a.tolerations)+len(a.env)+len(a.nodeSelector) > 0 || a.priorityClass != ""
+	if !a.install {
+		if set {
+			return nil, fmt.Errorf("--agent-* flags need --install-agent")
+		}
+		return nil, nil
+	}
+	if a.configFile != "" {
+		data, err := os.ReadFile(a.configFile)
+		if err != nil {
+			return nil, fmt.Errorf("--agent-config: %w", err)
+		}
+		if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+			return nil, fmt.Errorf("--agent-config %s: %w", a.configFile, err)
+		}
+	}
+	for dst, v := range map[*string]string{&cfg.Namespace: a.namespace, &cfg.Image: a.image, &cfg.TemporalAddress: a.temporalAddress,
+		&cfg.TemporalNamespace: a.temporalNS, &cfg.TLSServerName: a.temporalSrvrName, &cfg.PriorityClassName: a.priorityClass} {
+		if v != "" {
+			*dst = v
+		}
+	}
+	for _, t := range a.tolerations {
+		tol, err := parseToleration(t)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Tolerations = append(cfg.Tolerations, tol)
+	}
+	for _, e := range a.env {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--agent-env %q: want NAME=VALUE", e)
+		}
+		cfg.Env = append(cfg.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	if len(a.nodeSelector) > 0 {
+		sel, _, err := parseLabels(a.nodeSelector, false)
+		if err != nil {
+			return nil, fmt.Errorf("--agent-node-selector: %w", err)
+		}
+		if cfg.NodeSelector == nil {
+			cfg.NodeSelector = map[string]string{}
+		}
+		for k, v := range sel {
+			cfg.NodeSelector[k] = v
+		}
+	}
+	return &protocol.AgentApply{Managed: true, Config: &cfg}, nil
+}
+
+// parseToleration parses KEY[=VALUE]:EFFECT; KEY:EFFECT tolerates any
+// value (operator Exists).
+func parseToleration(s string) (corev1.Toleration, error) {
+	kv, effect, ok := strings.Cut(s, ":")
+	if !ok || kv == "" {
+		return corev1.Toleration{}, fmt.Errorf("--agent-toleration %q: want KEY[=VALUE]:EFFECT", s)
+	}
+	t := corev1.Toleration{Effect: corev1.TaintEffect(effect)}
+	switch t.Effect {
+	case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+	default:
+		return t, fmt.Errorf("--agent-toleration %q: effect must be NoSchedule, PreferNoSchedule or NoExecute", s)
+	}
+	if k, v, ok := strings.Cut(kv, "="); ok {
+		t.Key, t.Operator, t.Value = k, corev1.TolerationOpEqual, v
+	} else {
+		t.Key, t.Operator = kv, corev1.TolerationOpExists
+	}
+	msgs := validation.IsQualifiedName(t.Key)
+	if t.Value != "" {
+		msgs = append(msgs, validation.IsValidLabelValue(t.Value)...)
+	}
+	if len(msgs) > 0 {
+		return t, fmt.Errorf("--agent-toleration %q: %s", s, strings.Join(msgs, "; "))
+	}
+	return t, nil
+}

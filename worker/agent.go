@@ -1,0 +1,331 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/buildinfo"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
+	"github.com/flotilla-gitops/flotilla/internal/content"
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/envflag"
+	"github.com/flotilla-gitops/flotilla/internal/logging"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+// agentOptions configure `flotilla-worker agent`.
+type agentOptions struct {
+	Temporal    temporalx.ClientOptions
+	Log         logging.Options
+	Registry    registryFlags
+	Cluster     string
+	Kubeconfig  string
+	KubeContext string
+	StateDir    string
+	// Token (or TokenFile) registers a new cluster; ignored once the
+	// cluster is registered.
+	Token                   string
+	TokenFile               string
+	Labels                  []string
+	HeartbeatInterval       time.Duration
+	HTTPListen              string
+	MaxConcurrentActivities int
+}
+
+func newAgentCommand() *cobra.Command {
+	var o agentOptions
+	cmd := &cobra.Command{
+		Use:   "agent --cluster NAME --temporal-address HOST:PORT",
+		Short: "Run one cluster's agent (pull mode): deploy, check and clean up bundles on it from task queue cluster/NAME",
+		Long: `The agent serves the deploy, readiness, rollback and cleanup activities of one cluster,
+polling the Temporal task queue cluster/NAME, so the controller needs no access to the
+cluster. It talks to the cluster with in-cluster config, or --kubeconfig. A new cluster
+registers once with a token from "flotilla cluster token create"; later starts need none.
+The agent heartbeats to its ClusterWorkflow; a silent agent turns the cluster Offline.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PreRunE:       func(cmd *cobra.Command, _ []string) error { return envflag.Apply(cmd.Flags(), envPrefix) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			err := runAgent(ctx, o)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	fs := cmd.Flags()
+	o.Temporal.BindFlags(fs)
+	o.Log.BindFlags(fs)
+	o.Registry.bindFlags(fs, "agents pull from it")
+	fs.StringVar(&o.Cluster, "cluster", "", "name of the cluster this agent serves (required)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the cluster (default: in-cluster config)")
+	fs.StringVar(&o.KubeContext, "context", "", "kubeconfig context (default: current)")
+	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/flotilla", "directory for the agent's cache of rendered bundles")
+	fs.StringVar(&o.Token, "registration-token", "", "registration token of a new cluster (prefer $FLOTILLA_REGISTRATION_TOKEN or --registration-token-file)")
+	fs.StringVar(&o.TokenFile, "registration-token-file", "", "file holding the registration token")
+	fs.StringArrayVarP(&o.Labels, "label", "l", nil, "cluster label k=v sent when registering; repeatable")
+	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 30*time.Second, "how often the agent reports to its ClusterWorkflow; 3 missed heartbeats make the cluster Offline")
+	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
+	fs.IntVar(&o.MaxConcurrentActivities, "max-concurrent-activities", 20, "activities the agent runs at once")
+	envflag.Annotate(fs, envPrefix)
+	return cmd
+}
+
+func (o *agentOptions) validate() (map[string]string, error) {
+	var errs []error
+	if o.Cluster == "" {
+		errs = append(errs, errors.New("--cluster is required"))
+	}
+	if o.Temporal.Address == "" {
+		errs = append(errs, errors.New("--temporal-address is required: the agent connects to the controller's Temporal server"))
+	}
+	if o.HeartbeatInterval < time.Second {
+		errs = append(errs, errors.New("--heartbeat-interval must be at least 1s"))
+	}
+	if o.MaxConcurrentActivities < 1 {
+		errs = append(errs, errors.New("--max-concurrent-activities must be ≥ 1"))
+	}
+	labels := map[string]string{}
+	for _, l := range o.Labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			errs = append(errs, fmt.Errorf("--label %q: want k=v", l))
+			continue
+		}
+		labels[k] = v
+	}
+	if o.Cluster != "" {
+		if fe := api.ValidateClusterMeta(api.ObjectMeta{Name: o.Cluster, Labels: labels}); len(fe) > 0 {
+			errs = append(errs, &api.ValidationError{Kind: api.KindCluster, Name: o.Cluster, Errs: fe})
+		}
+	}
+	errs = append(errs, o.Temporal.Validate())
+	return labels, errors.Join(errs...)
+}
+
+// restConfig is the agent's connection to its cluster.
+func (o *agentOptions) restConfig() (*rest.Config, error) {
+	if o.Kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster config (run the agent in its cluster, or pass --kubeconfig): %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		&clientcmd.ClientConfigLoadingRules{ExplicitPath: o.Kubeconfig},
+		&clientcmd.ConfigOverrides{CurrentContext: o.KubeContext}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+// token returns the registration token from the flag, the environment or
+// the file; "" when none was given.
+func (o *agentOptions) token() (string, error) {
+	if o.Token != "" || o.TokenFile == "" {
+		return strings.TrimSpace(o.Token), nil
+	}
+	data, err := os.ReadFile(o.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("--registration-token-file: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+func runAgent(ctx context.Context, o agentOptions) error {
+	labels, err := o.validate()
+	if err != nil {
+		return err
+	}
+	logger, err := o.Log.New()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }()
+	logger = logger.With(zap.String("cluster", o.Cluster))
+	cfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+	token, err := o.token()
+	if err != nil {
+		return err
+	}
+	reg, err := o.Registry.open()
+	if err != nil {
+		return err
+	}
+	cs, err := content.New(filepath.Join(o.StateDir, "content"))
+	if err != nil {
+		return err
+	}
+	if reg != nil {
+		cs = cs.WithRemote(reg)
+	}
+	p := &probe{}
+	p.setReady(false, "starting")
+	if err := serveHTTP(ctx, o.HTTPListen, p, logger); err != nil {
+		return fmt.Errorf("--http-listen: %w", err)
+	}
+
+	c, err := o.Temporal.Dial(ctx, logger)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := registerAgent(ctx, c, o.Cluster, token, labels, logger); err != nil {
+		return err
+	}
+
+	queue := protocol.ClusterQueue(o.Cluster)
+	w := worker.New(c, queue, worker.Options{MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities})
+	w.RegisterActivity(&activities.ClusterActivities{
+		Cluster:  o.Cluster,
+		Config:   func(string) (*rest.Config, error) { return cfg, nil },
+		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
+		Content:  cs,
+		Logger:   logger,
+	})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start agent on task queue %s: %w", queue, err)
+	}
+	defer w.Stop()
+	logger.Info("Agent started", zap.String("taskQueue", queue), zap.String("temporalAddress", o.Temporal.Address),
+		zap.String("version", buildinfo.Get().Version))
+	heartbeat(ctx, c, o.Cluster, o.HeartbeatInterval, p, logger)
+	logger.Info("Agent stopping")
+	return nil
+}
+
+// heartbeat signals the cluster's workflow every interval until ctx ends.
+func heartbeat(ctx context.Context, c client.Client, name string, interval time.Duration, p *probe, logger *zap.Logger) {
+	hb := protocol.Heartbeat{Version: buildinfo.Get().Version, Interval: interval}
+	failing := false
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := c.SignalWorkflow(sctx, protocol.ClusterID(name), "", protocol.SignalHeartbeat, hb)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			p.setReady(false, "heartbeat failing")
+			if !failing {
+				var nf *serviceerror.NotFound
+				if errors.As(err, &nf) {
+					logger.Error("Heartbeat failed: the cluster is not registered (removed?)", zap.Error(err))
+				} else {
+					logger.Warn("Heartbeat failed; retrying", zap.Error(err))
+				}
+			}
+			failing = true
+		default:
+			if failing {
+				logger.Info("Heartbeat recovered")
+			}
+			failing = false
+			p.setReady(true, "")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
+}
+
+// registerAgent makes sure the cluster is registered in pull mode: an
+// existing registration needs no token (an agent restarts without one);
+// a new cluster registers with its single-use token.
+func registerAgent(ctx context.Context, c client.Client, name, token string, labels map[string]string, logger *zap.Logger) error {
+	var rec protocol.ClusterRecord
+	err := queryStatus(ctx, c, protocol.ClusterID(name), &rec)
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil && !rec.Removed && rec.PullMode():
+		logger.Info("Cluster already registered", zap.Bool("managed", rec.Agent != nil && rec.Agent.Managed))
+		return nil
+	case err == nil && !rec.Removed:
+		return fmt.Errorf("cluster %s is registered in push mode (the controller deploys with its kubeconfig); an agent cannot serve it: re-add it with `flotilla cluster add --install-agent`, or remove it first", name)
+	case err != nil && !errors.As(err, &nf):
+		return fmt.Errorf("look up cluster %s: %w", name, err)
+	}
+	if token == "" {
+		return fmt.Errorf("cluster %s is not registered: create a token with `flotilla cluster token create` and pass it in $FLOTILLA_REGISTRATION_TOKEN or --registration-token-file", name)
+	}
+	id, proof, err := cluster.ParseToken(token)
+	if err != nil {
+		return err
+	}
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: protocol.ClusterTokenID(id), UpdateName: protocol.UpdateRegister,
+		Args:         []any{protocol.Register{Cluster: name, Proof: proof, Labels: labels}},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err == nil {
+		err = h.Get(ctx, &rec)
+	}
+	if err != nil {
+		return fmt.Errorf("register cluster %s: %w", name, tokenError(ctx, c, id, err))
+	}
+	logger.Info("Registered cluster", zap.String("token", id), zap.String("labels", fmt.Sprint(labels)))
+	return nil
+}
+
+// tokenError explains a failed registration: an unknown token, or one
+// that was used, revoked or expired (its workflow has ended).
+func tokenError(ctx context.Context, c client.Client, id string, err error) error {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return errors.New(ae.Message())
+	}
+	var nf *serviceerror.NotFound
+	if !errors.As(err, &nf) {
+		return err
+	}
+	var st protocol.TokenStatus
+	if qerr := queryStatus(ctx, c, protocol.ClusterTokenID(id), &st); qerr != nil {
+		return fmt.Errorf("unknown registration token %s", id)
+	}
+	switch {
+	case st.UsedBy != "":
+		return fmt.Errorf("registration token %s was already used by cluster %s; tokens are single-use", id, st.UsedBy)
+	case st.Revoked:
+		return fmt.Errorf("registration token %s was revoked", id)
+	default:
+		return fmt.Errorf("registration token %s expired at %s", id, st.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+}
+
+func queryStatus(ctx context.Context, c client.Client, id string, out any) error {
+	v, err := c.QueryWorkflow(ctx, id, "", protocol.QueryStatus)
+	if err != nil {
+		return err
+	}
+	return v.Get(out)
+}
+

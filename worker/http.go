@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// probe is the worker's health state, served on --http-listen.
+type probe struct {
+	ready atomic.Bool
+	// reason says why the worker is not ready (shown by /readyz).
+	reason atomic.Value
+}
+
+func (p *probe) setReady(ok bool, reason string) {
+	p.ready.Store(ok)
+	p.reason.Store(reason)
+}
+
+// serveHTTP serves /healthz (the process runs), /readyz (the worker
+// polls; an agent also heartbeats) and /metrics (Prometheus) on addr
+// until ctx ends. An empty addr serves nothing.
+func serveHTTP(ctx context.Context, addr string, p *probe, logger *zap.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !p.ready.Load() {
+			reason, _ := p.reason.Load().(string)
+			http.Error(w, "not ready: "+reason, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.Handler())
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("HTTP server stopped", zap.Error(err))
+		}
+	}()
+	logger.Info("Serving health and metrics", zap.String("address", ln.Addr().String()))
+	return nil
+}

@@ -1,0 +1,158 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+)
+
+// Agent liveness: an agent that sent no heartbeat for offlineAfterBeats
+// of its heartbeat intervals is Offline.
+const (
+	offlineAfterBeats        = 3
+	defaultHeartbeatInterval = 30 * time.Second
+)
+
+// ensureAgentOptions: installing or upgrading a managed agent. A cluster
+// that stays unreachable is reported on the record and tried again on the
+// next change or controller start.
+var ensureAgentOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 5 * time.Minute,
+	HeartbeatTimeout:    30 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 5,
+		NonRetryableErrorTypes: []string{activities.ErrTypeInvalidAgentConfig}},
+}
+
+// applyAgent folds an agent change into the cluster's agent record; state
+// the workflow observed (last seen, deployed configuration) is kept.
+func applyAgent(ctx workflow.Context, cur *protocol.AgentRecord, a protocol.AgentApply) *protocol.AgentRecord {
+	next := protocol.AgentRecord{}
+	if cur != nil {
+		next = *cur
+	}
+	if a.Managed {
+		next.Managed, next.Config = true, a.Config
+	}
+	if a.TokenID != "" && a.TokenID != next.TokenID {
+		now := workflow.Now(ctx)
+		next.TokenID, next.RegisteredAt = a.TokenID, &now
+	}
+	return &next
+}
+
+// agentWatch keeps a cluster's agent state: heartbeats, Offline after
+// missed heartbeats, and the managed agent's deployment.
+type agentWatch struct {
+	rec *protocol.ClusterRecord
+	// ensureDue asks for the managed agent to be (re)checked; busy while
+	// the check runs (the workflow does not continue as new meanwhile).
+	ensureDue bool
+	busy      bool
+	// defaultsHash is the latest controller defaults hash signalled.
+	defaultsHash string
+}
+
+// managed reports whether the controller installs this cluster's agent.
+func (w *agentWatch) managed() bool { return w.rec.Agent != nil && w.rec.Agent.Managed }
+
+func (w *agentWatch) start(ctx workflow.Context) {
+	workflow.Go(ctx, w.heartbeats)
+	workflow.Go(ctx, w.liveness)
+	workflow.Go(ctx, w.defaults)
+	workflow.Go(ctx, w.ensure)
+}
+
+// heartbeats records each heartbeat's (workflow) time. Heartbeats are not
+// spec changes: no generation bump, no GitRepo notification.
+func (w *agentWatch) heartbeats(ctx workflow.Context) {
+	ch := workflow.GetSignalChannel(ctx, protocol.SignalHeartbeat)
+	for {
+		var hb protocol.Heartbeat
+		ch.Receive(ctx, &hb)
+		if !w.rec.PullMode() {
+			continue
+		}
+		a := protocol.AgentRecord{}
+		if w.rec.Agent != nil {
+			a = *w.rec.Agent
+		}
+		now := workflow.Now(ctx)
+		wasOffline := a.Offline
+		a.LastSeen, a.Version, a.HeartbeatInterval, a.Offline = &now, hb.Version, hb.Interval, false
+		w.rec.Agent = &a
+		if wasOffline {
+			workflow.GetLogger(ctx).Info("Agent back online", "cluster", w.rec.Name)
+			upsertCluster(ctx, *w.rec)
+		}
+	}
+}
+
+// liveness marks the agent Offline when no heartbeat arrived for
+// offlineAfterBeats intervals. It sleeps until the deadline implied by the
+// last heartbeat, so a steady agent costs one timer per few heartbeats.
+func (w *agentWatch) liveness(ctx workflow.Context) {
+	for {
+		_ = workflow.Await(ctx, func() bool {
+			a := w.rec.Agent
+			return a != nil && a.LastSeen != nil && !a.Offline
+		})
+		a := w.rec.Agent
+		interval := a.HeartbeatInterval
+		if interval <= 0 {
+			interval = defaultHeartbeatInterval
+		}
+		wait := a.LastSeen.Add(offlineAfterBeats * interval).Sub(workflow.Now(ctx))
+		if wait > 0 {
+			_ = workflow.Sleep(ctx, wait)
+			continue
+		}
+		next := *a
+		next.Offline = true
+		w.rec.Agent = &next
+		workflow.GetLogger(ctx).Warn("Agent offline: no heartbeat", "cluster", w.rec.Name, "lastSeen", a.LastSeen)
+		upsertCluster(ctx, *w.rec)
+	}
+}
+
+// defaults receives the controller's agent defaults (sent when a
+// controller starts); only a changed hash triggers a check.
+func (w *agentWatch) defaults(ctx workflow.Context) {
+	ch := workflow.GetSignalChannel(ctx, protocol.SignalAgentDefaults)
+	for {
+		var d protocol.AgentDefaults
+		ch.Receive(ctx, &d)
+		w.defaultsHash = d.Hash
+		if w.managed() && d.Hash != w.rec.Agent.DefaultsHash {
+			w.ensureDue = true
+		}
+	}
+}
+
+// ensure installs or upgrades the managed agent when asked. The activity
+// compares the hash of the agent's effective configuration with what the
+// cluster runs and deploys only on a difference.
+func (w *agentWatch) ensure(ctx workflow.Context) {
+	var aa *activities.AgentActivities
+	for {
+		_ = workflow.Await(ctx, func() bool { return w.ensureDue && w.managed() && !w.rec.Removed })
+		w.ensureDue, w.busy = false, true
+		in := activities.EnsureAgentInput{Cluster: w.rec.Name, KubeconfigHash: w.rec.KubeconfigHash, Config: w.rec.Agent.Config}
+		var res activities.EnsureAgentResult
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ensureAgentOptions), aa.EnsureAgent, in).Get(ctx, &res)
+		a := *w.rec.Agent
+		if err != nil {
+			a.Error = activityMessage(err)
+		} else {
+			a.Error, a.DeploymentID, a.DefaultsHash = "", res.DeploymentID, res.DefaultsHash
+			if res.Deployed {
+				a.Deploys++
+			}
+		}
+		w.rec.Agent = &a
+		w.busy = false
+	}
+}

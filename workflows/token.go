@@ -1,0 +1,77 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+)
+
+// errTypeRegistration marks a rejected registration.
+const errTypeRegistration = "RegistrationRejected"
+
+// ClusterTokenWorkflow is one registration token (ID clustertoken/<id>):
+// it accepts one registration with a valid proof before it expires, then
+// ends. Its history holds only the verifier. A completed run still
+// answers the status query, so an agent presenting a used or expired
+// token learns which.
+func ClusterTokenWorkflow(ctx workflow.Context, in protocol.TokenStart) (protocol.TokenStatus, error) {
+	now := workflow.Now(ctx)
+	st := protocol.TokenStatus{ID: in.ID, CreatedAt: now, ExpiresAt: now.Add(in.TTL)}
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.TokenStatus, error) { return st, nil }); err != nil {
+		return st, err
+	}
+	reject := func(format string, args ...any) error {
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errTypeRegistration, nil)
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateRegister,
+		func(ctx workflow.Context, r protocol.Register) (protocol.ClusterRecord, error) {
+			used := workflow.Now(ctx)
+			st.UsedBy, st.UsedAt = r.Cluster, &used
+			var rec protocol.ClusterRecord
+			var a *activities.Activities
+			err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.RegisterAgent,
+				activities.RegisterAgentInput{Cluster: r.Cluster, Labels: r.Labels, TokenID: in.ID}).Get(ctx, &rec)
+			return rec, err
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, r protocol.Register) error {
+			switch {
+			case st.Revoked:
+				return reject("registration token %s was revoked", in.ID)
+			case st.UsedBy != "":
+				return reject("registration token %s was already used by cluster %s; tokens are single-use, create another with `flotilla cluster token create`", in.ID, st.UsedBy)
+			case !workflow.Now(ctx).Before(st.ExpiresAt):
+				return reject("registration token %s expired at %s", in.ID, st.ExpiresAt.UTC().Format(time.RFC3339))
+			case !cluster.VerifyProof(r.Proof, in.Verifier):
+				return reject("invalid registration token %s", in.ID)
+			}
+			meta := api.ObjectMeta{Name: r.Cluster, Labels: r.Labels}
+			//workflowcheck:ignore validation only reads its input
+			if errs := api.ValidateClusterMeta(meta); len(errs) > 0 {
+				return reject("%s", (&api.ValidationError{Kind: api.KindCluster, Name: r.Cluster, Errs: errs}).Error())
+			}
+			return nil
+		}})
+	if err != nil {
+		return st, err
+	}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		workflow.GetSignalChannel(ctx, protocol.SignalDelete).Receive(ctx, nil)
+		st.Revoked = true
+	})
+	ok, err := workflow.AwaitWithTimeout(ctx, in.TTL, func() bool { return st.UsedBy != "" || st.Revoked })
+	if err != nil {
+		return st, err
+	}
+	if !ok {
+		st.Expired = true
+	}
+	err = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	return st, err
+}
