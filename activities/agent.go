@@ -107,7 +107,7 @@ func removeStatefulSet(ctx context.Context, cfg *rest.Config, namespace string) 
 	if err != nil {
 		return false, err
 	}
-	policy := metav1.DeletePropagationForeground
+	policy := metav1.DeletePropagationBackground
 	err = cs.AppsV1().StatefulSets(namespace).Delete(ctx, agentcfg.ReleaseName, metav1.DeleteOptions{PropagationPolicy: &policy})
 	if apierrors.IsNotFound(err) {
 		return false, nil

@@ -3,6 +3,7 @@ package content
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 
 	"github.com/google/renameio/v2"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 )
@@ -36,10 +38,13 @@ const (
 	optionsExt   = ".json"
 )
 
-// Store is a content-addressed store in a directory. It is safe for
-// concurrent use by multiple goroutines and processes.
+// Store is a content-addressed store in a directory, optionally backed
+// by a Registry (see WithRemote). It is safe for concurrent use by multiple
+// goroutines and processes.
 type Store struct {
-	dir string
+	dir    string
+	remote *Registry
+	pulls  singleflight.Group
 }
 
 // New returns a store in dir, creating dir (mode 0700) and its
@@ -53,84 +58,185 @@ func New(dir string) (*Store, error) {
 	return &Store{dir: dir}, nil
 }
 
-// PutManifest stores m and returns its ID. Storing a manifest that is
-// already present does nothing.
+// WithRemote returns a store on the same directory that also writes
+// manifests and options to r and, for those missing locally, reads them
+// from r and keeps a verified copy in the directory. A nil r gives a
+// store without a remote. Bundles stay local. s itself is unchanged.
+func (s *Store) WithRemote(r *Registry) *Store {
+	return &Store{dir: s.dir, remote: r}
+}
+
+// PutManifest is PutManifestContext with a background context;
+// registry calls are still bounded by RegistryOptions.Timeout.
 func (s *Store) PutManifest(m bundle.Manifest) (string, error) {
-	id := m.ID()
-	data, err := json.Marshal(m)
+	return s.PutManifestContext(context.Background(), m)
+}
+
+// PutManifestContext stores m and returns its ID. Storing a manifest that
+// is already present does nothing locally. With a remote, m is then pushed
+// to it (a no-op when the registry has it); when that fails m stays stored
+// locally and calling again retries the push.
+func (s *Store) PutManifestContext(ctx context.Context, m bundle.Manifest) (string, error) {
+	id, data, err := s.putManifest(m)
 	if err != nil {
-		return "", fmt.Errorf("store manifest %s: %w", id, err)
+		return "", err
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if _, err := zw.Write(data); err != nil {
-		return "", fmt.Errorf("store manifest %s: %w", id, err)
-	}
-	if err := zw.Close(); err != nil {
-		return "", fmt.Errorf("store manifest %s: %w", id, err)
-	}
-	if err := s.write(manifestsDir, id+manifestExt, buf.Bytes()); err != nil {
-		return "", fmt.Errorf("store manifest %s: %w", id, err)
+	if s.remote != nil {
+		if err := s.remote.Push(ctx, KindManifest, id, data); err != nil {
+			return "", err
+		}
 	}
 	return id, nil
 }
 
-// GetManifest returns the manifest with the given ID. It fails with
-// ErrInvalidID for a malformed ID, ErrNotFound when the store does not hold
-// it, and ErrCorrupt when the stored manifest's ID is not id.
+// putManifest stores m locally and returns its ID and stored bytes.
+func (s *Store) putManifest(m bundle.Manifest) (string, []byte, error) {
+	id := m.ID()
+	data, err := json.Marshal(m)
+	if err != nil {
+		return "", nil, fmt.Errorf("store manifest %s: %w", id, err)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(data); err != nil {
+		return "", nil, fmt.Errorf("store manifest %s: %w", id, err)
+	}
+	if err := zw.Close(); err != nil {
+		return "", nil, fmt.Errorf("store manifest %s: %w", id, err)
+	}
+	if err := s.write(manifestsDir, id+manifestExt, buf.Bytes()); err != nil {
+		return "", nil, fmt.Errorf("store manifest %s: %w", id, err)
+	}
+	return id, buf.Bytes(), nil
+}
+
+// GetManifest is GetManifestContext with a background context;
+// registry calls are still bounded by RegistryOptions.Timeout.
 func (s *Store) GetManifest(id string) (bundle.Manifest, error) {
+	return s.GetManifestContext(context.Background(), id)
+}
+
+// GetManifestContext returns the manifest with the given ID. It fails with
+// ErrInvalidID for a malformed ID, ErrNotFound when neither the store nor
+// its remote holds it, and ErrCorrupt when the stored or pulled manifest's
+// ID is not id. A manifest pulled from the remote is stored locally only
+// after it has been verified.
+func (s *Store) GetManifestContext(ctx context.Context, id string) (bundle.Manifest, error) {
+	m, err := s.getManifest(id)
+	if s.remote == nil || !errors.Is(err, ErrNotFound) {
+		return m, err
+	}
+	if err := s.fill(ctx, KindManifest, id); err != nil {
+		return bundle.Manifest{}, err
+	}
+	return s.getManifest(id)
+}
+
+func (s *Store) getManifest(id string) (bundle.Manifest, error) {
 	if !validManifestID(id) {
 		return bundle.Manifest{}, fmt.Errorf("get manifest %q: %w", id, ErrInvalidID)
 	}
-	file := filepath.Join(s.dir, manifestsDir, id+manifestExt)
-	f, err := os.Open(file)
+	file := s.path(KindManifest, id)
+	data, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return bundle.Manifest{}, fmt.Errorf("get manifest %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return bundle.Manifest{}, fmt.Errorf("get manifest %s: %w", id, err)
 	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
+	m, err := decodeManifest(id, file, data, 0)
 	if err != nil {
-		return bundle.Manifest{}, fmt.Errorf("get manifest %s: read %s: %w", id, file, err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		return bundle.Manifest{}, fmt.Errorf("get manifest %s: read %s: %w", id, file, err)
-	}
-	var m bundle.Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
-		return bundle.Manifest{}, fmt.Errorf("get manifest %s: decode %s: %w", id, file, err)
-	}
-	if got := m.ID(); got != id {
-		return bundle.Manifest{}, fmt.Errorf("get manifest %s: %s holds manifest %s: %w", id, file, got, ErrCorrupt)
+		return bundle.Manifest{}, fmt.Errorf("get manifest %s: %w", id, err)
 	}
 	return m, nil
 }
 
-// PutOptions stores o and returns its hash. Storing options that are
-// already present does nothing.
-func (s *Store) PutOptions(o bundle.Options) (string, error) {
-	hash := o.Key()
-	data, err := json.Marshal(o)
+// decodeManifest decodes the stored form of the manifest id read from src
+// and checks its ID. A positive limit bounds the decompressed size.
+func decodeManifest(id, src string, data []byte, limit int64) (bundle.Manifest, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
-		return "", fmt.Errorf("store options %s: %w", hash, err)
+		return bundle.Manifest{}, fmt.Errorf("read %s: %w: %w", src, ErrCorrupt, err)
 	}
-	if err := s.write(optionsDir, hash+optionsExt, data); err != nil {
-		return "", fmt.Errorf("store options %s: %w", hash, err)
+	var r io.Reader = zr
+	if limit > 0 {
+		r = io.LimitReader(zr, limit+1)
+	}
+	plain, err := io.ReadAll(r)
+	if err != nil {
+		return bundle.Manifest{}, fmt.Errorf("read %s: %w: %w", src, ErrCorrupt, err)
+	}
+	if limit > 0 && int64(len(plain)) > limit {
+		return bundle.Manifest{}, fmt.Errorf("read %s: more than %d bytes decompressed", src, limit)
+	}
+	var m bundle.Manifest
+	if err := json.Unmarshal(plain, &m); err != nil {
+		return bundle.Manifest{}, fmt.Errorf("decode %s: %w: %w", src, ErrCorrupt, err)
+	}
+	if got := m.ID(); got != id {
+		return bundle.Manifest{}, fmt.Errorf("%s holds manifest %s: %w", src, got, ErrCorrupt)
+	}
+	return m, nil
+}
+
+// PutOptions is PutOptionsContext with a background context;
+// registry calls are still bounded by RegistryOptions.Timeout.
+func (s *Store) PutOptions(o bundle.Options) (string, error) {
+	return s.PutOptionsContext(context.Background(), o)
+}
+
+// PutOptionsContext stores o and returns its hash, with the local and
+// remote behaviour of PutManifestContext.
+func (s *Store) PutOptionsContext(ctx context.Context, o bundle.Options) (string, error) {
+	hash, data, err := s.putOptions(o)
+	if err != nil {
+		return "", err
+	}
+	if s.remote != nil {
+		if err := s.remote.Push(ctx, KindOptions, hash, data); err != nil {
+			return "", err
+		}
 	}
 	return hash, nil
 }
 
-// GetOptions returns the options with the given hash. It fails with
-// ErrInvalidID for a malformed hash, ErrNotFound when the store does not
-// hold it, and ErrCorrupt when the stored options do not hash to hash.
+// putOptions stores o locally and returns its hash and stored bytes.
+func (s *Store) putOptions(o bundle.Options) (string, []byte, error) {
+	hash := o.Key()
+	data, err := json.Marshal(o)
+	if err != nil {
+		return "", nil, fmt.Errorf("store options %s: %w", hash, err)
+	}
+	if err := s.write(optionsDir, hash+optionsExt, data); err != nil {
+		return "", nil, fmt.Errorf("store options %s: %w", hash, err)
+	}
+	return hash, data, nil
+}
+
+// GetOptions is GetOptionsContext with a background context;
+// registry calls are still bounded by RegistryOptions.Timeout.
 func (s *Store) GetOptions(hash string) (bundle.Options, error) {
+	return s.GetOptionsContext(context.Background(), hash)
+}
+
+// GetOptionsContext returns the options with the given hash, with the
+// errors and remote behaviour of GetManifestContext.
+func (s *Store) GetOptionsContext(ctx context.Context, hash string) (bundle.Options, error) {
+	o, err := s.getOptions(hash)
+	if s.remote == nil || !errors.Is(err, ErrNotFound) {
+		return o, err
+	}
+	if err := s.fill(ctx, KindOptions, hash); err != nil {
+		return bundle.Options{}, err
+	}
+	return s.getOptions(hash)
+}
+
+func (s *Store) getOptions(hash string) (bundle.Options, error) {
 	if !validHash(hash) {
 		return bundle.Options{}, fmt.Errorf("get options %q: %w", hash, ErrInvalidID)
 	}
-	file := filepath.Join(s.dir, optionsDir, hash+optionsExt)
+	file := s.path(KindOptions, hash)
 	data, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return bundle.Options{}, fmt.Errorf("get options %s: %w", hash, ErrNotFound)
@@ -138,14 +244,86 @@ func (s *Store) GetOptions(hash string) (bundle.Options, error) {
 	if err != nil {
 		return bundle.Options{}, fmt.Errorf("get options %s: %w", hash, err)
 	}
-	var o bundle.Options
-	if err := json.Unmarshal(data, &o); err != nil {
-		return bundle.Options{}, fmt.Errorf("get options %s: decode %s: %w", hash, file, err)
-	}
-	if got := o.Key(); got != hash {
-		return bundle.Options{}, fmt.Errorf("get options %s: %s holds options %s: %w", hash, file, got, ErrCorrupt)
+	o, err := decodeOptions(hash, file, data)
+	if err != nil {
+		return bundle.Options{}, fmt.Errorf("get options %s: %w", hash, err)
 	}
 	return o, nil
+}
+
+// decodeOptions decodes the stored form of the options hash read from src
+// and checks their hash.
+func decodeOptions(hash, src string, data []byte) (bundle.Options, error) {
+	var o bundle.Options
+	if err := json.Unmarshal(data, &o); err != nil {
+		return bundle.Options{}, fmt.Errorf("decode %s: %w: %w", src, ErrCorrupt, err)
+	}
+	if got := o.Key(); got != hash {
+		return bundle.Options{}, fmt.Errorf("%s holds options %s: %w", src, got, ErrCorrupt)
+	}
+	return o, nil
+}
+
+// fill pulls the item of kind and id from the remote, verifies it and
+// stores it locally. Concurrent fills of one item share one pull, and each
+// caller still stops waiting when its own ctx ends.
+func (s *Store) fill(ctx context.Context, kind Kind, id string) error {
+	ch := s.pulls.DoChan(string(kind)+"/"+id, func() (any, error) {
+		// The shared pull must not fail because the caller that started it
+		// gave up; the registry's timeout still bounds it.
+		return nil, s.pull(context.WithoutCancel(ctx), kind, id)
+	})
+	select {
+	case res := <-ch:
+		return res.Err
+	case <-ctx.Done():
+		return fmt.Errorf("get %s %s from %s: %w", kind, id, s.remote, ctx.Err())
+	}
+}
+
+// pull is fill without the deduplication.
+func (s *Store) pull(ctx context.Context, kind Kind, id string) error {
+	// A fill that finished between the caller's local miss and this call
+	// has stored the item already.
+	if _, err := os.Stat(s.path(kind, id)); err == nil {
+		return nil
+	}
+	data, err := s.remote.Pull(ctx, kind, id)
+	if err != nil {
+		return err
+	}
+	tag, _, err := kind.tag(id)
+	if err != nil {
+		return err
+	}
+	src := s.remote.String() + ":" + tag
+	// Store what a local put of the verified value would store, not the
+	// registry's bytes.
+	switch kind {
+	case KindManifest:
+		m, err := decodeManifest(id, src, data, s.remote.maxSize)
+		if err != nil {
+			return fmt.Errorf("get manifest %s: %w", id, err)
+		}
+		_, _, err = s.putManifest(m)
+		return err
+	case KindOptions:
+		o, err := decodeOptions(id, src, data)
+		if err != nil {
+			return fmt.Errorf("get options %s: %w", id, err)
+		}
+		_, _, err = s.putOptions(o)
+		return err
+	}
+	return fmt.Errorf("unknown kind %q", string(kind))
+}
+
+// path returns the file of the item of kind and id.
+func (s *Store) path(kind Kind, id string) string {
+	if kind == KindManifest {
+		return filepath.Join(s.dir, manifestsDir, id+manifestExt)
+	}
+	return filepath.Join(s.dir, optionsDir, id+optionsExt)
 }
 
 // PutBundle stores b (its options and fleet.yaml spec, without content)

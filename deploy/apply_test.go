@@ -1,0 +1,198 @@
+package deploy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
+
+	"github.com/flotilla-gitops/flotilla/deploy"
+	"github.com/flotilla-gitops/flotilla/internal/testenv"
+)
+
+// crdGVR is the resource of CustomResourceDefinitions.
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// TestChartsApplyToAPIServer server-side applies, as a dry run, every object
+// both charts render to a real kube-apiserver, which defaults and validates
+// them exactly as an install would.
+func TestChartsApplyToAPIServer(t *testing.T) {
+	clusters := testenv.StartClusters(t, 1, testenv.Options{})
+	cfg := clusters[0].RESTConfig()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	cs := clusters[0].Clientset(t)
+	for _, ns := range []string{agentNamespace, controllerNamespace} {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	createServiceMonitorCRD(ctx, t, dyn)
+	mapper := newMapper(t, cfg)
+
+	t.Run("agent", func(t *testing.T) {
+		c, err := deploy.AgentChart()
+		require.NoError(t, err)
+		objs := renderObjects(t, c, agentRelease, agentNamespace, agentValues(t))
+		applied := applyAll(ctx, t, dyn, mapper, objs)
+		d := appliedDeployment(t, applied, agentRelease)
+		assertPodSpec(t, d.Spec.Template.Spec)
+		args := d.Spec.Template.Spec.Containers[0].Args
+		assert.Equal(t, []string{"env=prod", "region=eu-west-1"}, flagValues(args, "--label"))
+		assert.Contains(t, envSecretRefs(d.Spec.Template.Spec.Containers[0]), "FLOTILLA_REGISTRATION_TOKEN")
+		assert.Equal(t, "0123abcd", d.Spec.Template.Annotations["flotilla.dev/config-hash"])
+	})
+	t.Run("controller", func(t *testing.T) {
+		c, err := deploy.ControllerChart()
+		require.NoError(t, err)
+		vals := controllerValues(t, `
+webhook: {enabled: true, ingress: {enabled: true, className: nginx, host: hooks.example.com, tls: [{hosts: [hooks.example.com], secretName: hooks-tls}]}}
+metrics: {serviceMonitor: {enabled: true, labels: {release: prometheus}}}
+rbac: {clusterAdmin: true}
+extraVolumes: [{name: agent-ca, secret: {secretName: agent-ca}}]
+extraVolumeMounts: [{name: agent-ca, mountPath: /etc/flotilla/agent, readOnly: true}]
+`)
+		objs := renderObjects(t, c, controllerRelease, controllerNamespace, vals)
+		require.NotNil(t, find(objs, "ServiceMonitor", controllerRelease))
+		require.NotNil(t, find(objs, "Ingress", controllerRelease))
+		applied := applyAll(ctx, t, dyn, mapper, objs)
+		d := appliedDeployment(t, applied, controllerRelease)
+		assertPodSpec(t, d.Spec.Template.Spec)
+		args := d.Spec.Template.Spec.Containers[0].Args
+		listen, _ := flagValue(args, "--webhook-listen")
+		assert.Equal(t, ":8080", listen)
+		assert.Contains(t, volumeMounts(d.Spec.Template.Spec.Containers[0]), "/etc/flotilla/agent")
+	})
+}
+
+// assertPodSpec checks what both charts' tests set in a pod spec the API
+// server returned: scheduling, resources, flags and credentials.
+func assertPodSpec(t *testing.T, pod corev1.PodSpec) {
+	t.Helper()
+	assert.Equal(t, wantTolerations, pod.Tolerations)
+	assert.Equal(t, wantAffinity, pod.Affinity)
+	assert.Equal(t, wantNodeSelector, pod.NodeSelector)
+	require.Len(t, pod.Containers, 1)
+	ctr := pod.Containers[0]
+	assert.True(t, wantResources.Requests.Cpu().Equal(*ctr.Resources.Requests.Cpu()), "cpu request")
+	assert.True(t, wantResources.Limits.Memory().Equal(*ctr.Resources.Limits.Memory()), "memory limit")
+	addr, _ := flagValue(ctr.Args, "--temporal-address")
+	assert.Equal(t, "temporal.example.com:7233", addr)
+	ca, _ := flagValue(ctr.Args, "--tls-ca")
+	assert.Equal(t, "/etc/flotilla/temporal/ca.crt", ca)
+	refs := envSecretRefs(ctr)
+	assert.Contains(t, refs, "FLOTILLA_API_KEY")
+	assert.Contains(t, refs, "FLOTILLA_CONTENT_REGISTRY_PASSWORD")
+	assert.Contains(t, ctr.Env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://proxy:3128"})
+	assert.Equal(t, "/healthz", ctr.LivenessProbe.HTTPGet.Path)
+	assert.Equal(t, "/readyz", ctr.ReadinessProbe.HTTPGet.Path)
+}
+
+// newMapper returns a RESTMapper backed by the API server's discovery.
+func newMapper(t *testing.T, cfg *rest.Config) *restmapper.DeferredDiscoveryRESTMapper {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	require.NoError(t, err)
+	return restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+}
+
+// applyAll server-side applies objs as a dry run with strict field
+// validation and returns what the API server answered, in the same order.
+func applyAll(ctx context.Context, t *testing.T, dyn dynamic.Interface, mapper *restmapper.DeferredDiscoveryRESTMapper, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		require.NoError(t, err, "mapping %s", gvk)
+		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == "namespace" {
+			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+		}
+		body, err := o.MarshalJSON()
+		require.NoError(t, err)
+		// A patch rather than Apply, whose options cannot ask for strict
+		// field validation: unknown or duplicate fields must fail.
+		got, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{
+			FieldManager:    "flotilla-test",
+			DryRun:          []string{metav1.DryRunAll},
+			Force:           ptr.To(true),
+			FieldValidation: metav1.FieldValidationStrict,
+		})
+		require.NoError(t, err, "applying %s %s", gvk.Kind, o.GetName())
+		out = append(out, got)
+	}
+	return out
+}
+
+// appliedDeployment returns the Deployment name among objs, typed.
+func appliedDeployment(t *testing.T, objs []*unstructured.Unstructured, name string) *appsv1.Deployment {
+	t.Helper()
+	d := deployment(t, objs, name)
+	// Defaulting proves the object went through the API server.
+	require.NotNil(t, d.Spec.RevisionHistoryLimit, "the API server did not default the Deployment")
+	return d
+}
+
+// createServiceMonitorCRD creates a minimal ServiceMonitor CRD, which takes
+// any fields, and waits until it is established.
+func createServiceMonitorCRD(ctx context.Context, t *testing.T, dyn dynamic.Interface) {
+	t.Helper()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": "servicemonitors.monitoring.coreos.com"},
+		"spec": map[string]any{
+			"group": "monitoring.coreos.com",
+			"scope": "Namespaced",
+			"names": map[string]any{
+				"kind": "ServiceMonitor", "listKind": "ServiceMonitorList",
+				"plural": "servicemonitors", "singular": "servicemonitor",
+			},
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+				}},
+			}},
+		},
+	}}
+	_, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := dyn.Resource(crdGVR).Get(ctx, crd.GetName(), metav1.GetOptions{})
+		return err == nil && crdEstablished(got)
+	}, 30*time.Second, 100*time.Millisecond, "CRD %s not established", crd.GetName())
+}
+
+// crdEstablished reports whether crd has the condition Established=True.
+func crdEstablished(crd *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+	for _, c := range conds {
+		var cond metav1.Condition
+		m, ok := c.(map[string]any)
+		if !ok || runtime.DefaultUnstructuredConverter.FromUnstructured(m, &cond) != nil {
+			continue
+		}
+		if cond.Type == "Established" && cond.Status == metav1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

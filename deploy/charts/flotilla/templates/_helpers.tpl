@@ -1,0 +1,215 @@
+{{/*
+The chart name, truncated to the 63 characters a label value allows.
+*/}}
+{{- define "flotilla.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The name of every object of the release: fullnameOverride, else the release
+name if it already contains the chart name, else "<release>-<chart>".
+*/}}
+{{- define "flotilla.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The value of the helm.sh/chart label.
+*/}}
+{{- define "flotilla.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels on every object.
+*/}}
+{{- define "flotilla.labels" -}}
+helm.sh/chart: {{ include "flotilla.chart" . }}
+{{ include "flotilla.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/component: controller
+app.kubernetes.io/part-of: flotilla
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/*
+Labels that select the controller's pod; they must never change between upgrades.
+*/}}
+{{- define "flotilla.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "flotilla.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+The ServiceAccount the controller runs as.
+*/}}
+{{- define "flotilla.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "flotilla.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The data of the chart's own Secret: every credential given as a value.
+Empty when all credentials come from existing Secrets.
+*/}}
+{{- define "flotilla.secretData" -}}
+{{- with .Values.temporal.tls }}
+{{- if not .existingSecret }}
+{{- with .ca }}
+ca.crt: {{ . | b64enc | quote }}
+{{- end }}
+{{- with .cert }}
+tls.crt: {{ . | b64enc | quote }}
+{{- end }}
+{{- with .key }}
+tls.key: {{ . | b64enc | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if not .Values.temporal.apiKeyExistingSecret.name }}
+{{- with .Values.temporal.apiKey }}
+api-key: {{ . | b64enc | quote }}
+{{- end }}
+{{- end }}
+{{- with .Values.contentRegistry }}
+{{- if not .existingSecret }}
+{{- with .ca }}
+registry-ca.crt: {{ . | b64enc | quote }}
+{{- end }}
+{{- with .username }}
+registry-username: {{ . | b64enc | quote }}
+{{- end }}
+{{- with .password }}
+registry-password: {{ . | b64enc | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The keys of the Secret holding the Temporal TLS files, as a JSON list:
+existingSecretKeys for an existing Secret, else the PEM values that are set.
+*/}}
+{{- define "flotilla.tlsKeys" -}}
+{{- $tls := .Values.temporal.tls }}
+{{- if $tls.existingSecret }}
+{{- $tls.existingSecretKeys | toJson }}
+{{- else }}
+{{- $keys := list }}
+{{- if $tls.ca }}{{ $keys = append $keys "ca.crt" }}{{ end }}
+{{- if $tls.cert }}{{ $keys = append $keys "tls.crt" }}{{ end }}
+{{- if $tls.key }}{{ $keys = append $keys "tls.key" }}{{ end }}
+{{- $keys | toJson }}
+{{- end }}
+{{- end }}
+
+{{/*
+The keys of the Secret holding the content registry credentials, as a JSON
+list: existingSecretKeys for an existing Secret, else the values that are set.
+*/}}
+{{- define "flotilla.registryKeys" -}}
+{{- $reg := .Values.contentRegistry }}
+{{- if $reg.existingSecret }}
+{{- $reg.existingSecretKeys | toJson }}
+{{- else }}
+{{- $keys := list }}
+{{- if $reg.ca }}{{ $keys = append $keys "registry-ca.crt" }}{{ end }}
+{{- if $reg.username }}{{ $keys = append $keys "registry-username" }}{{ end }}
+{{- if $reg.password }}{{ $keys = append $keys "registry-password" }}{{ end }}
+{{- $keys | toJson }}
+{{- end }}
+{{- end }}
+
+{{/*
+A secretKeyRef, as a dict, for a credential that is either a value in the
+chart's Secret (under defaultKey) or a key of an existing Secret.
+Arguments: a list of the root context, the value, the existing Secret
+({name, key}) and defaultKey. Empty when neither is set.
+*/}}
+{{- define "flotilla.secretKeyRef" -}}
+{{- $root := index . 0 }}
+{{- $value := index . 1 }}
+{{- $existing := index . 2 }}
+{{- $defaultKey := index . 3 }}
+{{- if $existing.name }}
+{{- dict "name" $existing.name "key" ($existing.key | default $defaultKey) | toJson }}
+{{- else if $value }}
+{{- dict "name" (include "flotilla.fullname" $root) "key" $defaultKey | toJson }}
+{{- else }}
+{{- dict | toJson }}
+{{- end }}
+{{- end }}
+
+{{/*
+The controller container's environment: credentials from Secrets, then .Values.env.
+*/}}
+{{- define "flotilla.env" -}}
+{{- $registryKeys := include "flotilla.registryKeys" . | fromJsonArray }}
+{{- $registrySecret := .Values.contentRegistry.existingSecret | default (include "flotilla.fullname" .) }}
+{{- with include "flotilla.secretKeyRef" (list . .Values.temporal.apiKey .Values.temporal.apiKeyExistingSecret "api-key") | fromJson }}
+- name: FLOTILLA_API_KEY
+  valueFrom:
+    secretKeyRef:
+      {{- toYaml . | nindent 6 }}
+{{- end }}
+{{- if has "registry-username" $registryKeys }}
+- name: FLOTILLA_CONTENT_REGISTRY_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $registrySecret }}
+      key: registry-username
+{{- end }}
+{{- if has "registry-password" $registryKeys }}
+- name: FLOTILLA_CONTENT_REGISTRY_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $registrySecret }}
+      key: registry-password
+{{- end }}
+{{- with .Values.env }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+agent-defaults.yaml: the defaults the controller applies to the agents it
+installs, built from .Values.agent with exactly the keys the controller reads.
+*/}}
+{{- define "flotilla.agentDefaults" -}}
+{{- $agent := .Values.agent }}
+{{- $defaults := dict
+  "image" (printf "%s:%s" $agent.image.repository ($agent.image.tag | default .Chart.AppVersion))
+  "imagePullPolicy" $agent.image.pullPolicy
+  "namespace" $agent.namespace
+  "temporal" (dict
+    "address" $agent.temporal.address
+    "namespace" $agent.temporal.namespace
+    "serverName" $agent.temporal.serverName
+    "caFile" $agent.temporal.caFile
+    "apiKeyFile" $agent.temporal.apiKeyFile)
+  "contentRegistry" (dict
+    "url" $agent.contentRegistry.url
+    "plainHTTP" $agent.contentRegistry.plainHTTP
+    "caFile" $agent.contentRegistry.caFile)
+  "heartbeatInterval" $agent.heartbeatInterval
+  "tolerations" ($agent.tolerations | default list)
+  "affinity" ($agent.affinity | default dict)
+  "nodeSelector" ($agent.nodeSelector | default dict)
+  "resources" ($agent.resources | default dict)
+  "env" ($agent.env | default list)
+  "priorityClassName" $agent.priorityClassName
+}}
+{{- toYaml $defaults }}
+{{- end }}
