@@ -54,8 +54,10 @@ type EnsureAgentResult struct {
 	RemovedStatefulSet bool `json:"removedStatefulSet,omitempty"`
 }
 
-// DefaultsHash identifies the controller's agent defaults.
-func (a *AgentActivities) DefaultsHash() string {
+// AgentDefaultsHash identifies the controller's agent defaults. (A
+// function, not a method: every exported method of AgentActivities is
+// registered as an activity.)
+func AgentDefaultsHash(a *AgentActivities) string {
 	return agentcfg.DefaultsHash(a.Defaults, a.Controller, a.ChartDigest)
 }
 
@@ -71,7 +73,7 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 	if err != nil {
 		return EnsureAgentResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidAgentConfig, nil)
 	}
-	out := EnsureAgentResult{DeploymentID: eff.Hash(), DefaultsHash: a.DefaultsHash()}
+	out := EnsureAgentResult{DeploymentID: eff.Hash(), DefaultsHash: AgentDefaultsHash(a)}
 	cfg, err := a.Config(in.Cluster)
 	if err != nil {
 		return out, fmt.Errorf("cluster %s: %w", in.Cluster, err)

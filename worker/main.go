@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
+	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/buildinfo"
 	"github.com/flotilla-gitops/flotilla/internal/devserver"
 	"github.com/flotilla-gitops/flotilla/internal/envflag"
@@ -114,7 +115,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}
 	p.setReady(true, "")
-	go announceAgentDefaults(ctx, c, agents.DefaultsHash(), logger)
+	go announceAgentDefaults(ctx, c, activities.AgentDefaultsHash(agents), logger)
 	logger.Info("Worker started",
 		zap.String("temporalAddress", o.Temporal.Address),
 		zap.String("namespace", o.Temporal.Namespace),
