@@ -8,8 +8,10 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 )
 
@@ -82,12 +84,18 @@ func (a *agentFlags) apply() (*protocol.AgentApply, error) {
 		if !ok || k == "" {
 			return nil, fmt.Errorf("--agent-env %q: want NAME=VALUE", e)
 		}
+		if msgs := validation.IsEnvVarName(k); len(msgs) > 0 {
+			return nil, fmt.Errorf("--agent-env %q: %s", e, strings.Join(msgs, "; "))
+		}
 		cfg.Env = append(cfg.Env, corev1.EnvVar{Name: k, Value: v})
 	}
 	if len(a.nodeSelector) > 0 {
 		sel, _, err := parseLabels(a.nodeSelector, false)
 		if err != nil {
 			return nil, fmt.Errorf("--agent-node-selector: %w", err)
+		}
+		if errs := api.ValidateLabels(sel, field.NewPath("agent", "nodeSelector")); len(errs) > 0 {
+			return nil, fmt.Errorf("--agent-node-selector: %w", errs.ToAggregate())
 		}
 		if cfg.NodeSelector == nil {
 			cfg.NodeSelector = map[string]string{}

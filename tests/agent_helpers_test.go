@@ -92,6 +92,7 @@ func (f *agentFleet) startController(t testing.TB) {
 	f.logs = append(f.logs, f.ctrl.LogPath())
 	f.ctrlLogs = append(f.ctrlLogs, f.ctrl.LogPath())
 	waitLog(t, f.ctrl, `"msg":"Worker started"`, time.Minute)
+	waitLog(t, f.ctrl, `"msg":"Announced agent defaults"`, time.Minute)
 }
 
 // killController kills the controller with SIGKILL.

@@ -259,7 +259,7 @@ func runCrashRollouts(t testing.TB, f *agentFleet, cfg crashConfig) crashReport 
 	require.Eventually(t, func() bool {
 		rep.AgentDefaultsSignals = countSignals(t, f, protocol.ClusterID("cluster-3"), protocol.SignalAgentDefaults)
 		return rep.AgentDefaultsSignals >= rep.ExpectedSignal
-	}, 30*time.Second, 200*time.Millisecond, "agentDefaults signals to cluster-3")
+	}, 30*time.Second, 200*time.Millisecond, "agentDefaults signals to cluster-3: want at least one per controller start")
 	rep.AgentGeneration = agentDeployment(t, f).Generation
 	rep.AgentRedeploys = len(f.logLines(t, "Deployed agent", f.ctrlLogs)) - agentDeploysWas
 	if rep.AgentGeneration != rep.AgentGenerationWas {

@@ -110,6 +110,9 @@ func announceAgentDefaults(ctx context.Context, c client.Client, hash string, lo
 	sent := 0
 	err := temporalx.EachWorkflow(ctx, c, temporalx.RunningOfType(protocol.ClusterWorkflow), func(id string) error {
 		if err := c.SignalWorkflow(ctx, id, "", protocol.SignalAgentDefaults, protocol.AgentDefaults{Hash: hash}); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err() // stopping
+			}
 			logger.Warn("Could not send agent defaults", zap.String("workflowID", id), zap.Error(err))
 			return nil
 		}
@@ -120,5 +123,7 @@ func announceAgentDefaults(ctx context.Context, c client.Client, hash string, lo
 		logger.Warn("Could not list clusters to send agent defaults", zap.Error(err))
 		return
 	}
-	logger.Debug("Sent agent defaults", zap.Int("clusters", sent))
+	if ctx.Err() == nil {
+		logger.Info("Announced agent defaults", zap.Int("clusters", sent))
+	}
 }

@@ -126,7 +126,8 @@ func (w *agentWatch) defaults(ctx workflow.Context) {
 		var d protocol.AgentDefaults
 		ch.Receive(ctx, &d)
 		w.defaultsHash = d.Hash
-		if w.managed() && d.Hash != w.rec.Agent.DefaultsHash {
+		// While a check runs, ensure compares the hash when it is done.
+		if w.managed() && !w.busy && d.Hash != w.rec.Agent.DefaultsHash {
 			w.ensureDue = true
 		}
 	}
@@ -150,6 +151,9 @@ func (w *agentWatch) ensure(ctx workflow.Context) {
 			a.Error, a.DeploymentID, a.DefaultsHash = "", res.DeploymentID, res.DefaultsHash
 			if res.Deployed {
 				a.Deploys++
+			}
+			if w.defaultsHash != "" && w.defaultsHash != res.DefaultsHash {
+				w.ensureDue = true // a newer controller announced other defaults meanwhile
 			}
 		}
 		w.rec.Agent = &a

@@ -14,6 +14,7 @@
 package agentcfg
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -247,7 +248,7 @@ func DefaultsHash(d Defaults, c Controller, chartDigest string) string {
 			*f.dst = string(data)
 		}
 	}
-	sec.RegistryUsername, sec.RegistryPassword = c.RegistryUsername, c.RegistryPassword
+	sec.APIKey, sec.RegistryUsername, sec.RegistryPassword = cmp.Or(sec.APIKey, c.APIKey), c.RegistryUsername, c.RegistryPassword
 	c.APIKey, c.RegistryUsername, c.RegistryPassword = "", "", ""
 	return hashOf(struct {
 		D       Defaults
@@ -259,10 +260,10 @@ func DefaultsHash(d Defaults, c Controller, chartDigest string) string {
 
 // Values are the flotilla-agent chart's values for e.
 func (e Effective) Values(s Secrets) map[string]any {
-	repo, tag := splitImage(e.Image)
+	repo, tag, digest := splitImage(e.Image)
 	v := map[string]any{
 		"cluster": e.Cluster,
-		"image":   map[string]any{"repository": repo, "tag": tag, "pullPolicy": string(e.ImagePullPolicy)},
+		"image":   map[string]any{"repository": repo, "tag": tag, "digest": digest, "pullPolicy": string(e.ImagePullPolicy)},
 		"temporal": map[string]any{
 			"address":   e.TemporalAddress,
 			"namespace": e.TemporalNamespace,
@@ -313,17 +314,14 @@ func imageTag(version string) string {
 	return version
 }
 
-// splitImage splits repository[:tag]; a digest reference stays whole in
-// the repository with an empty tag.
-func splitImage(image string) (string, string) {
-	if strings.Contains(image, "@") {
-		return image, ""
-	}
+// splitImage splits repository[:tag][@digest].
+func splitImage(image string) (repo, tag, digest string) {
+	image, digest, _ = strings.Cut(image, "@")
 	slash := strings.LastIndex(image, "/")
 	if colon := strings.LastIndex(image, ":"); colon > slash {
-		return image[:colon], image[colon+1:]
+		return image[:colon], image[colon+1:], digest
 	}
-	return image, ""
+	return image, "", digest
 }
 
 // tolerations merges lists, dropping duplicates, in a canonical order.
@@ -343,7 +341,7 @@ func tolerations(lists ...[]corev1.Toleration) []corev1.Toleration {
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		return fmt.Sprint(a.Key, "\x00", a.Operator, "\x00", a.Value, "\x00", a.Effect) < fmt.Sprint(b.Key, "\x00", b.Operator, "\x00", b.Value, "\x00", b.Effect)
+		return fmt.Sprint(a.Key, "\x00", a.Operator, "\x00", a.Value, "\x00", a.Effect, "\x00", a.TolerationSeconds == nil, *cmp.Or(a.TolerationSeconds, new(int64))) < fmt.Sprint(b.Key, "\x00", b.Operator, "\x00", b.Value, "\x00", b.Effect, "\x00", b.TolerationSeconds == nil, *cmp.Or(b.TolerationSeconds, new(int64)))
 	})
 	return out
 }
