@@ -328,4 +328,3 @@ func queryStatus(ctx context.Context, c client.Client, id string, out any) error
 	}
 	return v.Get(out)
 }
-

@@ -66,7 +66,7 @@ func count(reqs []string, method, part string) int {
 // wrap (which may be nil) and returns its request recorder and address.
 func newRegistryServer(t *testing.T, tls bool, wrap func(http.Handler) http.Handler) (*recorder, *httptest.Server) {
 	t.Helper()
-	var h http.Handler = registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	if wrap != nil {
 		h = wrap(h)
 	}
