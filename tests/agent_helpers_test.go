@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -327,7 +328,9 @@ func (f *agentFleet) audit(t testing.TB, bundle, ns string, clusters []string) d
 	return a
 }
 
-// helmRevisions counts the Helm release records of release.
+// helmRevisions is the newest Helm revision of release: the number of
+// installs and upgrades Helm made (the deployer keeps only the last few
+// records, so counting records would undercount).
 func helmRevisions(t testing.TB, c *testenv.Cluster, ns, release string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -336,9 +339,9 @@ func helmRevisions(t testing.TB, c *testenv.Cluster, ns, release string) int {
 	require.NoError(t, err)
 	n := 0
 	for _, s := range list.Items {
-		if strings.HasPrefix(s.Name, "sh.helm.release.v1."+release+".v") {
-			n++
-		}
+		v, err := strconv.Atoi(s.Labels["version"])
+		require.NoError(t, err, "Helm record %s", s.Name)
+		n = max(n, v)
 	}
 	return n
 }

@@ -300,8 +300,12 @@ func (d *Deployer) timeoutOf(rel Release) time.Duration {
 // recoverPending handles a release left pending by an interrupted Helm
 // operation. A pending first install is uninstalled (nothing reached a
 // deployed state, so nothing is lost) and nil is returned so the caller
-// installs afresh; a pending upgrade or rollback is marked failed so that a
-// normal upgrade can proceed from it.
+// installs afresh. The record of a pending upgrade or rollback is dropped
+// and the caller upgrades from the revision before it, so the retried
+// operation takes the interrupted one's revision number: a crash adds no
+// Helm revision (objects the interrupted operation created carry this
+// release's ownership metadata and are adopted). Only when no earlier
+// record exists is the pending one marked failed and upgraded from.
 func (d *Deployer) recoverPending(cfg *action.Configuration, last *release.Release) (*release.Release, error) {
 	if !last.Info.Status.IsPending() {
 		if last.Info.Status == release.StatusUninstalled || last.Info.Status == release.StatusUninstalling {
@@ -314,6 +318,12 @@ func (d *Deployer) recoverPending(cfg *action.Configuration, last *release.Relea
 		zap.String("status", last.Info.Status.String()), zap.Int("revision", last.Version))
 	if last.Info.Status == release.StatusPendingInstall && last.Version == 1 {
 		return nil, d.purge(cfg, last)
+	}
+	if prev, err := cfg.Releases.Get(last.Name, last.Version-1); err == nil && !prev.Info.Status.IsPending() {
+		if _, err := cfg.Releases.Delete(last.Name, last.Version); err != nil {
+			return nil, fmt.Errorf("drop interrupted revision %d of %s/%s: %w", last.Version, last.Namespace, last.Name, err)
+		}
+		return prev, nil
 	}
 	last.Info.Status = release.StatusFailed
 	last.Info.Description = "interrupted operation recovered by Flotilla"

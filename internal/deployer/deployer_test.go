@@ -209,9 +209,10 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				mustDeploy(ctx, t, d, f, ns, "id-1", "one")
 				f.createPending(t, ns, "app", 1, "id-2", release.StatusPendingUpgrade)
 			},
-			wantRevision: 3,
+			// The interrupted revision 2 is dropped and redone: no extra revision.
+			wantRevision: 2,
 			wantPrevious: "id-1",
-			wantHistory:  []release.Status{release.StatusSuperseded, release.StatusFailed, release.StatusDeployed},
+			wantHistory:  []release.Status{release.StatusSuperseded, release.StatusDeployed},
 		},
 		{
 			name: "pending upgrade at revision 2 without a deployed revision",
@@ -220,9 +221,9 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				mustDeploy(ctx, t, d, f, ns, "id-2", "two")
 				f.setStatus(t, ns, "app", 2, release.StatusPendingUpgrade)
 			},
-			wantRevision: 3,
+			wantRevision: 2,
 			wantPrevious: "",
-			wantHistory:  []release.Status{release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed},
+			wantHistory:  []release.Status{release.StatusSuperseded, release.StatusDeployed},
 		},
 		{
 			name: "pending rollback",
@@ -231,10 +232,10 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				mustDeploy(ctx, t, d, f, ns, "id-2", "two")
 				f.createPending(t, ns, "app", 1, "id-1", release.StatusPendingRollback)
 			},
-			wantRevision: 4,
+			wantRevision: 3,
 			wantPrevious: "id-2",
 			wantHistory: []release.Status{
-				release.StatusSuperseded, release.StatusSuperseded, release.StatusFailed, release.StatusDeployed,
+				release.StatusSuperseded, release.StatusSuperseded, release.StatusDeployed,
 			},
 		},
 		{
