@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -33,6 +34,9 @@ type AgentActivities struct {
 	Chart       *chart.Chart
 	ChartDigest string
 	Logger      *zap.Logger
+
+	hashOnce     sync.Once
+	defaultsHash string
 }
 
 // EnsureAgentInput names the cluster and its own agent settings.
@@ -57,8 +61,11 @@ type EnsureAgentResult struct {
 // AgentDefaultsHash identifies the controller's agent defaults. (A
 // function, not a method: every exported method of AgentActivities is
 // registered as an activity.)
+// It is computed once per process: files behind it (a mounted CA) that
+// change later take effect at the next controller start, not in a loop.
 func AgentDefaultsHash(a *AgentActivities) string {
-	return agentcfg.DefaultsHash(a.Defaults, a.Controller, a.ChartDigest)
+	a.hashOnce.Do(func() { a.defaultsHash = agentcfg.DefaultsHash(a.Defaults, a.Controller, a.ChartDigest) })
+	return a.defaultsHash
 }
 
 // EnsureAgent makes the cluster run its agent at the hash of the agent's

@@ -2,9 +2,11 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
@@ -25,6 +27,11 @@ func (a *Activities) RegisterAgent(ctx context.Context, in RegisterAgentInput) (
 	rec, err := temporalx.ApplyCluster(ctx, a.Client, activity.GetInfo(ctx).TaskQueue, in.Cluster, protocol.ClusterApply{
 		Labels: in.Labels, SetLabels: len(in.Labels) > 0, Agent: &protocol.AgentApply{TokenID: in.TokenID},
 	})
+	var rejected *temporal.ApplicationError
+	if errors.As(err, &rejected) {
+		// The cluster's workflow refused the registration: final.
+		return protocol.ClusterRecord{}, temporal.NewNonRetryableApplicationError(rejected.Message(), "RegistrationRejected", nil)
+	}
 	if err != nil {
 		return protocol.ClusterRecord{}, fmt.Errorf("register cluster %s: %w", in.Cluster, err)
 	}

@@ -346,6 +346,19 @@ func helmRevisions(t testing.TB, c *testenv.Cluster, ns, release string) int {
 	return n
 }
 
+// helmRecordIDs describes each Helm record of release: revision, status
+// and the time it was last modified.
+func helmRecordIDs(t testing.TB, c *testenv.Cluster, ns, release string) []string {
+	t.Helper()
+	list, err := c.Clientset(t).CoreV1().Secrets(ns).List(context.Background(), listByRelease(release))
+	require.NoError(t, err)
+	var out []string
+	for _, s := range list.Items {
+		out = append(out, s.Labels["version"]+":"+s.Labels["status"]+"@"+s.Labels["modifiedAt"])
+	}
+	return out
+}
+
 // waitLog waits until the process's log contains s.
 func waitLog(t testing.TB, p *testenv.Process, s string, timeout time.Duration) {
 	t.Helper()

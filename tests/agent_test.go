@@ -250,6 +250,14 @@ func runCrashRollouts(t testing.TB, f *agentFleet, cfg crashConfig) crashReport 
 	rep.Audit = f.audit(t, "crash", ns, clusters)
 	rep.DuplicateDeployLogs = rep.Audit.duplicates()
 	rep.ExtraHelmRevisions = rep.Audit.extraRevisions()
+	if rep.DuplicateDeployLogs != 0 || rep.ExtraHelmRevisions != 0 {
+		for _, c := range clusters {
+			t.Logf("crash: Helm records on %s: %v", c, helmRecordIDs(t, f.cluster(c), ns, "crash"))
+		}
+		for _, l := range f.logLines(t, "Deployed bundle", f.logs) {
+			t.Logf("crash: Deployed bundle %v rev %v %v at %v", l["cluster"], l["revision"], l["deploymentID"], l["ts"])
+		}
+	}
 	for _, c := range clusters {
 		assert.Equal(t, rep.Rollouts, rep.Audit.distinct[c], "deployment IDs applied on %s", c)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -216,31 +217,31 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	defer w.Stop()
 	logger.Info("Agent started", zap.String("taskQueue", queue), zap.String("temporalAddress", o.Temporal.Address),
 		zap.String("version", buildinfo.Get().Version))
-	heartbeat(ctx, c, o.Cluster, o.HeartbeatInterval, p, logger)
+	err = heartbeat(ctx, c, o.Cluster, o.HeartbeatInterval, p, logger)
 	logger.Info("Agent stopping")
-	return nil
+	return err
 }
 
 // heartbeat signals the cluster's workflow every interval until ctx ends.
-func heartbeat(ctx context.Context, c client.Client, name string, interval time.Duration, p *probe, logger *zap.Logger) {
+// A cluster that no longer exists (removed) ends the agent with an error:
+// it must not keep taking work meant for a cluster re-added under its name.
+func heartbeat(ctx context.Context, c client.Client, name string, interval time.Duration, p *probe, logger *zap.Logger) error {
 	hb := protocol.Heartbeat{Version: buildinfo.Get().Version, Interval: interval}
 	failing := false
 	for {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := c.SignalWorkflow(sctx, protocol.ClusterID(name), "", protocol.SignalHeartbeat, hb)
 		cancel()
+		var nf *serviceerror.NotFound
 		switch {
 		case ctx.Err() != nil:
-			return
+			return nil
+		case errors.As(err, &nf):
+			return fmt.Errorf("cluster %s is no longer registered (removed?); stopping so the agent takes no work meant for another cluster", name)
 		case err != nil:
 			p.setReady(false, "heartbeat failing")
 			if !failing {
-				var nf *serviceerror.NotFound
-				if errors.As(err, &nf) {
-					logger.Error("Heartbeat failed: the cluster is not registered (removed?)", zap.Error(err))
-				} else {
-					logger.Warn("Heartbeat failed; retrying", zap.Error(err))
-				}
+				logger.Warn("Heartbeat failed; retrying", zap.Error(err))
 			}
 			failing = true
 		default:
@@ -252,7 +253,7 @@ func heartbeat(ctx context.Context, c client.Client, name string, interval time.
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(interval):
 		}
 	}
@@ -263,8 +264,19 @@ func heartbeat(ctx context.Context, c client.Client, name string, interval time.
 // a new cluster registers with its single-use token.
 func registerAgent(ctx context.Context, c client.Client, name, token string, labels map[string]string, logger *zap.Logger) error {
 	var rec protocol.ClusterRecord
-	err := queryStatus(ctx, c, protocol.ClusterID(name), &rec)
+	qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	err := queryStatus(qctx, c, protocol.ClusterID(name), &rec)
+	cancel()
 	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) && ctx.Err() == nil {
+		// The query needs the controller's worker; while it is down (an
+		// upgrade), a running ClusterWorkflow is registration enough.
+		d, derr := c.DescribeWorkflowExecution(ctx, protocol.ClusterID(name), "")
+		if derr == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			logger.Warn("Could not read the cluster's record (is the controller running?); starting as registered", zap.Error(err))
+			return nil
+		}
+	}
 	switch {
 	case err == nil && !rec.Removed && rec.PullMode():
 		logger.Info("Cluster already registered", zap.Bool("managed", rec.Agent != nil && rec.Agent.Managed))
@@ -281,6 +293,7 @@ func registerAgent(ctx context.Context, c client.Client, name, token string, lab
 	if err != nil {
 		return err
 	}
+	logger.Info("Registering cluster", zap.String("token", id))
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: protocol.ClusterTokenID(id), UpdateName: protocol.UpdateRegister,
 		Args:         []any{protocol.Register{Cluster: name, Proof: proof, Labels: labels}},
@@ -290,15 +303,23 @@ func registerAgent(ctx context.Context, c client.Client, name, token string, lab
 		err = h.Get(ctx, &rec)
 	}
 	if err != nil {
-		return fmt.Errorf("register cluster %s: %w", name, tokenError(ctx, c, id, err))
+		err = tokenError(ctx, c, id, name, err)
+		if errors.Is(err, errRegisteredByUs) {
+			logger.Info("Cluster registered with this token before a restart", zap.String("token", id))
+			return nil
+		}
+		return fmt.Errorf("register cluster %s: %w", name, err)
 	}
 	logger.Info("Registered cluster", zap.String("token", id), zap.String("labels", fmt.Sprint(labels)))
 	return nil
 }
 
+// errRegisteredByUs: the token was used to register this very cluster.
+var errRegisteredByUs = errors.New("registered by this agent")
+
 // tokenError explains a failed registration: an unknown token, or one
 // that was used, revoked or expired (its workflow has ended).
-func tokenError(ctx context.Context, c client.Client, id string, err error) error {
+func tokenError(ctx context.Context, c client.Client, id, cluster string, err error) error {
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
 		return errors.New(ae.Message())
@@ -312,6 +333,8 @@ func tokenError(ctx context.Context, c client.Client, id string, err error) erro
 		return fmt.Errorf("unknown registration token %s", id)
 	}
 	switch {
+	case st.UsedBy == cluster:
+		return errRegisteredByUs // an earlier run of this agent registered, then died
 	case st.UsedBy != "":
 		return fmt.Errorf("registration token %s was already used by cluster %s; tokens are single-use", id, st.UsedBy)
 	case st.Revoked:

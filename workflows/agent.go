@@ -52,14 +52,26 @@ type agentWatch struct {
 	// the check runs (the workflow does not continue as new meanwhile).
 	ensureDue bool
 	busy      bool
-	// defaultsHash is the latest controller defaults hash signalled.
+	// defaultsHash is the latest controller defaults hash signalled;
+	// recheck is set when one arrived while a check ran.
 	defaultsHash string
+	recheck      bool
+	// The signal channels, so continue-as-new waits until they are drained.
+	heartbeatCh, defaultsCh workflow.ReceiveChannel
+}
+
+// pending reports whether a check runs or a signal waits to be handled:
+// the workflow must not continue as new meanwhile.
+func (w *agentWatch) pending() bool {
+	return w.busy || w.heartbeatCh.Len() > 0 || w.defaultsCh.Len() > 0
 }
 
 // managed reports whether the controller installs this cluster's agent.
 func (w *agentWatch) managed() bool { return w.rec.Agent != nil && w.rec.Agent.Managed }
 
 func (w *agentWatch) start(ctx workflow.Context) {
+	w.heartbeatCh = workflow.GetSignalChannel(ctx, protocol.SignalHeartbeat)
+	w.defaultsCh = workflow.GetSignalChannel(ctx, protocol.SignalAgentDefaults)
 	workflow.Go(ctx, w.heartbeats)
 	workflow.Go(ctx, w.liveness)
 	workflow.Go(ctx, w.defaults)
@@ -69,7 +81,7 @@ func (w *agentWatch) start(ctx workflow.Context) {
 // heartbeats records each heartbeat's (workflow) time. Heartbeats are not
 // spec changes: no generation bump, no GitRepo notification.
 func (w *agentWatch) heartbeats(ctx workflow.Context) {
-	ch := workflow.GetSignalChannel(ctx, protocol.SignalHeartbeat)
+	ch := w.heartbeatCh
 	for {
 		var hb protocol.Heartbeat
 		ch.Receive(ctx, &hb)
@@ -121,13 +133,16 @@ func (w *agentWatch) liveness(ctx workflow.Context) {
 // defaults receives the controller's agent defaults (sent when a
 // controller starts); only a changed hash triggers a check.
 func (w *agentWatch) defaults(ctx workflow.Context) {
-	ch := workflow.GetSignalChannel(ctx, protocol.SignalAgentDefaults)
+	ch := w.defaultsCh
 	for {
 		var d protocol.AgentDefaults
 		ch.Receive(ctx, &d)
 		w.defaultsHash = d.Hash
-		// While a check runs, ensure compares the hash when it is done.
-		if w.managed() && !w.busy && d.Hash != w.rec.Agent.DefaultsHash {
+		switch {
+		case !w.managed():
+		case w.busy:
+			w.recheck = true // compared with the running check's result
+		case d.Hash != w.rec.Agent.DefaultsHash:
 			w.ensureDue = true
 		}
 	}
@@ -146,17 +161,19 @@ func (w *agentWatch) ensure(ctx workflow.Context) {
 		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, ensureAgentOptions), aa.EnsureAgent, in).Get(ctx, &res)
 		a := *w.rec.Agent
 		if err != nil {
-			a.Error = activityMessage(err)
+			// Forget the defaults hash so the next controller start tries
+			// again.
+			a.Error, a.DefaultsHash = activityMessage(err), ""
 		} else {
 			a.Error, a.DeploymentID, a.DefaultsHash = "", res.DeploymentID, res.DefaultsHash
 			if res.Deployed {
 				a.Deploys++
 			}
-			if w.defaultsHash != "" && w.defaultsHash != res.DefaultsHash {
-				w.ensureDue = true // a newer controller announced other defaults meanwhile
+			if w.recheck && w.defaultsHash != res.DefaultsHash {
+				w.ensureDue = true // another controller announced other defaults meanwhile
 			}
 		}
 		w.rec.Agent = &a
-		w.busy = false
+		w.busy, w.recheck = false, false
 	}
 }

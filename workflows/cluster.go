@@ -33,7 +33,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	rec := in.Record
 	e := entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
 	ag := &agentWatch{rec: &rec, ensureDue: in.EnsureAgent}
-	e.busy = func() bool { return ag.busy }
+	e.busy = ag.pending
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ClusterRecord, error) { return rec, nil }); err != nil {
 		return err
 	}
@@ -61,6 +61,10 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 			return rec, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a protocol.ClusterApply) error {
+			if a.Agent != nil && a.Agent.TokenID != "" && rec.Generation > 0 && !rec.Removed &&
+				(rec.Agent == nil || rec.Agent.TokenID != a.Agent.TokenID) {
+				return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+" is already registered; a registration token cannot take over an existing cluster (remove it first)", "InvalidSpec", nil)
+			}
 			if a.Agent != nil && a.Agent.Managed && a.KubeconfigHash == "" && rec.KubeconfigHash == "" {
 				return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a managed agent is installed through the cluster's kubeconfig; add it with --kubeconfig", "InvalidSpec", nil)
 			}

@@ -30,7 +30,9 @@ type agentRig struct {
 	states []string
 }
 
-func newAgentRig(t *testing.T) *agentRig {
+// newAgentRig builds the rig; ensureTakes, when given, is how long each
+// EnsureAgent call takes in workflow time.
+func newAgentRig(t *testing.T, ensureTakes ...time.Duration) *agentRig {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	r := &agentRig{t: t, env: suite.NewTestWorkflowEnvironment()}
@@ -38,7 +40,11 @@ func newAgentRig(t *testing.T) *agentRig {
 	r.env.OnActivity(a.NotifyGitRepos, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.NotifyInput) error { r.notified++; return nil })
 	var aa *activities.AgentActivities
-	r.env.OnActivity(aa.EnsureAgent, mock.Anything, mock.Anything).Return(
+	call := r.env.OnActivity(aa.EnsureAgent, mock.Anything, mock.Anything)
+	for _, d := range ensureTakes {
+		call = call.After(d)
+	}
+	call.Return(
 		func(_ context.Context, in activities.EnsureAgentInput) (activities.EnsureAgentResult, error) {
 			r.ensures = append(r.ensures, in)
 			require.NotNil(t, r.ensure, "unexpected EnsureAgent")
@@ -344,4 +350,71 @@ func TestClusterWorkflow_ManagedAgentWithStoredKubeconfig(t *testing.T) {
 	r.run(protocol.ClusterRecord{Name: "c1", KubeconfigHash: "h"}, 5*time.Minute)
 	require.Len(t, r.ensures, 1)
 	assert.Equal(t, "h", r.ensures[0].KubeconfigHash)
+}
+
+// A check that fails after the agent was deployed forgets the defaults
+// hash, so the next controller start (same hash) tries again.
+func TestClusterWorkflow_ManagedAgentFailureForgetsDefaultsHash(t *testing.T) {
+	r := newAgentRig(t)
+	r.ensure = func(n int, _ activities.EnsureAgentInput) (activities.EnsureAgentResult, error) {
+		if n == 2 {
+			return activities.EnsureAgentResult{}, temporal.NewNonRetryableApplicationError("cluster c1: unreachable", activities.ErrTypeInvalidAgentConfig, nil)
+		}
+		return activities.EnsureAgentResult{DeploymentID: "agent:a", DefaultsHash: "d1", Deployed: n == 1}, nil
+	}
+	r.at(time.Minute, func() {
+		r.apply(protocol.ClusterApply{KubeconfigHash: "h", Agent: &protocol.AgentApply{Managed: true}}, nil)
+	})
+	r.at(2*time.Minute, func() { // a per-cluster change whose check fails
+		r.apply(protocol.ClusterApply{Agent: &protocol.AgentApply{Managed: true, Config: &protocol.AgentConfig{Namespace: "agents"}}}, nil)
+	})
+	r.at(3*time.Minute, func() {
+		require.Len(t, r.ensures, 2)
+		assert.Empty(t, r.record().Agent.DefaultsHash)
+		r.env.SignalWorkflow(protocol.SignalAgentDefaults, protocol.AgentDefaults{Hash: "d1"})
+	})
+	r.at(4*time.Minute, func() {
+		require.Len(t, r.ensures, 3, "the same defaults hash re-checks an agent whose last check failed")
+		assert.Empty(t, r.record().Agent.Error)
+	})
+	r.run(protocol.ClusterRecord{Name: "c1"}, 5*time.Minute)
+}
+
+// Defaults announced while a check runs are compared with its result: the
+// same hash causes no second check.
+func TestClusterWorkflow_DefaultsDuringCheck(t *testing.T) {
+	r := newAgentRig(t, 30*time.Second)
+	r.ensure = func(int, activities.EnsureAgentInput) (activities.EnsureAgentResult, error) {
+		return activities.EnsureAgentResult{DeploymentID: "agent:a", DefaultsHash: "d1", Deployed: true}, nil
+	}
+	r.at(time.Minute, func() {
+		r.apply(protocol.ClusterApply{KubeconfigHash: "h", Agent: &protocol.AgentApply{Managed: true}}, nil)
+	})
+	r.at(time.Minute+10*time.Second, func() {
+		require.Empty(t, r.ensures, "the check is still running")
+		r.env.SignalWorkflow(protocol.SignalAgentDefaults, protocol.AgentDefaults{Hash: "d1"})
+	})
+	r.at(4*time.Minute, func() {
+		assert.Len(t, r.ensures, 1)
+		assert.Equal(t, 1, r.record().Agent.Deploys)
+	})
+	r.run(protocol.ClusterRecord{Name: "c1"}, 5*time.Minute)
+}
+
+// A registration token cannot take over a cluster that already exists;
+// the same token re-applied (a retried registration) is accepted.
+func TestClusterWorkflow_TokenCannotTakeOverCluster(t *testing.T) {
+	r := newAgentRig(t)
+	var rejected error
+	r.at(time.Minute, func() {
+		r.apply(protocol.ClusterApply{Agent: &protocol.AgentApply{TokenID: "tok2"}}, &rejected)
+	})
+	r.at(2*time.Minute, func() {
+		require.Error(t, rejected)
+		assert.Contains(t, rejected.Error(), "already registered")
+		r.apply(protocol.ClusterApply{Agent: &protocol.AgentApply{TokenID: "tok1"}}, nil)
+	})
+	rec := registeredAgent()
+	rec.Generation = 1
+	r.run(rec, 5*time.Minute)
 }

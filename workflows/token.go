@@ -38,6 +38,9 @@ func ClusterTokenWorkflow(ctx workflow.Context, in protocol.TokenStart) (protoco
 			var a *activities.Activities
 			err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.RegisterAgent,
 				activities.RegisterAgentInput{Cluster: r.Cluster, Labels: r.Labels, TokenID: in.ID}).Get(ctx, &rec)
+			if err != nil {
+				st.UsedBy, st.UsedAt = "", nil // refused: the token stays usable
+			}
 			return rec, err
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, r protocol.Register) error {

@@ -259,7 +259,7 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel R
 	in.TakeOwnership = rel.TakeOwnership
 	in.EnableDNS = !rel.DisableDNS
 	in.SkipSchemaValidation = rel.SkipSchemaValidation
-	out, err := in.RunWithContext(ctx, chrt, rel.Values)
+	out, err := in.RunWithContext(helmContext(ctx), chrt, rel.Values)
 	if err != nil {
 		return nil, fmt.Errorf("install release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
@@ -282,12 +282,20 @@ func (d *Deployer) upgrade(ctx context.Context, cfg *action.Configuration, rel R
 	if up.MaxHistory <= 0 {
 		up.MaxHistory = 10
 	}
-	out, err := up.RunWithContext(ctx, rel.Name, chrt, rel.Values)
+	out, err := up.RunWithContext(helmContext(ctx), rel.Name, chrt, rel.Values)
 	if err != nil {
 		return nil, fmt.Errorf("upgrade release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
 	return out, nil
 }
+
+// helmContext is the context an install or upgrade runs with: never
+// cancelled (Helm's own timeout bounds it). Helm returns as soon as its
+// context is cancelled but lets the operation finish in the background;
+// the caller would then report an error for a release that did get
+// deployed, and its retry would find nothing to do, so the deploy would go
+// unreported. Waiting for Helm keeps "deployed" and "reported" together.
+func helmContext(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 // timeoutOf returns the Helm timeout for rel.
 func (d *Deployer) timeoutOf(rel Release) time.Duration {
@@ -319,7 +327,8 @@ func (d *Deployer) recoverPending(cfg *action.Configuration, last *release.Relea
 	if last.Info.Status == release.StatusPendingInstall && last.Version == 1 {
 		return nil, d.purge(cfg, last)
 	}
-	if prev, err := cfg.Releases.Get(last.Name, last.Version-1); err == nil && !prev.Info.Status.IsPending() {
+	if prev, err := cfg.Releases.Get(last.Name, last.Version-1); err == nil && !prev.Info.Status.IsPending() &&
+		prev.Info.Status != release.StatusUninstalled && prev.Info.Status != release.StatusUninstalling {
 		if _, err := cfg.Releases.Delete(last.Name, last.Version); err != nil {
 			return nil, fmt.Errorf("drop interrupted revision %d of %s/%s: %w", last.Version, last.Namespace, last.Name, err)
 		}
