@@ -265,8 +265,8 @@ func (c *ClusterActivities) WaitReady(ctx context.Context, in WaitReadyInput) (D
 	if ok {
 		deadline = deadline.Add(-2 * time.Second)
 	}
-	if in.Timeout > 0 && (!ok || time.Now().Add(in.Timeout).Before(deadline)) {
-		deadline, ok = time.Now().Add(in.Timeout), true
+	if limit := time.Now().Add(in.Timeout); in.Timeout > 0 && (!ok || limit.Before(deadline)) {
+		deadline, ok = limit, true
 	}
 	k, err := c.connect(in.Cluster)
 	if err != nil {

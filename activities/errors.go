@@ -18,3 +18,7 @@ const (
 // ErrTypeInvalidAgentConfig: a managed agent's configuration cannot be
 // resolved (missing Temporal address, unreadable CA file, bad namespace).
 const ErrTypeInvalidAgentConfig = "InvalidAgentConfig"
+
+// ErrTypeRegistrationRejected: an agent's registration was refused (bad,
+// used, expired or revoked token; the cluster exists already).
+const ErrTypeRegistrationRejected = "RegistrationRejected"

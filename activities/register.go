@@ -30,7 +30,7 @@ func (a *Activities) RegisterAgent(ctx context.Context, in RegisterAgentInput) (
 	var rejected *temporal.ApplicationError
 	if errors.As(err, &rejected) {
 		// The cluster's workflow refused the registration: final.
-		return protocol.ClusterRecord{}, temporal.NewNonRetryableApplicationError(rejected.Message(), "RegistrationRejected", nil)
+		return protocol.ClusterRecord{}, temporal.NewNonRetryableApplicationError(rejected.Message(), ErrTypeRegistrationRejected, nil)
 	}
 	if err != nil {
 		return protocol.ClusterRecord{}, fmt.Errorf("register cluster %s: %w", in.Cluster, err)

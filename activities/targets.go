@@ -43,11 +43,19 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 		restrict = append(restrict, target.Selector(t))
 	}
 	tgs := targetGroups(groups)
+	local := a.Content.WithRemote(nil)
 	out := TargetsResult{Registered: []string{}, Matched: []TargetCluster{}}
 	targeted := make([][]bundle.Cluster, len(in.Bundles))
 	for _, c := range clusters {
 		out.Registered = append(out.Registered, c.Name)
 		agent := c.PullMode()
+		// Only agents read options from the registry: a push-mode
+		// cluster's options stay on this host (no registry round trip per
+		// cluster and rollout).
+		options := local
+		if agent {
+			options = a.Content
+		}
 		if agent {
 			out.Agents = append(out.Agents, c.Name)
 			if c.Agent != nil && c.Agent.Offline {
@@ -72,7 +80,7 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 			if !dep.Deploy {
 				continue
 			}
-			hash, err := a.Content.PutOptions(dep.Options)
+			hash, err := options.PutOptionsContext(ctx, dep.Options)
 			if err != nil {
 				return TargetsResult{}, fmt.Errorf("store options of bundle %s for cluster %s: %w", rb.Name, c.Name, err)
 			}

@@ -260,9 +260,9 @@ func (f *agentFleet) sync(t testing.TB, name string) {
 	require.NoError(t, f.c.SignalWorkflow(ctx, protocol.GitRepoID("fleet-default", name), "", protocol.SignalSync, nil))
 }
 
-// logLines returns the JSON log lines with message msg across every
-// process the fleet started.
-func (f *agentFleet) logLines(t testing.TB, msg string, files []string) []map[string]any {
+// logLines returns the JSON log lines with message msg in files, in file
+// order.
+func logLines(t testing.TB, msg string, files []string) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for _, p := range files {
@@ -309,7 +309,7 @@ func (f *agentFleet) audit(t testing.TB, bundle, ns string, clusters []string) d
 	t.Helper()
 	a := deployAudit{lines: map[string]int{}, distinct: map[string]int{}, revisions: map[string]int{}}
 	ids := map[string]map[string]bool{}
-	for _, l := range f.logLines(t, "Deployed bundle", f.logs) {
+	for _, l := range logLines(t, "Deployed bundle", f.logs) {
 		if l["bundle"] != bundle {
 			continue
 		}

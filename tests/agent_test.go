@@ -62,7 +62,6 @@ func testAgentRegistration(t *testing.T, f *agentFleet) {
 	require.Error(t, err, out)
 	assert.Contains(t, out, "already used by cluster cluster-1")
 
-	id := strings.Split(tok, ".")[1]
 	out, err = f.runAgentOnce(t, "cluster-2", "flt.nosuchtoken."+strings.Repeat("A", 43))
 	require.Error(t, err, out)
 	assert.Contains(t, out, "unknown registration token nosuchtoken")
@@ -88,7 +87,6 @@ func testAgentRegistration(t *testing.T, f *agentFleet) {
 		assert.NotContains(t, hist, secret)
 		assert.NotContains(t, hist, tk)
 	}
-	_ = id
 }
 
 // historyText is the whole history of a workflow as text.
@@ -163,7 +161,7 @@ func testManagedAgent(t *testing.T, f *agentFleet) {
 	assert.Equal(t, "flotilla-worker:e2e", pod.Containers[0].Image)
 	_, err = cs.AppsV1().StatefulSets(agentNamespace).Get(ctx, "flotilla-agent", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the older install's StatefulSet must be gone: %v", err)
-	assert.Len(t, f.logLines(t, "Deployed agent", f.ctrlLogs), 1)
+	assert.Len(t, logLines(t, "Deployed agent", f.ctrlLogs), 1)
 
 	f.startAgent(t, "cluster-3", "")
 	f.waitCluster(t, "cluster-3", "agent online", 30*time.Second, func(r protocol.ClusterRecord) bool {
@@ -218,7 +216,7 @@ func runCrashRollouts(t testing.TB, f *agentFleet, cfg crashConfig) crashReport 
 	f.waitGitRepo(t, "crash", "first commit on 4 clusters", 2*time.Minute, settledAt(repo.Head(t), 4))
 	rep.Rollouts++
 	rep.AgentGenerationWas = agentDeployment(t, f).Generation
-	agentDeploysWas := len(f.logLines(t, "Deployed agent", f.ctrlLogs))
+	agentDeploysWas := len(logLines(t, "Deployed agent", f.ctrlLogs))
 
 	for range cfg.IdleRestarts {
 		f.restartController(t)
@@ -254,7 +252,7 @@ func runCrashRollouts(t testing.TB, f *agentFleet, cfg crashConfig) crashReport 
 		for _, c := range clusters {
 			t.Logf("crash: Helm records on %s: %v", c, helmRecordIDs(t, f.cluster(c), ns, "crash"))
 		}
-		for _, l := range f.logLines(t, "Deployed bundle", f.logs) {
+		for _, l := range logLines(t, "Deployed bundle", f.logs) {
 			t.Logf("crash: Deployed bundle %v rev %v %v at %v", l["cluster"], l["revision"], l["deploymentID"], l["ts"])
 		}
 	}
@@ -270,7 +268,7 @@ func runCrashRollouts(t testing.TB, f *agentFleet, cfg crashConfig) crashReport 
 	}, 30*time.Second, 200*time.Millisecond, "agentDefaults signals to cluster-3: want at least one per controller start (%d)", rep.ExpectedSignal)
 	t.Logf("crash: %d agentDefaults signals to cluster-3 for %d controller starts", rep.AgentDefaultsSignals, rep.ExpectedSignal)
 	rep.AgentGeneration = agentDeployment(t, f).Generation
-	rep.AgentRedeploys = len(f.logLines(t, "Deployed agent", f.ctrlLogs)) - agentDeploysWas
+	rep.AgentRedeploys = len(logLines(t, "Deployed agent", f.ctrlLogs)) - agentDeploysWas
 	if rep.AgentGeneration != rep.AgentGenerationWas {
 		rep.AgentRedeploys = max(rep.AgentRedeploys, 1)
 	}

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -299,26 +297,7 @@ func (f *fleet) releaseRevisions(t testing.TB, cluster, ns, release string) int 
 // that ran on the fleet's state dir, oldest first.
 func (f *fleet) deployedLines(t testing.TB) []map[string]any {
 	t.Helper()
-	var out []map[string]any
-	for _, p := range f.logs {
-		fh, err := os.Open(p)
-		require.NoError(t, err)
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			if !bytes.Contains(line, []byte(`"Deployed bundle"`)) {
-				continue
-			}
-			var m map[string]any
-			if json.Unmarshal(line, &m) == nil && m["msg"] == "Deployed bundle" {
-				out = append(out, m)
-			}
-		}
-		require.NoError(t, sc.Err())
-		_ = fh.Close() // read-only
-	}
-	return out
+	return logLines(t, "Deployed bundle", f.logs)
 }
 
 // countDeployed counts "Deployed bundle" lines of bundle per cluster; a
@@ -362,12 +341,7 @@ func (f *fleet) waitDeploying(t testing.TB, name string) status.Rollout {
 // kill9 kills the worker (and its embedded Temporal server) with SIGKILL.
 func (f *fleet) kill9(t testing.TB) {
 	t.Helper()
-	require.NoError(t, syscall.Kill(f.w.proc.PID(), syscall.SIGKILL))
-	select {
-	case <-f.w.proc.Done():
-	case <-time.After(20 * time.Second):
-		t.Fatal("worker did not die after SIGKILL")
-	}
+	kill9(t, f.w.proc)
 }
 
 // killOnRevision watches release's Helm records on cluster, runs trigger,

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,15 +64,7 @@ The agent heartbeats to its ClusterWorkflow; a silent agent turns the cluster Of
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PreRunE:       func(cmd *cobra.Command, _ []string) error { return envflag.Apply(cmd.Flags(), envPrefix) },
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err := runAgent(ctx, o)
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		},
+		RunE:          untilSignal(func(ctx context.Context) error { return runAgent(ctx, o) }),
 	}
 	fs := cmd.Flags()
 	o.Temporal.BindFlags(fs)

@@ -37,15 +37,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PreRunE:       func(cmd *cobra.Command, _ []string) error { return envflag.Apply(cmd.Flags(), envPrefix) },
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			err := run(ctx, o)
-			if ctx.Err() != nil {
-				return nil // asked to stop, possibly mid-start: a clean exit
-			}
-			return err
-		},
+		RunE:          untilSignal(func(ctx context.Context) error { return run(ctx, o) }),
 	}
 	o.bindFlags(cmd.Flags())
 	envflag.Annotate(cmd.Flags(), envPrefix)
@@ -59,6 +51,20 @@ func newRootCommand() *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// untilSignal runs fn with a context that SIGINT and SIGTERM cancel; being
+// asked to stop, even mid-start, is a clean exit.
+func untilSignal(fn func(ctx context.Context) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		err := fn(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 }
 
 func run(ctx context.Context, o options) error {

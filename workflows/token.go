@@ -13,9 +13,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 )
 
-// errTypeRegistration marks a rejected registration.
-const errTypeRegistration = "RegistrationRejected"
-
 // ClusterTokenWorkflow is one registration token (ID clustertoken/<id>):
 // it accepts one registration with a valid proof before it expires, then
 // ends. Its history holds only the verifier. A completed run still
@@ -28,7 +25,7 @@ func ClusterTokenWorkflow(ctx workflow.Context, in protocol.TokenStart) (protoco
 		return st, err
 	}
 	reject := func(format string, args ...any) error {
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), errTypeRegistration, nil)
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeRegistrationRejected, nil)
 	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateRegister,
 		func(ctx workflow.Context, r protocol.Register) (protocol.ClusterRecord, error) {

@@ -192,6 +192,45 @@ func Resolve(cluster string, d Defaults, c Controller, own *protocol.AgentConfig
 	e.Env = mergeEnv(d.Env, own.Env)
 	e.PriorityClassName = first(own.PriorityClassName, d.PriorityClassName)
 
+	s, err := readSecrets(d, c)
+	errs := []error{err} // errors.Join drops nils
+	e.TLS = c.TLS || s.CA != "" || e.TLSServerName != ""
+
+	if e.TemporalAddress == "" {
+		errs = append(errs, errors.New("no Temporal address for the agent: set temporal.address in the agent defaults"))
+	}
+	if msgs := validation.IsDNS1123Label(e.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q: %s", e.Namespace, strings.Join(msgs, "; ")))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Effective{}, Secrets{}, fmt.Errorf("%w for cluster %s: %w", ErrInvalid, cluster, err)
+	}
+	e.SecretsHash = hashOf(s)
+	return e, s, nil
+}
+
+// Hash is the agent's deployment ID: the sha256 of the canonical JSON of
+// the effective configuration.
+func (e Effective) Hash() string { return "agent:" + hashOf(e) }
+
+// DefaultsHash identifies the controller's side of every agent's
+// configuration (defaults, fallbacks, chart, secrets): clusters re-check
+// their agent only when it changes.
+func DefaultsHash(d Defaults, c Controller, chartDigest string) string {
+	sec, _ := readSecrets(d, c) // a read error shows when an agent is resolved
+	c.APIKey, c.RegistryUsername, c.RegistryPassword = "", "", ""
+	return hashOf(struct {
+		D       Defaults
+		C       Controller
+		Chart   string
+		Secrets string
+	}{d, c, chartDigest, hashOf(sec)})
+}
+
+// readSecrets reads the secret values agents get: files named in the
+// defaults, else the controller's own, plus its inline API key and
+// registry credentials. Errors name what could not be read.
+func readSecrets(d Defaults, c Controller) (Secrets, error) {
 	var s Secrets
 	var errs []error
 	read := func(dst *string, what string, paths ...string) {
@@ -208,54 +247,10 @@ func Resolve(cluster string, d Defaults, c Controller, own *protocol.AgentConfig
 	}
 	read(&s.CA, "Temporal CA for agents", d.Temporal.CAFile, c.TLSCAFile)
 	read(&s.APIKey, "Temporal API key for agents", d.Temporal.APIKeyFile, c.APIKeyFile)
-	if s.APIKey == "" {
-		s.APIKey = c.APIKey
-	}
-	s.APIKey = strings.TrimSpace(s.APIKey)
+	s.APIKey = strings.TrimSpace(cmp.Or(s.APIKey, c.APIKey))
 	read(&s.RegistryCA, "content registry CA for agents", d.ContentRegistry.CAFile, c.RegistryCAFile)
 	s.RegistryUsername, s.RegistryPassword = c.RegistryUsername, c.RegistryPassword
-	e.TLS = c.TLS || s.CA != "" || e.TLSServerName != ""
-
-	if e.TemporalAddress == "" {
-		errs = append(errs, errors.New("no Temporal address for the agent: set temporal.address in the agent defaults"))
-	}
-	if msgs := validation.IsDNS1123Label(e.Namespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("namespace %q: %s", e.Namespace, strings.Join(msgs, "; ")))
-	}
-	if len(errs) > 0 {
-		return Effective{}, Secrets{}, fmt.Errorf("%w for cluster %s: %w", ErrInvalid, cluster, errors.Join(errs...))
-	}
-	e.SecretsHash = hashOf(s)
-	return e, s, nil
-}
-
-// Hash is the agent's deployment ID: the sha256 of the canonical JSON of
-// the effective configuration.
-func (e Effective) Hash() string { return "agent:" + hashOf(e) }
-
-// DefaultsHash identifies the controller's side of every agent's
-// configuration (defaults, fallbacks, chart, secrets): clusters re-check
-// their agent only when it changes.
-func DefaultsHash(d Defaults, c Controller, chartDigest string) string {
-	sec := Secrets{}
-	for _, f := range []struct {
-		dst   *string
-		paths []string
-	}{{&sec.CA, []string{d.Temporal.CAFile, c.TLSCAFile}}, {&sec.APIKey, []string{d.Temporal.APIKeyFile, c.APIKeyFile}},
-		{&sec.RegistryCA, []string{d.ContentRegistry.CAFile, c.RegistryCAFile}}} {
-		if p := first(f.paths...); p != "" {
-			data, _ := os.ReadFile(p) // a read error shows when the agent is resolved
-			*f.dst = string(data)
-		}
-	}
-	sec.APIKey, sec.RegistryUsername, sec.RegistryPassword = cmp.Or(sec.APIKey, c.APIKey), c.RegistryUsername, c.RegistryPassword
-	c.APIKey, c.RegistryUsername, c.RegistryPassword = "", "", ""
-	return hashOf(struct {
-		D       Defaults
-		C       Controller
-		Chart   string
-		Secrets string
-	}{d, c, chartDigest, hashOf(sec)})
+	return s, errors.Join(errs...)
 }
 
 // Values are the flotilla-agent chart's values for e.
