@@ -83,6 +83,22 @@ func (c *Cache) Checkout(ctx context.Context, r Remote, ref Ref) (string, error)
 	}
 	defer unlock()
 
+	dir, err := c.checkout(ctx, ep, want)
+	var corrupt *corruptError
+	if errors.As(err, &corrupt) && ctx.Err() == nil {
+		// A clone that cannot be read (a crash mid-fetch can leave a
+		// truncated pack index behind, which go-git then trusts) is only
+		// a cache: start it over from the remote, once.
+		if rmErr := os.RemoveAll(c.clonePath(ep.url)); rmErr != nil {
+			return "", errors.Join(err, fmt.Errorf("remove broken clone of %s: %w", ep.url, rmErr))
+		}
+		dir, err = c.checkout(ctx, ep, want)
+	}
+	return dir, err
+}
+
+// checkout is Checkout with the clone's lock held.
+func (c *Cache) checkout(ctx context.Context, ep endpoint, want plumbing.Hash) (string, error) {
 	repo, err := c.openClone(ep.url)
 	if err != nil {
 		return "", err
@@ -95,6 +111,22 @@ func (c *Cache) Checkout(ctx context.Context, r Remote, ref Ref) (string, error)
 		return dir, nil
 	}
 	return c.build(ctx, repo, commit, ep.url)
+}
+
+// corruptError marks a failure to read an object the clone claims to
+// have: the clone is damaged, not the remote.
+type corruptError struct{ err error }
+
+func (e *corruptError) Error() string { return e.err.Error() }
+func (e *corruptError) Unwrap() error { return e.err }
+
+// corrupt wraps err, a failure reading the clone's objects, as a
+// corruptError; a missing object stays plumbing.ErrObjectNotFound.
+func corrupt(err error) error {
+	if err == nil || errors.Is(err, plumbing.ErrObjectNotFound) {
+		return err
+	}
+	return &corruptError{err}
 }
 
 // existing returns the worktree of commit if it was built, marking it used.
@@ -128,10 +160,9 @@ func (c *Cache) lock(ctx context.Context, url string) (func(), error) {
 // openClone opens the bare clone of url, creating it (atomically, by
 // rename) when missing and recreating it when it cannot be opened.
 func (c *Cache) openClone(url string) (*git.Repository, error) {
-	sum := sha256.Sum256([]byte(url))
-	dir := filepath.Join(c.dir, reposDir, hex.EncodeToString(sum[:]))
+	dir := c.clonePath(url)
 	if repo, err := git.PlainOpen(dir); err == nil {
-		return repo, nil
+		return repo, removeOrphanIndexes(dir)
 	} else if !errors.Is(err, git.ErrRepositoryNotExists) {
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove broken clone of %s: %w", url, err)
@@ -160,6 +191,42 @@ func (c *Cache) openClone(url string) (*git.Repository, error) {
 		return nil, fmt.Errorf("open clone of %s: %w", url, err)
 	}
 	return repo, nil
+}
+
+func (c *Cache) clonePath(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return filepath.Join(c.dir, reposDir, hex.EncodeToString(sum[:]))
+}
+
+// removeOrphanIndexes deletes pack indexes whose pack is missing, and
+// temporary pack files: go-git writes pack-X.idx in place before renaming
+// the pack to pack-X.pack, so a crash in between leaves an index, maybe
+// truncated, that the next fetch of the same pack would keep and trust.
+func removeOrphanIndexes(clone string) error {
+	packDir := filepath.Join(clone, "objects", "pack")
+	entries, err := os.ReadDir(packDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", packDir, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		orphan := strings.HasPrefix(name, "tmp_")
+		if base, ok := strings.CutSuffix(name, ".idx"); ok {
+			_, statErr := os.Stat(filepath.Join(packDir, base+".pack"))
+			orphan = errors.Is(statErr, fs.ErrNotExist)
+		}
+		if orphan {
+			errs = append(errs, os.Remove(filepath.Join(packDir, name)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("clean up interrupted fetch: %w", err)
+	}
+	return nil
 }
 
 // ensureCommit returns the commit want names (peeling annotated tags),
@@ -211,19 +278,19 @@ func peel(repo *git.Repository, h plumbing.Hash) (*object.Commit, error) {
 	for range maxTagDepth {
 		obj, err := repo.Storer.EncodedObject(plumbing.AnyObject, h)
 		if err != nil {
-			return nil, fmt.Errorf("read object %s: %w", h, err)
+			return nil, fmt.Errorf("read object %s: %w", h, corrupt(err))
 		}
 		switch obj.Type() {
 		case plumbing.CommitObject:
 			commit, err := object.DecodeCommit(repo.Storer, obj)
 			if err != nil {
-				return nil, fmt.Errorf("read commit %s: %w", h, err)
+				return nil, fmt.Errorf("read commit %s: %w", h, corrupt(err))
 			}
 			return commit, nil
 		case plumbing.TagObject:
 			tag, err := object.DecodeTag(repo.Storer, obj)
 			if err != nil {
-				return nil, fmt.Errorf("read tag %s: %w", h, err)
+				return nil, fmt.Errorf("read tag %s: %w", h, corrupt(err))
 			}
 			h = tag.Target
 		default:

@@ -245,3 +245,83 @@ func TestEmptyRemote(t *testing.T) {
 	_, err = NewCache(t.TempDir()).Checkout(t.Context(), remote, Ref{Name: head, Commit: head})
 	require.ErrorIs(t, err, ErrRefNotFound)
 }
+
+// packFiles returns the clone's pack-*.idx and pack-*.pack paths.
+func packFiles(t *testing.T, clone string) (idx, pack []string) {
+	t.Helper()
+	idx, err := filepath.Glob(filepath.Join(clone, "objects", "pack", "pack-*.idx"))
+	require.NoError(t, err)
+	pack, err = filepath.Glob(filepath.Join(clone, "objects", "pack", "pack-*.pack"))
+	require.NoError(t, err)
+	return idx, pack
+}
+
+// truncateHalf cuts path to half its size, as a crash mid-write does.
+func truncateHalf(t *testing.T, path string) {
+	t.Helper()
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.NoError(t, os.Truncate(path, info.Size()/2))
+}
+
+// The controller was killed while go-git wrote a fetched pack's index
+// (written in place, before the pack is renamed into place). After the
+// restart the same fetch produced the same pack, go-git kept the truncated
+// index because it existed, and every checkout failed with "read object
+// …: EOF" until the state directory was wiped.
+func TestCache_InterruptedFetch(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	files := map[string]string{"app/fleet.yaml": "namespace: app\n"}
+	repo := srv.CreateRepo(t, "app", files)
+	remote := Remote{URL: repo.URL()}
+	cache := NewCache(t.TempDir())
+	ref := resolve(t, remote, "", "")
+	dir, err := cache.Checkout(t.Context(), remote, ref)
+	require.NoError(t, err)
+
+	// Put the clone back to the moment of the crash: no refs, no pack, a
+	// half-written index, a temporary pack file.
+	clone := cache.clonePath(repo.URL())
+	idx, pack := packFiles(t, clone)
+	require.Len(t, idx, 1)
+	require.Len(t, pack, 1)
+	require.NoError(t, os.Rename(pack[0], filepath.Join(clone, "objects", "pack", "tmp_pack_123")))
+	truncateHalf(t, idx[0])
+	require.NoError(t, os.RemoveAll(filepath.Join(clone, "refs", "remotes")))
+	require.NoError(t, os.RemoveAll(filepath.Join(clone, "packed-refs")))
+	require.NoError(t, os.RemoveAll(dir))
+
+	// The fetch after the restart reads the pack through the index it
+	// built in memory; the next process, or checkout, reads the file.
+	for range 2 {
+		dir, err = cache.Checkout(t.Context(), remote, ref)
+		require.NoError(t, err)
+		assert.Equal(t, files, readTree(t, dir))
+		require.NoError(t, os.RemoveAll(dir))
+	}
+	_, err = os.Stat(filepath.Join(clone, "objects", "pack", "tmp_pack_123"))
+	assert.ErrorIs(t, err, fs.ErrNotExist, "temporary pack removed")
+}
+
+// Other damage that makes the clone unreadable (here a truncated index of
+// a complete pack) is repaired by cloning again: the clone is a cache, the
+// remote has the objects.
+func TestCache_CorruptClone(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	files := map[string]string{"app/fleet.yaml": "namespace: app\n", "app/cm.yaml": "kind: ConfigMap\n"}
+	repo := srv.CreateRepo(t, "app", files)
+	remote := Remote{URL: repo.URL()}
+	cache := NewCache(t.TempDir())
+	ref := resolve(t, remote, "", "")
+	dir, err := cache.Checkout(t.Context(), remote, ref)
+	require.NoError(t, err)
+
+	idx, _ := packFiles(t, cache.clonePath(repo.URL()))
+	require.Len(t, idx, 1)
+	truncateHalf(t, idx[0])
+	require.NoError(t, os.RemoveAll(dir))
+
+	dir, err = cache.Checkout(t.Context(), remote, ref)
+	require.NoError(t, err)
+	assert.Equal(t, files, readTree(t, dir))
+}

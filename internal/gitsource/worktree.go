@@ -22,7 +22,7 @@ import (
 func writeTree(ctx context.Context, sto storer.EncodedObjectStorer, commit *object.Commit, root string) error {
 	tree, err := commit.Tree()
 	if err != nil {
-		return fmt.Errorf("read tree: %w", err)
+		return fmt.Errorf("read tree: %w", corrupt(err))
 	}
 	walker := object.NewTreeWalker(tree, true, nil)
 	defer walker.Close()
@@ -33,7 +33,7 @@ func writeTree(ctx context.Context, sto storer.EncodedObjectStorer, commit *obje
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("walk tree: %w", err)
+			return fmt.Errorf("walk tree: %w", corrupt(err))
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("write tree: %w", err)
@@ -107,14 +107,14 @@ func mkParent(dst, name string) error {
 func writeBlob(sto storer.EncodedObjectStorer, entry object.TreeEntry, name, dst string, mode os.FileMode) error {
 	blob, err := object.GetBlob(sto, entry.Hash)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", name, err)
+		return fmt.Errorf("read %s: %w", name, corrupt(err))
 	}
 	if err := mkParent(dst, name); err != nil {
 		return err
 	}
 	r, err := blob.Reader()
 	if err != nil {
-		return fmt.Errorf("read %s: %w", name, err)
+		return fmt.Errorf("read %s: %w", name, corrupt(err))
 	}
 	defer func() { _ = r.Close() }() // read-only
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
@@ -134,16 +134,16 @@ func writeBlob(sto storer.EncodedObjectStorer, entry object.TreeEntry, name, dst
 func readBlob(sto storer.EncodedObjectStorer, entry object.TreeEntry, name string) (string, error) {
 	blob, err := object.GetBlob(sto, entry.Hash)
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", name, err)
+		return "", fmt.Errorf("read %s: %w", name, corrupt(err))
 	}
 	r, err := blob.Reader()
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", name, err)
+		return "", fmt.Errorf("read %s: %w", name, corrupt(err))
 	}
 	defer func() { _ = r.Close() }() // read-only
 	b, err := io.ReadAll(io.LimitReader(r, 4096))
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", name, err)
+		return "", fmt.Errorf("read %s: %w", name, corrupt(err))
 	}
 	return string(b), nil
 }
