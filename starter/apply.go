@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+	"github.com/flotilla-gitops/flotilla/internal/webhook"
 )
 
 func newApplyCommand(g *globals) *cobra.Command {
@@ -134,7 +135,7 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 			protocol.GitRepoApply{GitRepo: *gr}, &res, protocol.GitRepoWorkflow,
 			protocol.GitRepoStart{Namespace: gr.Metadata.Namespace, Name: gr.Metadata.Name},
 			temporalx.KeyGitRepo.ValueSet(gr.Metadata.Namespace+"/"+gr.Metadata.Name),
-			temporalx.KeyRepoURL.ValueSet(gr.Spec.Repo))
+			temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(gr.Spec.Repo)))
 		return verb(res.Created, res.Changed), err
 	case d.ClusterGroup != nil:
 		cg := d.ClusterGroup

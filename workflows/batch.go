@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+	"github.com/flotilla-gitops/flotilla/internal/webhook"
 )
 
 // BatchInput is one batch of a rollout's cluster work.
@@ -143,7 +144,7 @@ func (d *dispatcher) startBatches(works []clusterWork) {
 			TypedSearchAttributes: temporal.NewSearchAttributes(
 				temporalx.KeyGitRepo.ValueSet(d.r.in.GitRepo.String()),
 				temporalx.KeyCommit.ValueSet(d.r.in.Commit),
-				temporalx.KeyRepoURL.ValueSet(d.r.in.Spec.Repo),
+				temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(d.r.in.Spec.Repo)),
 				temporalx.KeyCluster.ValueSet(clusterNames(chunk)),
 			),
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+	"github.com/flotilla-gitops/flotilla/internal/webhook"
 )
 
 // GitRepoInput starts (or continues) a GitRepo's entity workflow.
@@ -57,7 +58,23 @@ type GitRepoState struct {
 	// still held deployments back when it ended.
 	Halts []status.Halt `json:"halts,omitempty"`
 	Waits []status.Wait `json:"waits,omitempty"`
+	// PollFailures counts failed checks of the remote in a row.
+	PollFailures int `json:"pollFailures,omitempty"`
+	// Webhooks counts push signals; WebhookCommit and LastWebhookTime
+	// are the last one's.
+	Webhooks        int64     `json:"webhooks,omitempty"`
+	WebhookCommit   string    `json:"webhookCommit,omitempty"`
+	LastWebhookTime time.Time `json:"lastWebhookTime,omitzero"`
 }
+
+// Polling intervals: a GitRepo that receives webhooks polls hourly (as a
+// safety net: a host does not redeliver a failed delivery) unless its
+// spec sets an interval; a failing remote is polled less and less often,
+// down to once per maxPollBackoff.
+const (
+	webhookPollingInterval = time.Hour
+	maxPollBackoff         = 5 * time.Minute
+)
 
 // GitRepoWorkflow is the entity workflow of one GitRepo (ID
 // gitrepo/<namespace>/<name>). It takes its spec from the apply update,
@@ -98,20 +115,41 @@ type gitRepo struct {
 	// started is set once the running rollout's child has started, so a
 	// supersede signal can reach it.
 	started bool
+	// resolved counts finished checks of the remote.
+	resolved int
 }
 
 type signal struct {
-	ch    workflow.ReceiveChannel
-	apply func()
+	ch workflow.ReceiveChannel
+	// value returns a pointer the payload decodes into; nil: no payload.
+	value func() any
+	apply func(v any)
+}
+
+// receive takes one signal off the channel (async: only if one is
+// buffered) and applies it.
+func (s signal) receive(ctx workflow.Context, async bool) bool {
+	var v any
+	if s.value != nil {
+		v = s.value()
+	}
+	if async {
+		if !s.ch.ReceiveAsync(v) {
+			return false
+		}
+	} else {
+		s.ch.Receive(ctx, v)
+	}
+	s.apply(v)
+	return true
 }
 
 // drain applies every signal still buffered and reports whether there
 // was one.
-func (g *gitRepo) drain() bool {
+func (g *gitRepo) drain(ctx workflow.Context) bool {
 	got := false
 	for _, sig := range g.signals {
-		for sig.ch.ReceiveAsync(nil) {
-			sig.apply()
+		for sig.receive(ctx, true) {
 			got = true
 		}
 	}
@@ -122,30 +160,81 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, g.status); err != nil {
 		return err
 	}
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryWebhookTarget, g.webhookTarget); err != nil {
+		return err
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, g.apply,
 		workflow.UpdateHandlerOptions{Validator: g.validate}); err != nil {
 		return err
 	}
+	plain := func(f func()) func(any) { return func(any) { f() } }
 	for _, sig := range []struct {
-		name  string
-		apply func()
+		name string
+		signal
 	}{
-		{protocol.SignalSync, func() { g.s.ResolveDue, g.s.Dirty = true, true; g.s.Syncs++; g.pollReset++ }},
-		{protocol.SignalPause, func() { g.s.Paused = true }},
-		{protocol.SignalResume, func() { g.s.Paused, g.s.ResolveDue = false, true }},
-		{protocol.SignalDelete, func() { g.s.Deleting = true }},
-		{protocol.SignalClustersChanged, func() { g.s.Dirty = true }},
+		{protocol.SignalSync, signal{apply: plain(func() { g.s.ResolveDue, g.s.Dirty = true, true; g.s.Syncs++; g.pollReset++ })}},
+		{protocol.SignalPause, signal{apply: plain(func() { g.s.Paused = true })}},
+		{protocol.SignalResume, signal{apply: plain(func() { g.s.Paused, g.s.ResolveDue = false, true })}},
+		{protocol.SignalDelete, signal{apply: plain(func() { g.s.Deleting = true })}},
+		{protocol.SignalClustersChanged, signal{apply: plain(func() { g.s.Dirty = true })}},
+		{protocol.SignalPush, signal{
+			value: func() any { return new(protocol.Push) },
+			apply: func(v any) { g.push(ctx, *v.(*protocol.Push)) },
+		}},
 	} {
-		ch := workflow.GetSignalChannel(ctx, sig.name)
-		g.signals = append(g.signals, signal{ch: ch, apply: sig.apply})
+		sig.ch = workflow.GetSignalChannel(ctx, sig.name)
+		g.signals = append(g.signals, sig.signal)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			for {
-				ch.Receive(ctx, nil)
-				sig.apply()
+				sig.receive(ctx, false)
 			}
 		})
 	}
 	return nil
+}
+
+// push records a webhook's push and checks the remote unless the commit
+// is already known (applied, rolling out, or failed). The remote, not the
+// payload, decides what rolls out: a stale or reordered delivery cannot
+// move the GitRepo back.
+func (g *gitRepo) push(ctx workflow.Context, p protocol.Push) {
+	if g.s.GitRepo == nil || g.s.Deleting || g.s.GitRepo.Spec.Revision != "" {
+		return
+	}
+	if g.s.Webhooks == 0 && g.s.GitRepo.Spec.PollingInterval == nil {
+		g.pollReset++ // polling relaxes to webhookPollingInterval now
+	}
+	g.s.Webhooks++
+	g.s.WebhookCommit, g.s.LastWebhookTime = p.Commit, workflow.Now(ctx).UTC()
+	if p.Commit != "" && p.Commit == g.s.LatestCommit {
+		return
+	}
+	g.s.ResolveDue = true
+}
+
+func (g *gitRepo) webhookTarget() (protocol.WebhookTarget, error) {
+	if g.s.GitRepo == nil || g.s.Deleting {
+		return protocol.WebhookTarget{}, fmt.Errorf("GitRepo %s is not applied", g.ref)
+	}
+	spec := g.s.GitRepo.Spec
+	return protocol.WebhookTarget{Branch: spec.Branch, Revision: spec.Revision, WebhookSecret: spec.WebhookSecret}, nil
+}
+
+// pollingInterval is the interval between checks of the remote now; 0
+// when polling is disabled.
+func (g *gitRepo) pollingInterval() time.Duration {
+	if g.s.GitRepo == nil || g.s.GitRepo.Spec.DisablePolling {
+		return 0
+	}
+	spec := g.s.GitRepo.Spec
+	d := spec.Polling()
+	if spec.PollingInterval == nil && g.s.Webhooks > 0 {
+		d = webhookPollingInterval
+	}
+	if g.s.PollFailures > 0 && d < maxPollBackoff {
+		d = min(d<<min(g.s.PollFailures, 10), maxPollBackoff)
+	}
+	return d
 }
 
 func (g *gitRepo) validate(ctx workflow.Context, in protocol.GitRepoApply) error {
@@ -190,7 +279,7 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 			continue
 		}
 		timerCtx, cancel := workflow.WithCancel(ctx)
-		timer := workflow.NewTimer(timerCtx, g.jitter(g.s.GitRepo.Spec.Polling()))
+		timer := workflow.NewTimer(timerCtx, g.jitter(g.pollingInterval()))
 		fired := false
 		_ = workflow.Await(ctx, func() bool { fired = timer.IsReady(); return fired || g.pollReset != reset })
 		cancel()
@@ -202,6 +291,9 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 			if !g.s.Paused && len(g.s.Halts) == 0 && unsettled(g.s.Deployments) {
 				g.s.Dirty = true
 			}
+			// The next interval depends on how this check went.
+			resolved := g.resolved
+			_ = workflow.Await(ctx, func() bool { return g.resolved != resolved || g.s.Deleting || g.pollReset != reset })
 		}
 	}
 }
@@ -256,7 +348,7 @@ func (g *gitRepo) loop(ctx workflow.Context, in GitRepoInput) error {
 			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 				return err
 			}
-			if g.drain() {
+			if g.drain(ctx) {
 				continue // act on them first; continue as new when idle again
 			}
 			in.State = &g.s
@@ -279,11 +371,14 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 	var res activities.ResolveResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, gitOptions), a.ResolveCommit,
 		activities.ResolveInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec}).Get(ctx, &res)
+	g.resolved++
 	if err != nil {
 		g.s.Error, g.s.GitFailed = "git: "+activityMessage(err), true
+		g.s.PollFailures++
 		g.upsert(ctx)
 		return
 	}
+	g.s.PollFailures = 0
 	current := g.s.Commit
 	if g.running != "" {
 		current = g.runningCommit
@@ -321,7 +416,7 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			temporalx.KeyGitRepo.ValueSet(g.ref.String()),
 			temporalx.KeyCommit.ValueSet(commit),
-			temporalx.KeyRepoURL.ValueSet(g.s.GitRepo.Spec.Repo),
+			temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(g.s.GitRepo.Spec.Repo)),
 			temporalx.KeyState.ValueSet("Rolling"),
 		),
 	})
@@ -404,7 +499,7 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx,
 		temporalx.KeyGitRepo.ValueSet(g.ref.String()),
-		temporalx.KeyRepoURL.ValueSet(repo),
+		temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(repo)),
 		temporalx.KeyState.ValueSet(state),
 		temporalx.KeyCommit.ValueSet(g.s.Commit),
 		temporalx.KeyCluster.ValueSet(clusters),
@@ -414,7 +509,15 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 func (g *gitRepo) status() (status.GitRepo, error) {
 	st := status.GitRepo{Namespace: g.ref.Namespace, Name: g.ref.Name, Commit: g.s.Commit, LatestCommit: g.s.LatestCommit,
 		Generation: g.s.Generation, ObservedGeneration: g.s.ObservedGeneration, Paused: g.s.Paused, Deleting: g.s.Deleting,
-		Rollout: g.running, LastRollout: g.s.LastRollout, Error: g.s.Error, Syncs: g.s.Syncs}
+		Rollout: g.running, LastRollout: g.s.LastRollout, Error: g.s.Error, Syncs: g.s.Syncs,
+		PollFailures: g.s.PollFailures, WebhookCommit: g.s.WebhookCommit}
+	if !g.s.LastWebhookTime.IsZero() {
+		t := g.s.LastWebhookTime
+		st.LastWebhookTime = &t
+	}
+	if d := g.pollingInterval(); d > 0 {
+		st.PollingInterval = d.String()
+	}
 	if g.s.GitRepo != nil {
 		st.Repo, st.Branch, st.Revision = g.s.GitRepo.Spec.Repo, g.s.GitRepo.Spec.Branch, g.s.GitRepo.Spec.Revision
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/flotilla-gitops/flotilla/activities"
@@ -25,6 +26,9 @@ type fakeFleet struct {
 	matched  []string
 	deploys  map[string]int // cluster → deploy calls
 	cleanups map[string][]string
+	// resolves counts ls-remotes; while gitDown is set they fail.
+	resolves int
+	gitDown  bool
 }
 
 func newFakeFleet() *fakeFleet {
@@ -40,6 +44,10 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 		func(context.Context, activities.ResolveInput) (activities.ResolveResult, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
+			f.resolves++
+			if f.gitDown {
+				return activities.ResolveResult{}, temporal.NewNonRetryableApplicationError("connection refused", "Git", nil)
+			}
 			return activities.ResolveResult{Ref: "refs/heads/main", Commit: f.commit}, nil
 		})
 	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(

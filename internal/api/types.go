@@ -80,6 +80,11 @@ type GitRepoSpec struct {
 	PollingInterval *metav1.Duration `json:"pollingInterval,omitempty"`
 	// DisablePolling stops polling; only sync signals and webhooks trigger.
 	DisablePolling bool `json:"disablePolling,omitempty"`
+	// WebhookSecret names a Secret in the GitRepo's namespace whose key
+	// for the provider (github, gitlab, gitea, gogs, bitbucket,
+	// bitbucket-server, azure-username + azure-password) authenticates
+	// webhook deliveries for this GitRepo instead of the global secret.
+	WebhookSecret string `json:"webhookSecret,omitempty"`
 	// Paused keeps polling but deploys nothing until resumed.
 	Paused bool `json:"paused,omitempty"`
 	// KeepResources leaves deployed objects in place when bundles or the

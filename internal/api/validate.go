@@ -110,6 +110,9 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	if s.TargetNamespace != "" {
 		errs = append(errs, dnsLabel(p.Child("targetNamespace"), s.TargetNamespace)...)
 	}
+	if s.WebhookSecret != "" {
+		errs = append(errs, dnsSubdomain(p.Child("webhookSecret"), s.WebhookSecret)...)
+	}
 	if s.ClientSecretName != "" {
 		errs = append(errs, dnsSubdomain(p.Child("clientSecretName"), s.ClientSecretName)...)
 	}

@@ -48,8 +48,31 @@ const (
 	// effective configuration changed.
 	SignalAgentDefaults = "agentDefaults"
 
+	// SignalPush tells a GitRepo a webhook reported a push (Push).
+	SignalPush = "push"
+
 	QueryStatus = "status"
+	// QueryWebhookTarget returns what the webhook receiver matches a
+	// GitRepo by (WebhookTarget).
+	QueryWebhookTarget = "webhookTarget"
 )
+
+// Push is a webhook's report that a GitRepo's branch moved. The workflow
+// checks the remote before acting on it, so a forged, stale or reordered
+// delivery cannot move a GitRepo to another commit.
+type Push struct {
+	Provider string `json:"provider"`
+	Delivery string `json:"delivery,omitempty"`
+	Ref      string `json:"ref"`
+	Commit   string `json:"commit"`
+}
+
+// WebhookTarget is what the webhook receiver needs of a GitRepo.
+type WebhookTarget struct {
+	Branch        string `json:"branch,omitempty"`
+	Revision      string `json:"revision,omitempty"`
+	WebhookSecret string `json:"webhookSecret,omitempty"`
+}
 
 // GitRepoID is the ID of a GitRepo's entity workflow.
 func GitRepoID(namespace, name string) string { return "gitrepo/" + namespace + "/" + name }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // State is the state of one bundle on one cluster, with Fleet's names.
@@ -217,8 +218,18 @@ type GitRepo struct {
 	LastRollout string `json:"lastRollout,omitempty"`
 	// Error is why the last rollout could not run (bad fleet.yaml, Git
 	// unreachable, ...); deployments keep their previous state.
-	Error       string       `json:"error,omitempty"`
-	Deployments []Deployment `json:"deployments,omitempty"`
+	Error string `json:"error,omitempty"`
+	// PollFailures counts checks of the remote that failed in a row;
+	// polling backs off while it is not zero.
+	PollFailures int `json:"pollFailures,omitempty"`
+	// WebhookCommit is the commit the last webhook reported, and
+	// LastWebhookTime when it arrived.
+	WebhookCommit   string     `json:"webhookCommit,omitempty"`
+	LastWebhookTime *time.Time `json:"lastWebhookTime,omitempty"`
+	// PollingInterval is the interval in effect: the spec's, or 15s, or
+	// 1h once webhooks arrive; 0 when polling is disabled.
+	PollingInterval string       `json:"pollingInterval,omitempty"`
+	Deployments     []Deployment `json:"deployments,omitempty"`
 	// Waits, Partitions, Halts and Progress are the gating state of the
 	// running rollout, or of the last one when none runs; the workflow
 	// copies them from the rollout's status.

@@ -92,3 +92,12 @@ func isScheme(s string) bool {
 	}
 	return s != ""
 }
+
+// SearchKey is the value of the FlotillaRepoURL search attribute: the
+// repository's key, or the URL itself when it names no repository.
+func SearchKey(raw string) string {
+	if k, err := RepoKey(raw); err == nil {
+		return k
+	}
+	return raw
+}

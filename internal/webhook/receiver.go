@@ -1,0 +1,437 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxBody      = 10 << 20
+	DefaultDedupeWindow = time.Hour
+	// maxSeen bounds the deduplication memory; the oldest entries go first.
+	maxSeen = 100_000
+)
+
+// Target is a GitRepo a delivery may concern.
+type Target struct {
+	Namespace, Name  string
+	Branch, Revision string
+	// WebhookSecret names a Secret in Namespace whose key for the
+	// provider authenticates deliveries for this GitRepo instead of the
+	// global secret.
+	WebhookSecret string
+}
+
+func (t Target) String() string { return t.Namespace + "/" + t.Name }
+
+// Config wires a Receiver to the GitRepos it serves.
+type Config struct {
+	// Targets returns the GitRepos whose repository key (RepoKey) is one
+	// of keys.
+	Targets func(ctx context.Context, keys []string) ([]Target, error)
+	// Signal durably tells t that change was pushed.
+	Signal func(ctx context.Context, t Target, ev *Event, change Change) error
+	// GlobalSecret returns the provider's global secret; zero when none
+	// is configured.
+	GlobalSecret func(p Provider) (Secret, error)
+	// RepoSecret returns the provider's key of the Secret namespace/name.
+	RepoSecret func(namespace, name string, p Provider) (Secret, error)
+	// RequireSignature rejects deliveries no secret applies to.
+	RequireSignature bool
+	// MaxBody caps a delivery's body (DefaultMaxBody when 0).
+	MaxBody int64
+	// DedupeWindow is how long a delivery ID is remembered
+	// (DefaultDedupeWindow when 0).
+	DedupeWindow time.Duration
+	Logger       *zap.Logger
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Receiver is the http.Handler of Git webhooks: at "/" and "/webhooks"
+// the provider is detected from the headers, at "/webhooks/<provider>" it
+// is named.
+type Receiver struct {
+	cfg Config
+
+	mu      sync.Mutex
+	seen    map[string]time.Time // provider/delivery → when it was handled
+	order   []string             // seen's keys, oldest first
+	unknown map[string]bool      // provider/event names already logged
+}
+
+// NewReceiver returns a Receiver; Targets and Signal are required.
+func NewReceiver(cfg Config) *Receiver {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.DedupeWindow <= 0 {
+		cfg.DedupeWindow = DefaultDedupeWindow
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.GlobalSecret == nil {
+		cfg.GlobalSecret = func(Provider) (Secret, error) { return Secret{}, nil }
+	}
+	if cfg.RepoSecret == nil {
+		cfg.RepoSecret = func(ns, name string, _ Provider) (Secret, error) {
+			return Secret{}, fmt.Errorf("secret %s/%s: no secret store", ns, name)
+		}
+	}
+	return &Receiver{cfg: cfg, seen: map[string]time.Time{}, unknown: map[string]bool{}}
+}
+
+// Response is the JSON body of a handled delivery, so the host's delivery
+// log shows what the push did.
+type Response struct {
+	Provider  Provider   `json:"provider"`
+	Event     string     `json:"event"`
+	Delivery  string     `json:"delivery,omitempty"`
+	Duplicate bool       `json:"duplicate,omitempty"`
+	Signalled []Signaled `json:"signalled"`
+	Skipped   []Skip     `json:"skipped,omitempty"`
+	Message   string     `json:"message,omitempty"`
+}
+
+// Signaled is a GitRepo told about a push.
+type Signaled struct {
+	GitRepo string `json:"gitRepo"`
+	Ref     string `json:"ref"`
+	Commit  string `json:"commit"`
+}
+
+// Skip is a GitRepo of the repository the push did not concern.
+type Skip struct {
+	GitRepo string `json:"gitRepo"`
+	Reason  string `json:"reason"`
+}
+
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	start := time.Now()
+	p, ok := providerOf(req)
+	if !ok {
+		http.NotFound(w, req)
+		return
+	}
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, fmt.Sprintf("body over %d bytes", r.cfg.MaxBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if p == "" {
+		if p = Detect(req.Header); p == "" {
+			http.Error(w, "no Git provider's event header (X-GitHub-Event, X-Gitlab-Event, X-Gitea-Event, X-Gogs-Event, X-Event-Key, X-Vss-Activityid); or POST to /webhooks/<provider>", http.StatusBadRequest)
+			return
+		}
+	}
+	ev, err := Parse(p, req.Header, body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	log := r.cfg.Logger.With(zap.String("provider", string(p)), zap.String("event", ev.Name), zap.String("delivery", ev.Delivery))
+	if ev.Kind == Unknown {
+		if r.firstUnknown(p, ev.Name) {
+			log.Info("Ignoring webhook event (logged once per provider and event)")
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	status, resp := r.handle(req.Context(), log, req.Header, body, &ev)
+	if status == http.StatusUnauthorized {
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	log.Info("Webhook delivery", zap.Int("status", status), zap.Strings("repo", ev.RepoURLs),
+		zap.Int("signalled", len(resp.Signalled)), zap.Duration("took", time.Since(start)))
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(resp) // the sender hung up: nothing to do
+}
+
+// providerOf reads the provider from the path: "" for detection from the
+// headers, false for a path that is not the receiver's.
+func providerOf(req *http.Request) (Provider, bool) {
+	path := strings.TrimSuffix(req.URL.Path, "/")
+	switch path {
+	case "", "/webhooks":
+		return "", true
+	}
+	name, ok := strings.CutPrefix(path, "/webhooks/")
+	if !ok {
+		return "", false
+	}
+	for _, p := range Providers {
+		if string(p) == name {
+			return p, true
+		}
+	}
+	return "", false
+}
+
+func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, body []byte, ev *Event) (int, Response) {
+	resp := Response{Provider: ev.Provider, Event: ev.Name, Delivery: ev.Delivery, Signalled: []Signaled{}}
+	targets, err := r.targets(ctx, ev)
+	if err != nil {
+		log.Error("Cannot list the GitRepos of a webhook's repository", zap.Error(err))
+		resp.Message = "cannot list GitRepos; retry"
+		return http.StatusServiceUnavailable, resp
+	}
+	authed := r.authenticate(log, h, body, ev, targets)
+	if authed == nil {
+		return http.StatusUnauthorized, resp
+	}
+	if ev.Kind == Ping {
+		resp.Message = "pong"
+		return http.StatusOK, resp
+	}
+	if !r.reserve(ev) {
+		resp.Duplicate, resp.Message = true, "delivery already handled"
+		return http.StatusOK, resp
+	}
+	for _, t := range authed {
+		change, reason := match(t, ev)
+		if reason != "" {
+			resp.Skipped = append(resp.Skipped, Skip{GitRepo: t.String(), Reason: reason})
+			continue
+		}
+		if err := r.cfg.Signal(ctx, t, ev, change); err != nil {
+			r.release(ev)
+			log.Error("Cannot signal GitRepo", zap.Stringer("gitrepo", t), zap.Error(err))
+			resp.Message = "cannot signal GitRepo " + t.String() + "; retry"
+			return http.StatusServiceUnavailable, resp
+		}
+		resp.Signalled = append(resp.Signalled, Signaled{GitRepo: t.String(), Ref: change.Ref, Commit: change.Commit})
+	}
+	if len(targets) == 0 {
+		resp.Message = "no GitRepo watches " + strings.Join(ev.RepoURLs, ", ")
+	}
+	return http.StatusAccepted, resp
+}
+
+// targets returns the GitRepos of the event's repository, sorted, each
+// once.
+func (r *Receiver) targets(ctx context.Context, ev *Event) ([]Target, error) {
+	var keys []string
+	for _, u := range ev.RepoURLs {
+		if k, err := RepoKey(u); err == nil && !contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	ts, err := r.cfg.Targets(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(ts, func(i, j int) bool { return ts[i].String() < ts[j].String() })
+	out := ts[:0]
+	for i, t := range ts {
+		if i == 0 || t.String() != ts[i-1].String() {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// authenticate returns the targets the delivery is authenticated for, an
+// empty non-nil slice when it is authenticated but names no GitRepo, and
+// nil when it must be refused. A GitRepo's own webhookSecret replaces the
+// global secret; with no secret at all the delivery is accepted unless
+// RequireSignature is set.
+func (r *Receiver) authenticate(log *zap.Logger, h http.Header, body []byte, ev *Event, targets []Target) []Target {
+	global, err := r.cfg.GlobalSecret(ev.Provider)
+	if err != nil {
+		log.Error("Cannot read the global webhook secret", zap.Error(err))
+		return nil
+	}
+	check := func(s Secret) bool {
+		if s.IsZero() {
+			return !r.cfg.RequireSignature
+		}
+		return Verify(ev.Provider, h, body, s)
+	}
+	if len(targets) == 0 {
+		if !check(global) {
+			log.Warn("Refused webhook delivery: bad or missing signature", zap.Bool("signed", Signed(ev.Provider, h)))
+			return nil
+		}
+		return []Target{}
+	}
+	var ok []Target
+	for _, t := range targets {
+		s := global
+		if t.WebhookSecret != "" {
+			if s, err = r.cfg.RepoSecret(t.Namespace, t.WebhookSecret, ev.Provider); err != nil {
+				log.Error("Cannot read the GitRepo's webhookSecret", zap.Stringer("gitrepo", t),
+					zap.String("secret", t.WebhookSecret), zap.Error(err))
+				continue
+			}
+			if s.IsZero() {
+				log.Error("The GitRepo's webhookSecret has no key for this provider", zap.Stringer("gitrepo", t),
+					zap.String("secret", t.WebhookSecret), zap.String("key", string(ev.Provider)))
+				continue
+			}
+		}
+		if !check(s) {
+			log.Warn("Refused webhook delivery for GitRepo: bad or missing signature", zap.Stringer("gitrepo", t),
+				zap.Bool("signed", Signed(ev.Provider, h)))
+			continue
+		}
+		ok = append(ok, t)
+	}
+	return ok
+}
+
+// match returns the change of the event that t follows, or why none is.
+func match(t Target, ev *Event) (Change, string) {
+	if t.Revision != "" {
+		return Change{}, "pinned to revision " + t.Revision
+	}
+	branch := t.Branch
+	if branch == "" {
+		branch = ev.DefaultBranch
+	}
+	var refs []string
+	for _, c := range ev.Changes {
+		refs = append(refs, c.Ref)
+		name, isBranch := strings.CutPrefix(c.Ref, "refs/heads/")
+		if !isBranch || (branch != "" && name != branch) {
+			continue
+		}
+		if c.Deleted {
+			return Change{}, "branch " + name + " was deleted"
+		}
+		// No branch and no default branch named: the GitRepo follows the
+		// remote's HEAD, which its workflow resolves.
+		return c, ""
+	}
+	follows := "the default branch"
+	if branch != "" {
+		follows = "branch " + branch
+	}
+	return Change{}, "follows " + follows + "; push changed " + strings.Join(refs, ", ")
+}
+
+// reserve records the delivery and reports whether it is new. Deliveries
+// without an ID are always new.
+func (r *Receiver) reserve(ev *Event) bool {
+	if ev.Delivery == "" {
+		return true
+	}
+	key := string(ev.Provider) + "/" + ev.Delivery
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.order) > 0 {
+		oldest := r.order[0]
+		if t, ok := r.seen[oldest]; ok && now.Sub(t) < r.cfg.DedupeWindow && len(r.order) < maxSeen {
+			break
+		}
+		delete(r.seen, oldest)
+		r.order = r.order[1:]
+	}
+	if t, ok := r.seen[key]; ok && now.Sub(t) < r.cfg.DedupeWindow {
+		return false
+	}
+	r.seen[key] = now
+	r.order = append(r.order, key)
+	return true
+}
+
+// release forgets a delivery that failed, so its redelivery is handled.
+func (r *Receiver) release(ev *Event) {
+	if ev.Delivery == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.seen, string(ev.Provider)+"/"+ev.Delivery)
+}
+
+func (r *Receiver) firstUnknown(p Provider, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := string(p) + "/" + name
+	if r.unknown[key] || len(r.unknown) >= 1000 {
+		return false
+	}
+	r.unknown[key] = true
+	return true
+}
+
+// SecretFor picks provider p's secret out of a webhook Secret's keys
+// (Fleet's names): github, gitlab, gitea (else gogs), gogs, bitbucket,
+// bitbucket-server, azure-username and azure-password.
+func SecretFor(p Provider, data map[string]string) Secret {
+	switch p {
+	case AzureDevOps:
+		return Secret{Username: data["azure-username"], Password: data["azure-password"]}
+	case Gitea:
+		if s := data["gitea"]; s != "" {
+			return Secret{Token: s}
+		}
+		return Secret{Token: data["gogs"]}
+	}
+	return Secret{Token: data[string(p)]}
+}
+
+// SecretKeys are the keys SecretFor reads.
+var SecretKeys = []string{"github", "gitlab", "gitea", "gogs", "bitbucket", "bitbucket-server", "azure-username", "azure-password"}
+
+// DirSecrets returns a GlobalSecret reading dir/<key> files (a mounted
+// Kubernetes Secret) on every call, so a rotated secret applies at once.
+// A missing file is no secret; trailing newlines are trimmed.
+func DirSecrets(dir string) func(Provider) (Secret, error) {
+	return func(p Provider) (Secret, error) {
+		data := map[string]string{}
+		for _, k := range SecretKeys {
+			b, err := os.ReadFile(filepath.Join(dir, k))
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return Secret{}, fmt.Errorf("webhook secret %s: %w", k, err)
+			}
+			data[k] = strings.TrimRight(string(b), "\r\n")
+		}
+		return SecretFor(p, data), nil
+	}
+}

@@ -1,0 +1,177 @@
+package workflows
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+)
+
+const pushed = "beef000000000000000000000000000000000002"
+
+func (f *fakeFleet) set(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn()
+}
+
+func (f *fakeFleet) resolveCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.resolves
+}
+
+// A push signal checks the remote at once and rolls out the new commit,
+// long before the next poll; a push of the commit already applied costs
+// nothing, not even an ls-remote. Polling relaxes to 1h once webhooks
+// arrive, and a webhook still deploys with polling disabled (Fleet
+// #2969, #3067: webhook commits fetched but never deployed).
+func TestGitRepoWorkflow_Push(t *testing.T) {
+	for _, disablePolling := range []bool{false, true} {
+		t.Run(map[bool]string{false: "polling", true: "disablePolling"}[disablePolling], func(t *testing.T) {
+			var suite testsuite.WorkflowTestSuite
+			env := suite.NewTestWorkflowEnvironment()
+			f := newFakeFleet()
+			f.register(env)
+			repo := testGitRepo(true)
+			repo.Spec.DisablePolling = disablePolling
+			env.RegisterDelayedCallback(func() { applyUpdate(t, env, repo) }, 0)
+			var before int
+			env.RegisterDelayedCallback(func() {
+				st := queryStatus(t, env)
+				require.Equal(t, f.commit, st.Commit)
+				assert.Empty(t, st.WebhookCommit)
+				if disablePolling {
+					assert.Empty(t, st.PollingInterval)
+				} else {
+					assert.Equal(t, "15s", st.PollingInterval)
+				}
+				f.set(func() { f.commit = pushed })
+				before = f.resolveCount()
+				env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed})
+			}, 5*time.Second)
+			env.RegisterDelayedCallback(func() {
+				st := queryStatus(t, env)
+				assert.Equal(t, pushed, st.Commit, "deployed 1s after the push, no poll in between")
+				assert.Equal(t, before+1, f.resolveCount(), "one ls-remote for the push")
+				assert.Equal(t, pushed, st.WebhookCommit)
+				require.NotNil(t, st.LastWebhookTime)
+				assert.Equal(t, env.Now().Add(-time.Second).UTC().Truncate(time.Second), st.LastWebhookTime.Truncate(time.Second))
+				if !disablePolling {
+					assert.Equal(t, "1h0m0s", st.PollingInterval, "webhooks relax polling")
+				}
+				before = f.resolveCount()
+				// Redelivered: the commit is known, nothing to check.
+				env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed})
+			}, 6*time.Second)
+			env.RegisterDelayedCallback(func() {
+				assert.Equal(t, before, f.resolveCount(), "a known commit is ignored")
+				assert.Equal(t, 2, f.deploys["c1"], "one deploy per commit")
+				env.SignalWorkflow(protocol.SignalDelete, nil)
+			}, 30*time.Minute)
+			env.ExecuteWorkflow(GitRepoWorkflow, appInput)
+			require.NoError(t, env.GetWorkflowError())
+			// 30 minutes: with 15s polling that would be ~120 ls-remotes.
+			assert.LessOrEqual(t, before, 3)
+		})
+	}
+}
+
+// An interval set in the spec is kept when webhooks arrive, and a GitRepo
+// pinned to a revision ignores pushes.
+func TestGitRepoWorkflow_PushKeepsUserIntervalAndSkipsPinned(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+	repo := testGitRepo(true)
+	repo.Spec.PollingInterval = &metav1.Duration{Duration: time.Minute}
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, repo) }, 0)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "gitlab", Ref: "refs/heads/main", Commit: pushed})
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Equal(t, "1m0s", st.PollingInterval)
+		assert.Equal(t, pushed, st.WebhookCommit)
+		pinned := repo
+		pinned.Spec.Revision = "v1"
+		env.UpdateWorkflow(protocol.UpdateApply, "apply-pinned", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { t.Errorf("apply rejected: %v", err) },
+			OnComplete: func(any, error) {},
+		}, protocol.GitRepoApply{GitRepo: pinned})
+	}, 10*time.Second)
+	var before int
+	env.RegisterDelayedCallback(func() {
+		before = f.resolveCount()
+		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "gitlab", Ref: "refs/heads/main", Commit: "cafe000000000000000000000000000000000003"})
+	}, 20*time.Second)
+	env.RegisterDelayedCallback(func() {
+		assert.Equal(t, before, f.resolveCount(), "pinned GitRepos ignore pushes")
+		assert.Equal(t, pushed, queryStatus(t, env).WebhookCommit)
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 21*time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
+	require.NoError(t, env.GetWorkflowError())
+}
+
+// A failing remote is polled with exponential backoff (15s, 30s, 60s, …
+// up to 5m); the failure count shows in status and resets on success.
+func TestGitRepoWorkflow_PollBackoff(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
+	var start int
+	env.RegisterDelayedCallback(func() {
+		f.set(func() { f.gitDown = true })
+		start = f.resolveCount()
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() {
+		// Failures at ~15s, 30s, 60s, 120s, 240s, 300s, 300s … after the
+		// first: about 8 polls in 20 minutes instead of 80.
+		polls := f.resolveCount() - start
+		assert.GreaterOrEqual(t, polls, 6)
+		assert.LessOrEqual(t, polls, 9)
+		st := queryStatus(t, env)
+		assert.Equal(t, polls, st.PollFailures)
+		assert.Contains(t, st.Error, "connection refused")
+		assert.Equal(t, "5m0s", st.PollingInterval)
+		f.set(func() { f.gitDown = false })
+	}, 20*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Zero(t, st.PollFailures)
+		assert.Empty(t, st.Error)
+		assert.Equal(t, "15s", st.PollingInterval)
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 26*time.Minute)
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
+	require.NoError(t, env.GetWorkflowError())
+}
+
+// The receiver asks each GitRepo what it follows.
+func TestGitRepoWorkflow_WebhookTarget(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	newFakeFleet().register(env)
+	repo := testGitRepo(true)
+	repo.Spec.Branch, repo.Spec.WebhookSecret = "main", "hooks"
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, repo) }, 0)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(protocol.QueryWebhookTarget)
+		require.NoError(t, err)
+		var got protocol.WebhookTarget
+		require.NoError(t, v.Get(&got))
+		assert.Equal(t, protocol.WebhookTarget{Branch: "main", WebhookSecret: "hooks"}, got)
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
+	require.NoError(t, env.GetWorkflowError())
+}
