@@ -88,7 +88,7 @@ func (f *agentFleet) registryArgs() []string {
 func (f *agentFleet) startController(t testing.TB) {
 	t.Helper()
 	args := append([]string{"--temporal-address", f.frontend(), "--state-dir", f.stateDir,
-		"--agent-defaults", f.defaults}, f.registryArgs()...)
+		"--agent-defaults", f.defaults, "--webhook-listen", "127.0.0.1:0"}, f.registryArgs()...)
 	f.ctrl = testenv.StartProcess(f.t, testenv.ProcessOptions{Name: "flotilla-controller", Path: bins.worker, Args: args})
 	f.logs = append(f.logs, f.ctrl.LogPath())
 	f.ctrlLogs = append(f.ctrlLogs, f.ctrl.LogPath())

@@ -274,7 +274,7 @@ func startFanoutWorker(b *testing.B, cfg fanoutConfig, stateDir string) (*devWor
 		return w, w.proc.PID()
 	}
 	host := startDevWorker(b, b.TempDir(), "--task-queue", "fanout-temporal-only")
-	args := append([]string{"--temporal-address", host.frontend, "--state-dir", stateDir}, extra...)
+	args := append([]string{"--temporal-address", host.frontend, "--state-dir", stateDir, "--webhook-listen", "127.0.0.1:0"}, extra...)
 	proc := testenv.StartProcess(b, testenv.ProcessOptions{Name: "flotilla-worker", Path: bins.worker, Args: args})
 	rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

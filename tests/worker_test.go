@@ -48,7 +48,7 @@ func startDevWorker(t testing.TB, stateDir string, extra ...string) *devWorker {
 		stateDir: stateDir,
 	}
 	args := append([]string{"--dev", "--state-dir", stateDir,
-		"--dev-listen", w.frontend, "--ui-listen", strings.TrimPrefix(w.uiURL, "http://")}, extra...)
+		"--dev-listen", w.frontend, "--ui-listen", strings.TrimPrefix(w.uiURL, "http://"), "--webhook-listen", "127.0.0.1:0"}, extra...)
 	w.proc = testenv.StartProcess(t, testenv.ProcessOptions{Name: "flotilla-worker", Path: bins.worker, Args: args})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -189,6 +189,7 @@ func TestWorker_StartupErrorsAreOneLine(t *testing.T) {
 		want string // substring of the one-line error
 	}{
 		{"port taken", []string{"--dev", "--state-dir", t.TempDir(), "--dev-listen", taken.Addr().String(), "--ui-listen", ""}, "address already in use"},
+		{"webhook port taken", []string{"--dev", "--state-dir", t.TempDir(), "--dev-listen", "127.0.0.1:0", "--ui-listen", "", "--webhook-listen", taken.Addr().String()}, "--webhook-listen " + taken.Addr().String()},
 		{"UI port taken", []string{"--dev", "--state-dir", t.TempDir(), "--dev-listen", "127.0.0.1:0", "--ui-listen", taken.Addr().String()}, "Temporal UI address"},
 		{"state dir unwritable", []string{"--dev", "--state-dir", filepath.Join(notADir, "state"), "--dev-listen", "127.0.0.1:0"}, "cannot be created"},
 		{"address unreachable", []string{"--temporal-address", fmt.Sprintf("127.0.0.1:%d", closed), "--dial-timeout", "2s"}, "unreachable"},
@@ -262,7 +263,7 @@ func TestWorkerDev_StateDirIsExclusive(t *testing.T) {
 	dir := t.TempDir()
 	first := startDevWorker(t, dir)
 	var stderr bytes.Buffer
-	cmd := exec.Command(bins.worker, "--dev", "--state-dir", dir, "--dev-listen", "127.0.0.1:0", "--ui-listen", "")
+	cmd := exec.Command(bins.worker, "--dev", "--state-dir", dir, "--dev-listen", "127.0.0.1:0", "--ui-listen", "", "--webhook-listen", "")
 	cmd.Stderr = &stderr
 	require.Error(t, cmd.Run())
 	lines := nonLogLines(stderr.String())

@@ -120,6 +120,10 @@ func run(ctx context.Context, o options) error {
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}
+	if err := serveWebhooks(ctx, o.Webhook, c, st.secrets, logger); err != nil {
+		w.Stop()
+		return err
+	}
 	p.setReady(true, "")
 	go announceAgentDefaults(ctx, c, activities.AgentDefaultsHash(agents), logger)
 	logger.Info("Worker started",

@@ -30,6 +30,7 @@ type options struct {
 	// installs.
 	AgentDefaults string
 	HTTPListen    string
+	Webhook       webhookFlags
 
 	TaskQueue                  string
 	MaxConcurrentActivities    int
@@ -49,6 +50,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	o.Registry.bindFlags(fs, "needed by agents that do not share this host's state dir")
 	fs.StringVar(&o.AgentDefaults, "agent-defaults", "", "YAML file of defaults for agents installed with `cluster add --install-agent` (image, Temporal address, tolerations, resources, ...)")
 	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
+	o.Webhook.bindFlags(fs)
 	o.Log.BindFlags(fs)
 }
 
@@ -74,6 +76,6 @@ func (o *options) validate() error {
 	if _, err := o.mirrors(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, o.Temporal.Validate())
+	errs = append(errs, o.Webhook.validate(), o.Temporal.Validate())
 	return errors.Join(errs...)
 }

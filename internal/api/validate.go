@@ -180,24 +180,41 @@ func (s *Secret) Validate() error {
 	for k := range s.StringData {
 		keys[k] = true
 	}
-	if !keys["password"] && !keys["token"] {
-		errs = append(errs, field.Required(field.NewPath("data"), "a basic-auth secret needs \"password\" (with \"username\") or \"token\""))
+	if !keys["password"] && !keys["token"] && len(s.WebhookKeys()) == 0 {
+		errs = append(errs, field.Required(field.NewPath("data"), "a basic-auth secret needs \"password\" (with \"username\") or \"token\"; "+
+			"a webhook secret one of "+strings.Join(WebhookSecretKeys, ", ")))
 	}
 	return invalid(KindSecret, s.Metadata.Namespace+"/"+s.Metadata.Name, errs)
+}
+
+// WebhookSecretKeys are the keys of a webhook Secret (Fleet's names): one
+// per provider, and a username and password for Azure DevOps.
+var WebhookSecretKeys = []string{"github", "gitlab", "gitea", "gogs", "bitbucket", "bitbucket-server", "azure-username", "azure-password"}
+
+// WebhookKeys returns the secret's webhook keys that are set.
+func (s *Secret) WebhookKeys() map[string]string {
+	out := map[string]string{}
+	for _, k := range WebhookSecretKeys {
+		if v := s.value(k); v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func (s *Secret) value(k string) string {
+	if v, ok := s.StringData[k]; ok {
+		return v
+	}
+	return string(s.Data[k])
 }
 
 // Credentials returns the secret's username and password (a "token" is a
 // password with username "git" unless one is given).
 func (s *Secret) Credentials() (username, password string) {
-	get := func(k string) string {
-		if v, ok := s.StringData[k]; ok {
-			return v
-		}
-		return string(s.Data[k])
-	}
-	username, password = get("username"), get("password")
+	username, password = s.value("username"), s.value("password")
 	if password == "" {
-		password = get("token")
+		password = s.value("token")
 		if username == "" {
 			username = "git"
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/api"
 )
 
-// SecretStore keeps the Git credentials of basic-auth Secrets, as
-// <dir>/<namespace>/<name>.json holding only the username and password.
+// SecretStore keeps the Git credentials of basic-auth Secrets and the keys
+// of webhook Secrets, as <dir>/<namespace>/<name>.json holding only those.
 type SecretStore struct {
 	dir string
 }
@@ -25,8 +25,9 @@ func NewSecretStore(dir string) *SecretStore { return &SecretStore{dir: dir} }
 
 // storedSecret is the file format.
 type storedSecret struct {
-	Username string `json:"username"`
-	Password string `json:"password"`
+	Username string            `json:"username"`
+	Password string            `json:"password"`
+	Webhook  map[string]string `json:"webhook,omitempty"`
 }
 
 // Save validates sec and stores its credentials (see api.Secret.Credentials;
@@ -44,6 +45,9 @@ func (s *SecretStore) Save(sec api.Secret) error {
 	}
 	var st storedSecret
 	st.Username, st.Password = sec.Credentials()
+	if keys := sec.WebhookKeys(); len(keys) > 0 {
+		st.Webhook = keys
+	}
 	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("secret %s/%s: encode: %w", ns, name, err)
@@ -56,22 +60,37 @@ func (s *SecretStore) Save(sec api.Secret) error {
 
 // Load returns the credentials stored for namespace/name.
 func (s *SecretStore) Load(namespace, name string) (username, password string, err error) {
+	st, err := s.read(namespace, name)
+	return st.Username, st.Password, err
+}
+
+// LoadWebhook returns the webhook keys stored for namespace/name (see
+// api.WebhookSecretKeys); a Secret without any is an empty map.
+func (s *SecretStore) LoadWebhook(namespace, name string) (map[string]string, error) {
+	st, err := s.read(namespace, name)
+	if st.Webhook == nil {
+		st.Webhook = map[string]string{}
+	}
+	return st.Webhook, err
+}
+
+func (s *SecretStore) read(namespace, name string) (storedSecret, error) {
 	if err := validateSecretName(namespace, name); err != nil {
-		return "", "", err
+		return storedSecret{}, err
 	}
 	data, err := os.ReadFile(s.path(namespace, name))
 	if errors.Is(err, os.ErrNotExist) {
-		return "", "", fmt.Errorf("secret %s/%s %w in %s", namespace, name, ErrNotFound, s.dir)
+		return storedSecret{}, fmt.Errorf("secret %s/%s %w in %s", namespace, name, ErrNotFound, s.dir)
 	}
 	if err != nil {
-		return "", "", fmt.Errorf("secret %s/%s: %w", namespace, name, err)
+		return storedSecret{}, fmt.Errorf("secret %s/%s: %w", namespace, name, err)
 	}
 	var st storedSecret
 	if err := json.Unmarshal(data, &st); err != nil {
 		// The decoder's message may quote the file; name the file instead.
-		return "", "", fmt.Errorf("secret %s/%s: %s is not a stored secret", namespace, name, s.path(namespace, name))
+		return storedSecret{}, fmt.Errorf("secret %s/%s: %s is not a stored secret", namespace, name, s.path(namespace, name))
 	}
-	return st.Username, st.Password, nil
+	return st, nil
 }
 
 // Remove deletes namespace/name; removing a secret that is not stored is

@@ -93,3 +93,23 @@ func TestSecretStore_CorruptFile(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), token)
 }
+
+// A webhook Secret (Fleet's keys) is stored and loaded with its keys; a
+// Git credential Secret has none; a Secret with neither is rejected.
+func TestSecretStore_Webhook(t *testing.T) {
+	s := NewSecretStore(filepath.Join(t.TempDir(), "secrets"))
+	require.NoError(t, s.Save(secretObj("team-a", "hooks", map[string]string{"github": "gh-" + token, "azure-username": "u", "azure-password": "p", "other": "dropped"})))
+	keys, err := s.LoadWebhook("team-a", "hooks")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"github": "gh-" + token, "azure-username": "u", "azure-password": "p"}, keys)
+
+	require.NoError(t, s.Save(secretObj("team-a", "git-creds", map[string]string{"token": token})))
+	keys, err = s.LoadWebhook("team-a", "git-creds")
+	require.NoError(t, err)
+	assert.Empty(t, keys)
+
+	_, err = s.LoadWebhook("team-a", "missing")
+	require.ErrorIs(t, err, ErrNotFound)
+	err = s.Save(secretObj("team-a", "empty", map[string]string{"other": "x"}))
+	require.ErrorContains(t, err, "a webhook secret one of github, gitlab")
+}

@@ -279,12 +279,15 @@ func parseGitLab(ev *Event, body []byte) error {
 	if err := decode(body, &p); err != nil {
 		return err
 	}
-	kind := p.ObjectKind
-	if kind == "" {
-		kind = p.EventName // system hooks
-	}
-	if kind != "push" && kind != "tag_push" {
-		return nil
+	if ev.Name == "System Hook" {
+		// A system hook carries every kind of event; only pushes matter.
+		kind := p.ObjectKind
+		if kind == "" {
+			kind = p.EventName
+		}
+		if kind != "push" && kind != "tag_push" {
+			return nil
+		}
 	}
 	ev.Kind = Push
 	if p.Project != nil {

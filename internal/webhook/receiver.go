@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
 )
 
 // Defaults of Config.
@@ -413,16 +415,13 @@ func SecretFor(p Provider, data map[string]string) Secret {
 	return Secret{Token: data[string(p)]}
 }
 
-// SecretKeys are the keys SecretFor reads.
-var SecretKeys = []string{"github", "gitlab", "gitea", "gogs", "bitbucket", "bitbucket-server", "azure-username", "azure-password"}
-
 // DirSecrets returns a GlobalSecret reading dir/<key> files (a mounted
 // Kubernetes Secret) on every call, so a rotated secret applies at once.
 // A missing file is no secret; trailing newlines are trimmed.
 func DirSecrets(dir string) func(Provider) (Secret, error) {
 	return func(p Provider) (Secret, error) {
 		data := map[string]string{}
-		for _, k := range SecretKeys {
+		for _, k := range api.WebhookSecretKeys {
 			b, err := os.ReadFile(filepath.Join(dir, k))
 			if errors.Is(err, os.ErrNotExist) {
 				continue

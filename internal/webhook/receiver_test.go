@@ -1,0 +1,339 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+const (
+	globalSecret = "global-s3cret-value"
+	repoSecret   = "per-gitrepo-s3cret"
+	githubKey    = "github.com/flotilla-gitops/app"
+	gitlabKey    = "gitlab.com/flotilla-gitops/app"
+	pushCommit   = "7dd52b69157ba70883ba3c139d6ffad9547a71f7"
+)
+
+// registry is the GitRepos the receiver under test serves, and the
+// signals it sent.
+type registry struct {
+	mu       sync.Mutex
+	byKey    map[string][]Target
+	signals  []string // "ns/name ref commit"
+	failNext error
+	lookups  int
+}
+
+func (r *registry) targets(_ context.Context, keys []string) ([]Target, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lookups++
+	var out []Target
+	for _, k := range keys {
+		out = append(out, r.byKey[k]...)
+	}
+	return out, nil
+}
+
+func (r *registry) signal(_ context.Context, t Target, _ *Event, c Change) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.failNext; err != nil {
+		r.failNext = nil
+		return err
+	}
+	r.signals = append(r.signals, t.String()+" "+c.Ref+" "+c.Commit)
+	return nil
+}
+
+func (r *registry) sent() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.signals...)
+}
+
+type harness struct {
+	t    *testing.T
+	reg  *registry
+	recv *Receiver
+	logs *observer.ObservedLogs
+	now  time.Time
+}
+
+func newHarness(t *testing.T, mutate func(*Config)) *harness {
+	core, logs := observer.New(zap.DebugLevel)
+	h := &harness{t: t, logs: logs, now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), reg: &registry{byKey: map[string][]Target{
+		githubKey: {
+			{Namespace: "fleet-default", Name: "app"},                    // the remote's default branch (main)
+			{Namespace: "fleet-default", Name: "app-dev", Branch: "dev"}, // another branch
+			{Namespace: "fleet-default", Name: "app-pinned", Revision: "v0.9.0"},
+		},
+		gitlabKey: {{Namespace: "team-a", Name: "lab", Branch: "main", WebhookSecret: "hooks"}},
+	}}}
+	cfg := Config{
+		Targets: h.reg.targets,
+		Signal:  h.reg.signal,
+		GlobalSecret: func(p Provider) (Secret, error) {
+			if p == GitHub {
+				return Secret{Token: globalSecret}, nil
+			}
+			return Secret{}, nil
+		},
+		RepoSecret: func(ns, name string, p Provider) (Secret, error) {
+			if ns == "team-a" && name == "hooks" {
+				return SecretFor(p, map[string]string{"gitlab": repoSecret}), nil
+			}
+			return Secret{}, errors.New("secret " + ns + "/" + name + " not found")
+		},
+		Logger: zap.New(core),
+		Now:    func() time.Time { return h.now },
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	h.recv = NewReceiver(cfg)
+	return h
+}
+
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "payloads", name))
+	require.NoError(t, err)
+	return b
+}
+
+// post sends body to path with headers, signing it for p with s unless s
+// is zero.
+func (h *harness) post(path string, p Provider, hdr map[string]string, body []byte, s Secret) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	if !s.IsZero() {
+		sign(p, req.Header, body, s)
+	}
+	rec := httptest.NewRecorder()
+	h.recv.ServeHTTP(rec, req)
+	return rec
+}
+
+func githubHeaders(event, delivery string) map[string]string {
+	return map[string]string{"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "Content-Type": "application/json"}
+}
+
+func decodeResponse(t *testing.T, rec *httptest.ResponseRecorder) Response {
+	t.Helper()
+	var resp Response
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &resp), rec.Body.String())
+	return resp
+}
+
+func TestReceiver_GitHubPush(t *testing.T) {
+	h := newHarness(t, nil)
+	rec := h.post("/", GitHub, githubHeaders("push", "d-1"), fixture(t, "github-push.json"), Secret{Token: globalSecret})
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	resp := decodeResponse(t, rec)
+	assert.Equal(t, []Signaled{{GitRepo: "fleet-default/app", Ref: "refs/heads/main", Commit: pushCommit}}, resp.Signalled)
+	assert.Equal(t, []Skip{
+		{GitRepo: "fleet-default/app-dev", Reason: "follows branch dev; push changed refs/heads/main"},
+		{GitRepo: "fleet-default/app-pinned", Reason: "pinned to revision v0.9.0"},
+	}, resp.Skipped)
+	assert.Equal(t, []string{"fleet-default/app refs/heads/main " + pushCommit}, h.reg.sent())
+
+	// GitHub's redelivery of the same delivery is not handled twice.
+	rec = h.post("/", GitHub, githubHeaders("push", "d-1"), fixture(t, "github-push.json"), Secret{Token: globalSecret})
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.True(t, decodeResponse(t, rec).Duplicate)
+	assert.Len(t, h.reg.sent(), 1)
+	// After the window it is new again.
+	h.now = h.now.Add(DefaultDedupeWindow + time.Second)
+	rec = h.post("/", GitHub, githubHeaders("push", "d-1"), fixture(t, "github-push.json"), Secret{Token: globalSecret})
+	assert.Equal(t, http.StatusAccepted, rec.Code)
+	assert.Len(t, h.reg.sent(), 2)
+}
+
+func TestReceiver_TagPushAndUnrelatedRepo(t *testing.T) {
+	h := newHarness(t, nil)
+	rec := h.post("/webhooks/github", GitHub, githubHeaders("push", "d-tag"), fixture(t, "github-push-tag.json"), Secret{Token: globalSecret})
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	resp := decodeResponse(t, rec)
+	assert.Empty(t, resp.Signalled)
+	assert.Len(t, resp.Skipped, 3)
+	assert.Equal(t, "follows branch main; push changed refs/tags/v1.0.0", resp.Skipped[0].Reason)
+
+	other := bytes.ReplaceAll(fixture(t, "github-push.json"), []byte("flotilla-gitops/app"), []byte("someone/else"))
+	rec = h.post("/", GitHub, githubHeaders("push", "d-other"), other, Secret{Token: globalSecret})
+	require.Equal(t, http.StatusAccepted, rec.Code)
+	resp = decodeResponse(t, rec)
+	assert.Empty(t, resp.Signalled)
+	assert.Contains(t, resp.Message, "no GitRepo watches https://github.com/someone/else")
+	assert.Empty(t, h.reg.sent())
+}
+
+func TestReceiver_Authentication(t *testing.T) {
+	push := fixture(t, "github-push.json")
+	for _, tt := range []struct {
+		name   string
+		secret Secret
+		body   []byte
+	}{
+		{"wrong secret", Secret{Token: "not-the-secret"}, push},
+		{"missing signature", Secret{}, push},
+		{"tampered body", Secret{Token: globalSecret}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			req := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(push))
+			for k, v := range githubHeaders("push", "d-"+tt.name) {
+				req.Header.Set(k, v)
+			}
+			if !tt.secret.IsZero() {
+				signed := tt.body
+				if signed == nil {
+					signed = bytes.Replace(push, []byte(pushCommit), []byte(strings.Repeat("a", 40)), 1)
+				}
+				sign(GitHub, req.Header, signed, tt.secret)
+			}
+			rec := httptest.NewRecorder()
+			h.recv.ServeHTTP(rec, req)
+			assert.Equal(t, http.StatusUnauthorized, rec.Code)
+			assert.Equal(t, "Unauthorized\n", rec.Body.String(), "no detail")
+			assert.NotContains(t, rec.Body.String(), globalSecret)
+			assert.Empty(t, h.reg.sent())
+			for _, e := range h.logs.All() {
+				for _, v := range e.ContextMap() {
+					assert.NotContains(t, toString(v), globalSecret, "secret in log %q", e.Message)
+				}
+			}
+			// A refused delivery does not use up its ID.
+			rec = h.post("/", GitHub, githubHeaders("push", "d-"+tt.name), push, Secret{Token: globalSecret})
+			assert.Equal(t, http.StatusAccepted, rec.Code)
+		})
+	}
+}
+
+func toString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// A GitRepo's webhookSecret replaces the global secret; GitLab sends the
+// token itself.
+func TestReceiver_PerGitRepoSecret(t *testing.T) {
+	h := newHarness(t, nil)
+	hdr := map[string]string{"X-Gitlab-Event": "Push Hook", "X-Gitlab-Event-UUID": "g-1"}
+	body := fixture(t, "gitlab-push.json")
+	rec := h.post("/", GitLab, hdr, body, Secret{Token: globalSecret})
+	assert.Equal(t, http.StatusUnauthorized, rec.Code, "the global secret does not open a GitRepo with its own")
+	rec = h.post("/", GitLab, hdr, body, Secret{})
+	assert.Equal(t, http.StatusUnauthorized, rec.Code, "a configured secret is mandatory")
+	rec = h.post("/webhooks/gitlab", GitLab, hdr, body, Secret{Token: repoSecret})
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	assert.Equal(t, []string{"team-a/lab refs/heads/main 6c3bd43f199a9726419025c836310fe4b071af14"}, h.reg.sent())
+}
+
+// With no secret configured deliveries are accepted, unless signatures
+// are required.
+func TestReceiver_Unsigned(t *testing.T) {
+	noGlobal := func(c *Config) { c.GlobalSecret = nil }
+	h := newHarness(t, noGlobal)
+	rec := h.post("/", GitHub, githubHeaders("push", "u-1"), fixture(t, "github-push.json"), Secret{})
+	assert.Equal(t, http.StatusAccepted, rec.Code)
+	assert.Len(t, h.reg.sent(), 1)
+
+	h = newHarness(t, func(c *Config) { noGlobal(c); c.RequireSignature = true })
+	rec = h.post("/", GitHub, githubHeaders("push", "u-2"), fixture(t, "github-push.json"), Secret{Token: "anything"})
+	assert.Equal(t, http.StatusUnauthorized, rec.Code)
+	other := bytes.ReplaceAll(fixture(t, "github-push.json"), []byte("flotilla-gitops/app"), []byte("someone/else"))
+	rec = h.post("/", GitHub, githubHeaders("push", "u-3"), other, Secret{})
+	assert.Equal(t, http.StatusUnauthorized, rec.Code, "required even when no GitRepo matches")
+	assert.Empty(t, h.reg.sent())
+}
+
+func TestReceiver_HTTPErrors(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxBody = 1024 })
+	get := httptest.NewRequest(http.MethodGet, "/", nil)
+	rec := httptest.NewRecorder()
+	h.recv.ServeHTTP(rec, get)
+	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+	assert.Equal(t, "POST", rec.Header().Get("Allow"))
+
+	assert.Equal(t, http.StatusNotFound, h.post("/webhooks/svn", GitHub, githubHeaders("push", "x"), []byte("{}"), Secret{}).Code)
+	assert.Equal(t, http.StatusNotFound, h.post("/other", GitHub, githubHeaders("push", "x"), []byte("{}"), Secret{}).Code)
+	big := bytes.Repeat([]byte(" "), 2048)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, h.post("/", GitHub, githubHeaders("push", "x"), big, Secret{}).Code)
+	rec = h.post("/", GitHub, githubHeaders("push", "x"), []byte(`{"ref": `), Secret{})
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.Contains(t, rec.Body.String(), "malformed webhook payload")
+	rec = h.post("/", GitHub, map[string]string{"Content-Type": "application/json"}, []byte("{}"), Secret{})
+	assert.Equal(t, http.StatusBadRequest, rec.Code)
+	assert.Contains(t, rec.Body.String(), "X-GitHub-Event")
+
+	for range 3 {
+		rec = h.post("/", GitHub, githubHeaders("issues", "x"), []byte("{}"), Secret{})
+		assert.Equal(t, http.StatusNoContent, rec.Code)
+	}
+	assert.Equal(t, 1, h.logs.FilterMessageSnippet("Ignoring webhook event").Len(), "logged once")
+	assert.Zero(t, h.reg.lookups, "nothing looked up for unknown events")
+}
+
+// A ping is answered once authenticated; it signals nothing.
+func TestReceiver_Ping(t *testing.T) {
+	h := newHarness(t, nil)
+	rec := h.post("/", GitHub, githubHeaders("ping", "p-1"), fixture(t, "github-ping.json"), Secret{Token: globalSecret})
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	assert.Equal(t, "pong", decodeResponse(t, rec).Message)
+	assert.Equal(t, http.StatusUnauthorized, h.post("/", GitHub, githubHeaders("ping", "p-2"), fixture(t, "github-ping.json"), Secret{Token: "x"}).Code)
+	assert.Empty(t, h.reg.sent())
+}
+
+// A failed signal answers 503 and forgets the delivery, so a host that
+// retries (GitLab, Bitbucket) gets it handled.
+func TestReceiver_SignalFailure(t *testing.T) {
+	h := newHarness(t, nil)
+	h.reg.failNext = errors.New("frontend unavailable")
+	rec := h.post("/", GitHub, githubHeaders("push", "f-1"), fixture(t, "github-push.json"), Secret{Token: globalSecret})
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	rec = h.post("/", GitHub, githubHeaders("push", "f-1"), fixture(t, "github-push.json"), Secret{Token: globalSecret})
+	assert.Equal(t, http.StatusAccepted, rec.Code)
+	assert.Len(t, h.reg.sent(), 1)
+}
+
+func TestDirSecrets(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "github"), []byte("gh\n"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "gogs"), []byte("gogs"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "azure-username"), []byte("u"), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "azure-password"), []byte("p\r\n"), 0o600))
+	get := DirSecrets(dir)
+	for p, want := range map[Provider]Secret{
+		GitHub:      {Token: "gh"},
+		Gitea:       {Token: "gogs"}, // Fleet's key for Gitea
+		GitLab:      {},
+		AzureDevOps: {Username: "u", Password: "p"},
+	} {
+		got, err := get(p)
+		require.NoError(t, err)
+		assert.Equal(t, want, got, p)
+	}
+	// Rotation applies to the next delivery.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "github"), []byte("rotated"), 0o600))
+	got, err := get(GitHub)
+	require.NoError(t, err)
+	assert.Equal(t, Secret{Token: "rotated"}, got)
+	assert.NotContains(t, got.String(), "rotated")
+}
