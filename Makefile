@@ -13,6 +13,11 @@ LDFLAGS      := -s -w -X $(MODULE)/internal/buildinfo.version=$(VERSION) -X $(MO
 TEST_TIMEOUT ?= 45m
 # Extra `make run` flags for hack/demo, e.g. make run ARGS="-state-dir /tmp/x".
 ARGS         ?=
+# Packages with fuzz targets, and how long each target runs in `make fuzz`
+# and (briefly) in `make test`.
+FUZZ_PKGS     := ./internal/webhook
+FUZZTIME      ?= 30s
+TEST_FUZZTIME ?= 3s
 # Benchmark to run with `make bench BENCH=<name>` (empty: all).
 BENCH        ?=
 
@@ -28,7 +33,7 @@ GOLANGCI_LINT_VER    := v2.15.0
 # by race-enabled unit tests of the packages they call.
 SERVER_PKGS := ./tests/... ./internal/devserver/... ./internal/testenv/devtemporal/... ./worker/...
 
-.PHONY: all build run test test-unit test-integration testbin lint bench clean help
+.PHONY: all build run test test-unit test-integration testbin lint bench clean help fuzz
 
 all: build
 
@@ -52,7 +57,17 @@ test: ## Run every test CI runs: unit (with -race), integration and end-to-end
 	FLOTILLA_CHROMIUM="$$(bash hack/chromium.sh)"; export FLOTILLA_CHROMIUM; \
 	unit=$$($(GO) list ./... | grep -v -E '/(tests|worker|internal/devserver|internal/testenv/devtemporal)($$|/)'); \
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $$unit; \
+	$(MAKE) -s fuzz FUZZTIME=$(TEST_FUZZTIME); \
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SERVER_PKGS)
+
+fuzz: ## Fuzz every parser of untrusted input (FUZZTIME per target, default 30s)
+	@for pkg in $(FUZZ_PKGS); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || \
+				{ $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime 1x $$pkg; exit 1; }; \
+		done; \
+	done
 
 .PHONY: test-ui
 test-ui: ## Run the browser test of the embedded Temporal UI (installs Chromium if needed)

@@ -107,6 +107,16 @@ func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	if st.Progress != "" {
 		fmt.Fprintf(w, "Progress: %s\n", st.Progress)
 	}
+	if st.PollingInterval != "" {
+		fmt.Fprintf(w, "Polling:  every %s", st.PollingInterval)
+		if st.PollFailures > 0 {
+			fmt.Fprintf(w, " (backing off: %d failed checks in a row)", st.PollFailures)
+		}
+		fmt.Fprintln(w)
+	}
+	if st.WebhookCommit != "" && st.LastWebhookTime != nil {
+		fmt.Fprintf(w, "Webhook:  %s at %s\n", short(st.WebhookCommit), st.LastWebhookTime.Format(time.RFC3339))
+	}
 	if st.Rollout != "" {
 		fmt.Fprintf(w, "Rollout:  %s (running)\n", st.Rollout)
 	} else if st.LastRollout != "" {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,4 +145,19 @@ func TestGitRepoRows(t *testing.T) {
 		`fleet-default +shop +https://git.example/shop.git +0123456789ab +2/4 +0/2 +1/2 +Halted\n`+
 		`fleet-default +shop-ok +https://git.example/shop.git +0123456789ab +2/2 +2/2 +1/1 +Ready\n`+
 		`fleet-default +empty +https://git.example/e.git +0/0 +0/0 +0/0 +Pending\n`, buf.String())
+}
+
+func TestPrintStatus_PollingAndWebhook(t *testing.T) {
+	at := time.Date(2026, 11, 22, 12, 30, 0, 0, time.UTC)
+	st := status.GitRepo{Namespace: "fleet-default", Name: "demo", Repo: "https://git.example/demo.git", Commit: "abc",
+		PollingInterval: "5m0s", PollFailures: 4, WebhookCommit: "0123456789abcdef0123", LastWebhookTime: &at}
+	var buf bytes.Buffer
+	require.NoError(t, printStatus(&buf, output.Table, st))
+	assert.Contains(t, buf.String(), "Polling:  every 5m0s (backing off: 4 failed checks in a row)\n")
+	assert.Contains(t, buf.String(), "Webhook:  0123456789ab at 2026-11-22T12:30:00Z\n")
+
+	buf.Reset()
+	st.PollingInterval, st.PollFailures = "", 0
+	require.NoError(t, printStatus(&buf, output.Table, st))
+	assert.NotContains(t, buf.String(), "Polling:")
 }
