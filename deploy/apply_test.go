@@ -62,7 +62,12 @@ func TestChartsApplyToAPIServer(t *testing.T) {
 		c, err := deploy.ControllerChart()
 		require.NoError(t, err)
 		vals := controllerValues(t, `
-webhook: {enabled: true, ingress: {enabled: true, className: nginx, host: hooks.example.com, tls: [{hosts: [hooks.example.com], secretName: hooks-tls}]}}
+webhook:
+  enabled: true
+  existingSecret: flotilla-webhook
+  requireSignature: true
+  maxBodyBytes: 1048576
+  ingress: {enabled: true, className: nginx, host: hooks.example.com, tls: [{hosts: [hooks.example.com], secretName: hooks-tls}]}
 metrics: {serviceMonitor: {enabled: true, labels: {release: prometheus}}}
 rbac: {clusterAdmin: true}
 extraVolumes: [{name: agent-ca, secret: {secretName: agent-ca}}]
@@ -77,6 +82,12 @@ extraVolumeMounts: [{name: agent-ca, mountPath: /etc/flotilla/agent, readOnly: t
 		args := d.Spec.Template.Spec.Containers[0].Args
 		listen, _ := flagValue(args, "--webhook-listen")
 		assert.Equal(t, ":8080", listen)
+		secrets, _ := flagValue(args, "--webhook-secrets")
+		assert.Equal(t, "/etc/flotilla/webhook", secrets)
+		maxBody, _ := flagValue(args, "--webhook-max-body")
+		assert.Equal(t, "1048576", maxBody)
+		assert.Contains(t, args, "--webhook-require-signature")
+		assert.Equal(t, "webhook-secrets", volumeMounts(d.Spec.Template.Spec.Containers[0])["/etc/flotilla/webhook"])
 		assert.Contains(t, volumeMounts(d.Spec.Template.Spec.Containers[0]), "/etc/flotilla/agent")
 	})
 }

@@ -162,7 +162,7 @@ func TestChartsLint(t *testing.T) {
 		{"flotilla-agent", values(t, "cluster: c1\ntemporal: {address: temporal:7233}")},
 		{"flotilla-agent", agentValues(t)},
 		{"flotilla", values(t, "temporal: {address: temporal:7233}")},
-		{"flotilla", controllerValues(t, "webhook: {enabled: true, ingress: {enabled: true, host: flotilla.example.com}}\nmetrics: {serviceMonitor: {enabled: true}}")},
+		{"flotilla", controllerValues(t, "webhook: {enabled: true, existingSecret: flotilla-webhook, requireSignature: true, maxBodyBytes: 1048576, ingress: {enabled: true, host: flotilla.example.com}}\nmetrics: {serviceMonitor: {enabled: true}}")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {

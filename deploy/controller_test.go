@@ -1,6 +1,7 @@
 package deploy_test
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -178,6 +179,99 @@ func TestControllerChartOptionalObjects(t *testing.T) {
 				require.NotNil(t, state.PersistentVolumeClaim)
 				assert.Equal(t, tt.wantClaim, state.PersistentVolumeClaim.ClaimName)
 			}
+		})
+	}
+}
+
+// TestControllerChartWebhookSettings checks the flags, volume and mount
+// that webhook.existingSecret, requireSignature and maxBodyBytes add, and
+// that a disabled receiver is switched off rather than left on the
+// controller's default address.
+func TestControllerChartWebhookSettings(t *testing.T) {
+	tests := []struct {
+		name string
+		// vals are the values besides temporal.address.
+		vals string
+		// wantListen is the --webhook-listen value; "" means the
+		// receiver is disabled with --webhook-listen=.
+		wantListen string
+		// wantSecret: --webhook-secrets, the volume and its mount.
+		wantSecret, wantRequire bool
+		// wantMaxBody is the --webhook-max-body value; "" means absent.
+		wantMaxBody string
+	}{
+		{name: "disabled", vals: "{}"},
+		{name: "disabled ignores the settings", vals: "webhook: {existingSecret: hooks, requireSignature: true, maxBodyBytes: 1024}"},
+		{name: "enabled, defaults", vals: "webhook: {enabled: true}", wantListen: ":8080"},
+		{
+			name:       "enabled with every setting",
+			vals:       "webhook: {enabled: true, existingSecret: hooks, requireSignature: true, maxBodyBytes: 10485760}",
+			wantListen: ":8080", wantSecret: true, wantRequire: true, wantMaxBody: "10485760",
+		},
+		{
+			name:       "max body as a string",
+			vals:       `webhook: {enabled: true, maxBodyBytes: "65536"}`,
+			wantListen: ":8080", wantMaxBody: "65536",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := deploy.ControllerChart()
+			require.NoError(t, err)
+			vals := values(t, tt.vals)
+			vals["temporal"] = map[string]any{"address": "t:7233"}
+			objs := renderObjects(t, c, controllerRelease, controllerNamespace, vals)
+			d := deployment(t, objs, controllerRelease)
+			ctr := d.Spec.Template.Spec.Containers[0]
+
+			listen, ok := flagValue(ctr.Args, "--webhook-listen")
+			if tt.wantListen == "" {
+				assert.False(t, ok, "--webhook-listen with a value in %q", ctr.Args)
+				assert.Contains(t, ctr.Args, "--webhook-listen=")
+			} else {
+				assert.Equal(t, tt.wantListen, listen)
+				assert.NotContains(t, ctr.Args, "--webhook-listen=")
+			}
+
+			dir, ok := flagValue(ctr.Args, "--webhook-secrets")
+			assert.Equal(t, tt.wantSecret, ok, "--webhook-secrets")
+			mounts := volumeMounts(ctr)
+			vol := volume(d.Spec.Template.Spec, "webhook-secrets")
+			if tt.wantSecret {
+				assert.Equal(t, "/etc/flotilla/webhook", dir)
+				assert.Equal(t, "webhook-secrets", mounts["/etc/flotilla/webhook"])
+				for _, m := range ctr.VolumeMounts {
+					if m.Name == "webhook-secrets" {
+						assert.True(t, m.ReadOnly, "webhook secrets mounted read-only")
+						assert.Empty(t, m.SubPath, "a subPath mount never sees a rotated Secret")
+					}
+				}
+				require.NotNil(t, vol)
+				require.NotNil(t, vol.Secret)
+				assert.Equal(t, "hooks", vol.Secret.SecretName)
+			} else {
+				assert.NotContains(t, mounts, "/etc/flotilla/webhook")
+				assert.Nil(t, vol)
+			}
+
+			assert.Equal(t, tt.wantRequire, slices.Contains(ctr.Args, "--webhook-require-signature"), "--webhook-require-signature")
+			maxBody, ok := flagValue(ctr.Args, "--webhook-max-body")
+			assert.Equal(t, tt.wantMaxBody != "", ok, "--webhook-max-body")
+			assert.Equal(t, tt.wantMaxBody, maxBody)
+		})
+	}
+}
+
+func TestControllerChartWebhookMaxBodyInvalid(t *testing.T) {
+	for _, v := range []string{"-1", "1.5", `"10Mi"`} {
+		t.Run(v, func(t *testing.T) {
+			c, err := deploy.ControllerChart()
+			require.NoError(t, err)
+			vals := values(t, "webhook: {enabled: true, maxBodyBytes: "+v+"}")
+			vals["temporal"] = map[string]any{"address": "t:7233"}
+			_, err = render(t, c, controllerRelease, controllerNamespace, vals)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "webhook.maxBodyBytes must be a whole number of bytes above 0")
 		})
 	}
 }

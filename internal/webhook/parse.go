@@ -298,7 +298,13 @@ func parseGitLab(ev *Event, body []byte) error {
 		ev.RepoURLs = append(ev.RepoURLs, nonEmpty(p.Repository.HTTPURL, p.Repository.SSHURL, p.Repository.URL, p.Repository.Homepage)...)
 	}
 	ev.RepoURLs = dedupe(ev.RepoURLs)
-	change, err := newChange(p.Ref, p.After, false)
+	// checkout_sha is the commit; after is the tag object of an annotated
+	// tag. It is null when the ref was deleted.
+	commit := p.After
+	if p.CheckoutSHA != "" {
+		commit = p.CheckoutSHA
+	}
+	change, err := newChange(p.Ref, commit, false)
 	if err != nil {
 		return err
 	}
@@ -485,7 +491,7 @@ func parseAzure(ev *Event, body []byte) error {
 
 // newChange validates one moved ref; an all-zero commit is a deletion.
 func newChange(ref, commit string, deleted bool) (Change, error) {
-	if !strings.HasPrefix(ref, "refs/") || len(ref) == len("refs/") || strings.ContainsAny(ref, " \x00") {
+	if !strings.HasPrefix(ref, "refs/") || strings.HasSuffix(ref, "/") || strings.ContainsAny(ref, " \x00") {
 		return Change{}, malformed("ref %q is not a full ref name", ref)
 	}
 	commit = strings.ToLower(commit)

@@ -717,3 +717,20 @@ func TestParse_CommitIsLowerCase(t *testing.T) {
 	require.NotEmpty(t, ev.Changes)
 	assert.Equal(t, "96a4b6d09cf22c52530dc488965c55ea6c9c6f87", ev.Changes[0].Commit)
 }
+
+// GitLab's "after" of an annotated tag is the tag object; checkout_sha is
+// the commit. A ref without a name is malformed.
+func TestParse_GitLabAnnotatedTagAndEmptyRefName(t *testing.T) {
+	h := http.Header{"X-Gitlab-Event": {"Tag Push Hook"}}
+	body := `{"object_kind":"tag_push","ref":"refs/tags/v2","after":"` + strings.Repeat("a", 40) +
+		`","checkout_sha":"` + strings.Repeat("b", 40) + `","project":{"git_http_url":"https://gitlab.com/o/app.git"}}`
+	ev, err := Parse(GitLab, h, []byte(body))
+	require.NoError(t, err)
+	assert.Equal(t, []Change{{Ref: "refs/tags/v2", Commit: strings.Repeat("b", 40)}}, ev.Changes)
+
+	h = http.Header{"X-Event-Key": {"repo:push"}, "X-Hook-Uuid": {"u"}}
+	body = `{"push":{"changes":[{"new":{"type":"branch","name":"","target":{"hash":"` + strings.Repeat("c", 40) +
+		`"}}}]},"repository":{"full_name":"o/app"}}`
+	_, err = Parse(Bitbucket, h, []byte(body))
+	require.ErrorIs(t, err, ErrMalformed)
+}

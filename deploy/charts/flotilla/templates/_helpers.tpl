@@ -213,3 +213,17 @@ installs, built from .Values.agent with exactly the keys the controller reads.
 }}
 {{- toYaml $defaults }}
 {{- end }}
+
+{{/*
+webhook.maxBodyBytes as a decimal integer: a values file holds numbers as
+floats, which would print as 1.048576e+07. Fails unless it is a whole
+number above 0.
+*/}}
+{{- define "flotilla.webhookMaxBody" -}}
+{{- $v := .Values.webhook.maxBodyBytes }}
+{{- $n := int64 $v }}
+{{- if or (lt $n 1) (ne (float64 $v) (float64 $n)) }}
+{{- fail (printf "webhook.maxBodyBytes must be a whole number of bytes above 0, not %v" $v) }}
+{{- end }}
+{{- $n }}
+{{- end }}
