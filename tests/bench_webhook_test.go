@@ -55,7 +55,6 @@ func BenchmarkWebhook(b *testing.B) {
 		took := waitHookConfigMapsOn(b, cs, ns, cm, value, posted, time.Minute)
 		ack = append(ack, ms(resp.took))
 		deployed = append(deployed, ms(took))
-		b.Logf("push %2d: ack %6.1f ms, deployed on %d clusters %7.1f ms", i, ms(resp.took), nClusters, ms(took))
 		// The next push starts from a settled GitRepo.
 		b.StopTimer()
 		f.waitFor(b, name, "commit "+value+" Ready", settledAt(commit, nClusters))
@@ -74,6 +73,7 @@ func BenchmarkWebhook(b *testing.B) {
 		require.Equal(b, prev, ref.Commit)
 	}
 	b.StopTimer()
+	b.Logf("per push: ack ms %v; POST → deployed ms %v", rounded(ack), rounded(deployed))
 
 	fields := map[string]float64{
 		"webhook_ack_p50_ms":         percentile(ack, 0.5),
@@ -87,4 +87,13 @@ func BenchmarkWebhook(b *testing.B) {
 		fields["webhook_ack_p50_ms"], nClusters, fields["webhook_to_deployed_p50_ms"], fields["webhook_to_deployed_p95_ms"],
 		fields["webhook_to_deployed_p50_ms"] <= 1000, fields["poll_cost_ms"])
 	writeBenchResult(b, "webhook", fields)
+}
+
+// rounded rounds each value to whole units, for logs.
+func rounded(v []float64) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(int64(x + 0.5))
+	}
+	return out
 }

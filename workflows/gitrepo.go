@@ -117,6 +117,8 @@ type gitRepo struct {
 	started bool
 	// resolved counts finished checks of the remote.
 	resolved int
+	// repoKey is the FlotillaRepoURL value last written by this run.
+	repoKey string
 }
 
 type signal struct {
@@ -372,6 +374,7 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, gitOptions), a.ResolveCommit,
 		activities.ResolveInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec}).Get(ctx, &res)
 	g.resolved++
+	g.upsertRepoKey(ctx)
 	if err != nil {
 		g.s.Error, g.s.GitFailed = "git: "+activityMessage(err), true
 		g.s.PollFailures++
@@ -392,6 +395,19 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 		// The remote answers again: roll out what the failure held back.
 		g.s.Error, g.s.GitFailed, g.s.Dirty = "", false, true
 	}
+}
+
+// upsertRepoKey keeps FlotillaRepoURL, by which the webhook receiver finds
+// the GitRepo, at the normalised key of the spec's repo: once per run and
+// after the repo changed. Workflows started before the attribute held the
+// key get it at their next check of the remote.
+func (g *gitRepo) upsertRepoKey(ctx workflow.Context) {
+	key := webhook.SearchKey(g.s.GitRepo.Spec.Repo)
+	if key == g.repoKey || workflow.GetVersion(ctx, "repo-key-search-attribute", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	g.repoKey = key
+	_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyRepoURL.ValueSet(key))
 }
 
 // startRollout starts a child RolloutWorkflow for the latest commit and

@@ -5,11 +5,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
 const pushed = "beef000000000000000000000000000000000002"
@@ -174,4 +177,41 @@ func TestGitRepoWorkflow_WebhookTarget(t *testing.T) {
 	}, time.Second)
 	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 	require.NoError(t, env.GetWorkflowError())
+}
+
+// FlotillaRepoURL, which the receiver searches, holds the normalised key
+// once the remote was checked, and follows a change of the spec's repo.
+func TestGitRepoWorkflow_RepoKeySearchAttribute(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	newFakeFleet().register(env)
+	var keys []string
+	firstHadState := false
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Return().Run(func(args mock.Arguments) {
+		sa := args.Get(0).(temporal.SearchAttributes)
+		if k, ok := sa.GetKeyword(temporalx.KeyRepoURL); ok {
+			if len(keys) == 0 {
+				_, firstHadState = sa.GetKeyword(temporalx.KeyState)
+			}
+			keys = append(keys, k)
+		}
+	})
+	repo := testGitRepo(true)
+	repo.Spec.Repo = "https://Git.Example/Team/App.git"
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, repo) }, 0)
+	env.RegisterDelayedCallback(func() {
+		moved := repo
+		moved.Spec.Repo = "http://git.example:8080/team/app-v2"
+		env.UpdateWorkflow(protocol.UpdateApply, "apply-moved", &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { t.Errorf("apply rejected: %v", err) },
+			OnComplete: func(any, error) {},
+		}, protocol.GitRepoApply{GitRepo: moved})
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalDelete, nil) }, 10*time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
+	require.NoError(t, env.GetWorkflowError())
+	require.NotEmpty(t, keys)
+	assert.Equal(t, "git.example/team/app", keys[0])
+	assert.False(t, firstHadState, "written by the first check of the remote, before any rollout ended")
+	assert.Equal(t, "git.example/team/app-v2", keys[len(keys)-1])
 }

@@ -23,6 +23,9 @@ import (
 const (
 	DefaultMaxBody      = 10 << 20
 	DefaultDedupeWindow = time.Hour
+	// DefaultMaxInFlight bounds deliveries handled at once; more are
+	// answered 429 so a flood cannot exhaust the controller.
+	DefaultMaxInFlight = 64
 	// maxSeen bounds the deduplication memory; the oldest entries go first.
 	maxSeen = 100_000
 )
@@ -41,8 +44,9 @@ func (t Target) String() string { return t.Namespace + "/" + t.Name }
 
 // Config wires a Receiver to the GitRepos it serves.
 type Config struct {
-	// Targets returns the GitRepos whose repository key (RepoKey) is one
-	// of keys.
+	// Targets returns the GitRepos whose FlotillaRepoURL search
+	// attribute is one of keys: the payload's repository keys (RepoKey)
+	// and its URLs as sent.
 	Targets func(ctx context.Context, keys []string) ([]Target, error)
 	// Signal durably tells t that change was pushed.
 	Signal func(ctx context.Context, t Target, ev *Event, change Change) error
@@ -58,6 +62,9 @@ type Config struct {
 	// DedupeWindow is how long a delivery ID is remembered
 	// (DefaultDedupeWindow when 0).
 	DedupeWindow time.Duration
+	// MaxInFlight bounds deliveries handled at once (DefaultMaxInFlight
+	// when 0).
+	MaxInFlight int
 	Logger       *zap.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -67,7 +74,8 @@ type Config struct {
 // the provider is detected from the headers, at "/webhooks/<provider>" it
 // is named.
 type Receiver struct {
-	cfg Config
+	cfg      Config
+	inFlight chan struct{}
 
 	mu      sync.Mutex
 	seen    map[string]time.Time // provider/delivery → when it was handled
@@ -89,6 +97,9 @@ func NewReceiver(cfg Config) *Receiver {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
 	if cfg.GlobalSecret == nil {
 		cfg.GlobalSecret = func(Provider) (Secret, error) { return Secret{}, nil }
 	}
@@ -97,7 +108,7 @@ func NewReceiver(cfg Config) *Receiver {
 			return Secret{}, fmt.Errorf("secret %s/%s: no secret store", ns, name)
 		}
 	}
-	return &Receiver{cfg: cfg, seen: map[string]time.Time{}, unknown: map[string]bool{}}
+	return &Receiver{cfg: cfg, inFlight: make(chan struct{}, cfg.MaxInFlight), seen: map[string]time.Time{}, unknown: map[string]bool{}}
 }
 
 // Response is the JSON body of a handled delivery, so the host's delivery
@@ -135,6 +146,14 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	select {
+	case r.inFlight <- struct{}{}:
+		defer func() { <-r.inFlight }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many deliveries at once", http.StatusTooManyRequests)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBody))
@@ -200,6 +219,19 @@ func providerOf(req *http.Request) (Provider, bool) {
 
 func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, body []byte, ev *Event) (int, Response) {
 	resp := Response{Provider: ev.Provider, Event: ev.Name, Delivery: ev.Delivery, Signalled: []Signaled{}}
+	if !Signed(ev.Provider, h) {
+		// Refused before any lookup when no GitRepo could accept it: a
+		// global secret applies to every GitRepo without its own, and
+		// one with its own needs a signature anyway.
+		global, err := r.cfg.GlobalSecret(ev.Provider)
+		if err != nil || !global.IsZero() || r.cfg.RequireSignature {
+			if err != nil {
+				log.Error("Cannot read the global webhook secret", zap.Error(err))
+			}
+			log.Warn("Refused unsigned webhook delivery")
+			return http.StatusUnauthorized, resp
+		}
+	}
 	targets, err := r.targets(ctx, ev)
 	if err != nil {
 		log.Error("Cannot list the GitRepos of a webhook's repository", zap.Error(err))
@@ -245,6 +277,15 @@ func (r *Receiver) targets(ctx context.Context, ev *Event) ([]Target, error) {
 	for _, u := range ev.RepoURLs {
 		if k, err := RepoKey(u); err == nil && !contains(keys, k) {
 			keys = append(keys, k)
+		}
+	}
+	if len(keys) > 0 {
+		// GitRepo workflows started by older versions carry the URL as
+		// written until they next check the remote.
+		for _, u := range ev.RepoURLs {
+			if !contains(keys, u) {
+				keys = append(keys, u)
+			}
 		}
 	}
 	if len(keys) == 0 {

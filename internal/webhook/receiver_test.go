@@ -214,6 +214,9 @@ func TestReceiver_Authentication(t *testing.T) {
 			assert.Equal(t, "Unauthorized\n", rec.Body.String(), "no detail")
 			assert.NotContains(t, rec.Body.String(), globalSecret)
 			assert.Empty(t, h.reg.sent())
+			if tt.secret.IsZero() {
+				assert.Zero(t, h.reg.lookups, "unsigned: refused before any lookup")
+			}
 			for _, e := range h.logs.All() {
 				for _, v := range e.ContextMap() {
 					assert.NotContains(t, toString(v), globalSecret, "secret in log %q", e.Message)
@@ -336,4 +339,29 @@ func TestDirSecrets(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Secret{Token: "rotated"}, got)
 	assert.NotContains(t, got.String(), "rotated")
+}
+
+// More deliveries at once than MaxInFlight are answered 429.
+func TestReceiver_MaxInFlight(t *testing.T) {
+	release := make(chan struct{})
+	entered := make(chan struct{}, 4)
+	h := newHarness(t, func(c *Config) {
+		c.MaxInFlight = 1
+		targets := c.Targets
+		c.Targets = func(ctx context.Context, keys []string) ([]Target, error) {
+			entered <- struct{}{}
+			<-release
+			return targets(ctx, keys)
+		}
+	})
+	done := make(chan int)
+	go func() {
+		done <- h.post("/", GitHub, githubHeaders("push", "m-1"), fixture(t, "github-push.json"), Secret{Token: globalSecret}).Code
+	}()
+	<-entered
+	rec := h.post("/", GitHub, githubHeaders("push", "m-2"), fixture(t, "github-push.json"), Secret{Token: globalSecret})
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code)
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	close(release)
+	assert.Equal(t, http.StatusAccepted, <-done)
 }
