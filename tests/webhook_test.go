@@ -85,6 +85,7 @@ type webhookScenario struct {
 	body2         []byte
 	delivery3     string
 	deployedAfter map[string]int // "Deployed bundle" lines after second
+	lastRollout   string         // the rollout of second
 }
 
 const (
@@ -151,6 +152,7 @@ func (w *webhookScenario) gitHubPushDeploys(t *testing.T) {
 	assert.Empty(t, st.PollingInterval, "disablePolling wins over the webhook interval")
 	assert.Zero(t, st.PollFailures)
 	w.deployedAfter = f.countDeployed(t, hookRepo, "")
+	w.lastRollout = st.LastRollout
 	for _, c := range f.clusters {
 		assert.Equal(t, before[c.Name]+1, w.deployedAfter[c.Name], "one new Deployed bundle line on %s", c.Name)
 	}
@@ -206,6 +208,7 @@ func (w *webhookScenario) duplicateDelivery(t *testing.T) {
 	assert.Equal(t, w.second, st.LatestCommit, "the remote was checked without an accepted webhook")
 	assert.Equal(t, w.second, st.WebhookCommit)
 	assert.Empty(t, st.Rollout, "no rollout may run")
+	assert.Equal(t, w.lastRollout, st.LastRollout, "no rollout may have run")
 	assert.Equal(t, w.deployedAfter, f.countDeployed(t, hookRepo, ""), "no new Deployed bundle lines")
 	for _, c := range f.clusters {
 		cm, ok := f.configMap(t, c.Name, hookNS, hookCM)

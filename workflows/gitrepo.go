@@ -230,7 +230,9 @@ func (g *gitRepo) pollingInterval() time.Duration {
 	}
 	spec := g.s.GitRepo.Spec
 	d := spec.Polling()
-	if spec.PollingInterval == nil && g.s.Webhooks > 0 {
+	// Webhooks make polling a safety net, but deployments that have not
+	// settled are still refreshed at the normal pace.
+	if spec.PollingInterval == nil && g.s.Webhooks > 0 && !g.refreshDue() {
 		d = webhookPollingInterval
 	}
 	if g.s.PollFailures > 0 && d < maxPollBackoff {
@@ -288,9 +290,7 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 		if fired {
 			g.s.Polls++
 			g.s.ResolveDue = true
-			// Deployments that have not settled are refreshed on each poll
-			// (not after a halt: the operator decides what comes next).
-			if !g.s.Paused && len(g.s.Halts) == 0 && unsettled(g.s.Deployments) {
+			if g.refreshDue() {
 				g.s.Dirty = true
 			}
 			// The next interval depends on how this check went.
@@ -298,6 +298,13 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 			_ = workflow.Await(ctx, func() bool { return g.resolved != resolved || g.s.Deleting || g.pollReset != reset })
 		}
 	}
+}
+
+// refreshDue: deployments that have not settled are refreshed on each
+// poll (not while paused, nor after a halt: the operator decides what
+// comes next).
+func (g *gitRepo) refreshDue() bool {
+	return !g.s.Paused && len(g.s.Halts) == 0 && unsettled(g.s.Deployments)
 }
 
 // jitter spreads polls ±10 % deterministically (a hash of the workflow ID
@@ -476,6 +483,9 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 			g.s.Commit, g.s.ObservedGeneration = res.Commit, res.Generation
 		} else {
 			g.s.Dirty = true
+		}
+		if g.refreshDue() && g.s.Webhooks > 0 {
+			g.pollReset++ // back from the webhook pace to refresh them
 		}
 	}
 	g.upsert(ctx)

@@ -29,6 +29,8 @@ type fakeFleet struct {
 	// resolves counts ls-remotes; while gitDown is set they fail.
 	resolves int
 	gitDown  bool
+	// notReady makes deploys report NotReady.
+	notReady bool
 }
 
 func newFakeFleet() *fakeFleet {
@@ -74,6 +76,10 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 				res.Deployments = append(res.Deployments, status.Deployment{Bundle: b.Name, Cluster: in.Cluster,
 					Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID,
 					AppliedDeploymentID: b.DeploymentID, State: status.Ready, Resources: 1, ReadyResources: 1})
+				if f.notReady {
+					d := &res.Deployments[len(res.Deployments)-1]
+					d.State, d.ReadyResources = status.NotReady, 0
+				}
 			}
 			return res, nil
 		})

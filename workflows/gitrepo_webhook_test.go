@@ -215,3 +215,32 @@ func TestGitRepoWorkflow_RepoKeySearchAttribute(t *testing.T) {
 	assert.False(t, firstHadState, "written by the first check of the remote, before any rollout ended")
 	assert.Equal(t, "git.example/team/app-v2", keys[len(keys)-1])
 }
+
+// After webhooks relaxed polling, deployments left NotReady are still
+// refreshed at the normal 15 s pace until they settle.
+func TestGitRepoWorkflow_WebhookPaceKeepsRefreshingUnsettled(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
+	env.RegisterDelayedCallback(func() {
+		f.set(func() { f.commit, f.notReady = pushed, true })
+		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed})
+	}, 5*time.Second)
+	var deploys int
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Equal(t, "15s", st.PollingInterval, "unsettled: normal pace")
+		f.set(func() { deploys = f.deploys["c1"]; f.notReady = false })
+	}, 10*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		f.set(func() { assert.Greater(t, f.deploys["c1"], deploys, "refreshed within a minute") })
+		assert.Equal(t, 2, st.Summary.Ready)
+		assert.Equal(t, "1h0m0s", st.PollingInterval, "settled: webhook pace")
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 70*time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
+	require.NoError(t, env.GetWorkflowError())
+}

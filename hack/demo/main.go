@@ -30,6 +30,7 @@ func main() {
 	examples := flag.String("examples", "examples", "directory holding demo-repo/ and demo.yaml")
 	devListen := flag.String("dev-listen", "127.0.0.1:7233", "Temporal frontend address")
 	uiListen := flag.String("ui-listen", "127.0.0.1:8233", "Temporal UI address")
+	webhookListen := flag.String("webhook-listen", "127.0.0.1:8080", "Git webhook receiver address")
 	flag.Parse()
 
 	r := &runner{}
@@ -49,7 +50,7 @@ func main() {
 	fmt.Printf("Serving %s/demo-repo as %s\n", *examples, repo.URL())
 
 	worker := exec.CommandContext(ctx, filepath.Join(*bin, "flotilla-worker"), "--dev", "--state-dir", *stateDir,
-		"--dev-listen", *devListen, "--ui-listen", *uiListen, "--log-format", "console")
+		"--dev-listen", *devListen, "--ui-listen", *uiListen, "--webhook-listen", *webhookListen, "--log-format", "console")
 	worker.Stdout, worker.Stderr = os.Stdout, os.Stderr
 	worker.Cancel = func() error { return worker.Process.Signal(syscall.SIGTERM) }
 	worker.WaitDelay = 15 * time.Second
@@ -93,8 +94,9 @@ Flotilla is running.
   Status:        bin/flotilla status demo --watch
   Clusters:      bin/flotilla cluster list
   Demo cluster:  kubectl --kubeconfig %s get configmaps,deployments -A
+  Webhooks:      POST http://%s/ (README "Webhooks")
 Press Ctrl-C to stop.
-`, *uiListen, cluster.KubeconfigPath)
+`, *uiListen, cluster.KubeconfigPath, *webhookListen)
 
 	select {
 	case <-ctx.Done():
