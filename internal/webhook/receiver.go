@@ -65,7 +65,7 @@ type Config struct {
 	// MaxInFlight bounds deliveries handled at once (DefaultMaxInFlight
 	// when 0).
 	MaxInFlight int
-	Logger       *zap.Logger
+	Logger      *zap.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
