@@ -189,7 +189,7 @@ func isLowerHex40(s string) bool {
 		return false
 	}
 	for _, c := range s {
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return false
 		}
 	}
