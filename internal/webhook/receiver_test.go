@@ -365,3 +365,69 @@ func TestReceiver_MaxInFlight(t *testing.T) {
 	close(release)
 	assert.Equal(t, http.StatusAccepted, <-done)
 }
+
+// Every provider's documented push, posted to the receiver at "/" (the
+// provider detected from its headers) and at /webhooks/<provider>: signed
+// with the provider's secret it reaches the GitRepo following the pushed
+// branch (a tag push or a deleted branch reaches none); wrongly signed or
+// unsigned it is refused.
+func TestReceiver_EveryProvider(t *testing.T) {
+	secretOf := func(p Provider) Secret {
+		if p == AzureDevOps {
+			return Secret{Username: "azure", Password: "pw-" + string(p)}
+		}
+		return Secret{Token: "tok-" + string(p)}
+	}
+	for _, fc := range fixtureCases {
+		if fc.want.Kind != Push {
+			continue
+		}
+		for _, path := range []string{"/", "/webhooks/" + string(fc.provider)} {
+			t.Run(fc.file+path, func(t *testing.T) {
+				key, err := RepoKey(fc.clone)
+				require.NoError(t, err)
+				// The GitRepo follows the first branch the push moved,
+				// else the default branch.
+				target := Target{Namespace: "ns", Name: "app", Branch: fc.want.DefaultBranch}
+				var want []string
+				for _, c := range fc.want.Changes {
+					if name, ok := strings.CutPrefix(c.Ref, "refs/heads/"); ok {
+						target.Branch = name
+						if !c.Deleted {
+							want = []string{"ns/app " + c.Ref + " " + c.Commit}
+						}
+						break
+					}
+				}
+				reg := &registry{byKey: map[string][]Target{key: {target}}}
+				recv := NewReceiver(Config{Targets: reg.targets, Signal: reg.signal,
+					GlobalSecret: func(p Provider) (Secret, error) { return secretOf(p), nil }})
+				body := readFixture(t, fc.file)
+				send := func(s Secret, tamper bool) int {
+					req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+					req.Header = deliveryHeaders(fc.provider, fc.event, fc.delivery)
+					signed := body
+					if tamper {
+						signed = append(bytes.Clone(body), ' ')
+					}
+					if !s.IsZero() {
+						sign(fc.provider, req.Header, signed, s)
+					}
+					rec := httptest.NewRecorder()
+					recv.ServeHTTP(rec, req)
+					return rec.Code
+				}
+				wrong := secretOf(fc.provider)
+				wrong.Token, wrong.Password = wrong.Token+"x", wrong.Password+"x"
+				assert.Equal(t, http.StatusUnauthorized, send(wrong, false), "wrong secret")
+				assert.Equal(t, http.StatusUnauthorized, send(Secret{}, false), "unsigned")
+				if fc.provider != GitLab && fc.provider != AzureDevOps { // their credential does not cover the body
+					assert.Equal(t, http.StatusUnauthorized, send(secretOf(fc.provider), true), "tampered body")
+				}
+				assert.Empty(t, reg.sent())
+				assert.Equal(t, http.StatusAccepted, send(secretOf(fc.provider), false))
+				assert.Equal(t, want, reg.sent())
+			})
+		}
+	}
+}
