@@ -64,8 +64,8 @@ fuzz: ## Fuzz every parser of untrusted input (FUZZTIME per target, default 30s)
 	@for pkg in $(FUZZ_PKGS); do \
 		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg >/dev/null || \
-				{ $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime 1x $$pkg; exit 1; }; \
+			out=$$($(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1) || \
+				{ echo "$$out" | grep -v '^fuzz: elapsed'; echo "the failing input is saved under $$pkg/testdata/fuzz/$$target/"; exit 1; }; \
 		done; \
 	done
 

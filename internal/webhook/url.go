@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"errors"
+	"net"
 	"net/url"
 	"strings"
 )
@@ -40,8 +41,17 @@ func RepoKey(raw string) (string, error) {
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	path = trimPath(strings.ToLower(path))
-	if host == "" || path == "" || strings.ContainsAny(host, "/@") {
+	if host == "" || path == "" || strings.ContainsAny(host, "/@[]") {
 		return "", ErrNotRepoURL
+	}
+	if strings.Contains(host, ":") {
+		// Only an IPv6 literal has colons once the port is gone; it keeps
+		// its brackets so the key's host never contains a bare colon.
+		ip := net.ParseIP(host)
+		if ip == nil {
+			return "", ErrNotRepoURL
+		}
+		host = "[" + ip.String() + "]"
 	}
 	host, path = azure(host, path)
 	path = trimPath(strings.TrimPrefix(path, "scm/")) // Bitbucket Server's https form

@@ -47,6 +47,10 @@ func TestRepoKey_SameRepositorySameKey(t *testing.T) {
 			"http://127.0.0.1:34877/app.git",
 			"http://127.0.0.1:9000/app",
 		},
+		"[::1]/app": {
+			"http://[::1]:8080/app.git",
+			"ssh://git@[0:0::1]:22/app",
+		},
 	}
 	for want, urls := range groups {
 		for _, u := range urls {
@@ -96,7 +100,8 @@ func FuzzRepoKey(f *testing.F) {
 			return
 		}
 		host, path, ok := strings.Cut(key, "/")
-		if !ok || host == "" || path == "" || strings.ToLower(key) != key || strings.Contains(host, ":") ||
+		bare := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if !ok || host == "" || path == "" || strings.ToLower(key) != key || strings.Contains(host, ":") && bare == host ||
 			strings.Contains(host, "@") || strings.HasSuffix(key, "/") || strings.HasSuffix(key, ".git") {
 			t.Fatalf("RepoKey(%q) = %q: not canonical", s, key)
 		}
