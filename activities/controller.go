@@ -47,14 +47,9 @@ func (a *Activities) reader(ref GitRepoRef, spec api.GitRepoSpec) (*bundle.Reade
 	if spec.HelmSecretName == "" {
 		return &bundle.Reader{Charts: f}, nil
 	}
-	user, pass, err := a.Secrets.Load(ref.Namespace, spec.HelmSecretName)
-	if errors.Is(err, cluster.ErrNotFound) {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("GitRepo %s: helmSecretName %q: no such secret in namespace %s (apply a v1 Secret with `flotilla apply`)",
-				ref, spec.HelmSecretName, ref.Namespace), ErrTypeSecretNotFound, nil)
-	}
+	user, pass, err := a.credentials(ref, "helmSecretName", spec.HelmSecretName)
 	if err != nil {
-		return nil, fmt.Errorf("GitRepo %s: read secret %s: %w", ref, spec.HelmSecretName, err)
+		return nil, err
 	}
 	re, err := regexp.Compile(spec.HelmRepoURLRegex)
 	if err != nil {
@@ -75,17 +70,31 @@ func (a *Activities) remote(ref GitRepoRef, spec api.GitRepoSpec) (gitsource.Rem
 	if spec.ClientSecretName == "" {
 		return r, nil
 	}
-	user, pass, err := a.Secrets.Load(ref.Namespace, spec.ClientSecretName)
-	if errors.Is(err, cluster.ErrNotFound) {
-		return r, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("GitRepo %s: clientSecretName %q: no such secret in namespace %s (apply a v1 Secret with `flotilla apply`)",
-				ref, spec.ClientSecretName, ref.Namespace), ErrTypeSecretNotFound, nil)
-	}
+	user, pass, err := a.credentials(ref, "clientSecretName", spec.ClientSecretName)
 	if err != nil {
-		return r, fmt.Errorf("GitRepo %s: read secret %s: %w", ref, spec.ClientSecretName, err)
+		return r, err
 	}
 	r.Auth = &gitsource.Auth{Username: user, Password: pass}
 	return r, nil
+}
+
+// credentials loads the basic-auth Secret a GitRepo field names. A
+// missing Secret, or one without a password or token (a webhook Secret),
+// is a non-retryable error naming the field.
+func (a *Activities) credentials(ref GitRepoRef, field, name string) (user, pass string, err error) {
+	user, pass, err = a.Secrets.Load(ref.Namespace, name)
+	switch {
+	case errors.Is(err, cluster.ErrNotFound):
+		return "", "", temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("GitRepo %s: %s %q: no such secret in namespace %s (apply a v1 Secret with `flotilla apply`)",
+				ref, field, name, ref.Namespace), ErrTypeSecretNotFound, nil)
+	case err != nil:
+		return "", "", fmt.Errorf("GitRepo %s: read secret %s: %w", ref, name, err)
+	case pass == "":
+		return "", "", temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("GitRepo %s: %s %q has no password or token", ref, field, name), ErrTypeSecretNotFound, nil)
+	}
+	return user, pass, nil
 }
 
 // ResolveCommit asks the remote which commit the GitRepo's branch, tag or

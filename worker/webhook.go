@@ -24,6 +24,9 @@ import (
 // defaultWebhookListen is where the controller receives Git webhooks.
 const defaultWebhookListen = "127.0.0.1:8080"
 
+// maxTargetQueries bounds the GitRepo queries one delivery runs at once.
+const maxTargetQueries = 8
+
 // webhookFlags configure the controller's webhook receiver.
 type webhookFlags struct {
 	Listen           string
@@ -59,14 +62,14 @@ func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets
 		return nil
 	}
 	logger = logger.Named("webhook")
-	global := func(webhook.Provider) (webhook.Secret, error) { return webhook.Secret{}, nil }
+	var global func() (map[webhook.Provider]webhook.Secret, error)
 	if f.SecretsDir != "" {
 		global = webhook.DirSecrets(f.SecretsDir)
 	}
 	recv := webhook.NewReceiver(webhook.Config{
-		Targets:      gitRepoTargets(c, logger),
-		Signal:       signalPush(c),
-		GlobalSecret: global,
+		Targets:       gitRepoTargets(c, logger),
+		Signal:        signalPush(c),
+		GlobalSecrets: global,
 		RepoSecret: func(ns, name string, p webhook.Provider) (webhook.Secret, error) {
 			keys, err := secrets.LoadWebhook(ns, name)
 			if err != nil {
@@ -83,7 +86,8 @@ func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets
 	if err != nil {
 		return fmt.Errorf("--webhook-listen %s: %w (pick another address, or \"\" to receive no webhooks)", f.Listen, err)
 	}
-	srv := &http.Server{Handler: recv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute}
+	srv := &http.Server{Handler: recv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
+		MaxHeaderBytes: 64 << 10}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -123,8 +127,11 @@ func gitRepoTargets(c client.Client, logger *zap.Logger) func(context.Context, [
 		targets := make([]*webhook.Target, len(ids))
 		errs := make([]error, len(ids))
 		var wg sync.WaitGroup
+		sem := make(chan struct{}, maxTargetQueries)
 		for i, id := range ids {
+			sem <- struct{}{}
 			wg.Go(func() {
+				defer func() { <-sem }()
 				targets[i], errs[i] = gitRepoTarget(ctx, c, id)
 			})
 		}
@@ -164,10 +171,11 @@ func gitRepoTarget(ctx context.Context, c client.Client, id string) (*webhook.Ta
 
 // signalPush sends the durable push signal; a GitRepo deleted meanwhile is
 // not an error.
-func signalPush(c client.Client) func(context.Context, webhook.Target, *webhook.Event, webhook.Change) error {
-	return func(ctx context.Context, t webhook.Target, ev *webhook.Event, ch webhook.Change) error {
+func signalPush(c client.Client) func(context.Context, webhook.Target, *webhook.Event, webhook.Change, bool) error {
+	return func(ctx context.Context, t webhook.Target, ev *webhook.Event, ch webhook.Change, authenticated bool) error {
 		err := c.SignalWorkflow(ctx, protocol.GitRepoID(t.Namespace, t.Name), "", protocol.SignalPush,
-			protocol.Push{Provider: string(ev.Provider), Delivery: ev.Delivery, Ref: ch.Ref, Commit: ch.Commit})
+			protocol.Push{Provider: string(ev.Provider), Delivery: ev.Delivery, Ref: ch.Ref, Commit: ch.Commit,
+				Authenticated: authenticated})
 		var notFound *serviceerror.NotFound
 		if errors.As(err, &notFound) {
 			return nil

@@ -60,8 +60,8 @@ type GitRepoState struct {
 	Waits []status.Wait `json:"waits,omitempty"`
 	// PollFailures counts failed checks of the remote in a row.
 	PollFailures int `json:"pollFailures,omitempty"`
-	// Webhooks counts push signals; WebhookCommit and LastWebhookTime
-	// are the last one's.
+	// Webhooks counts authenticated push signals since the repo or branch
+	// last changed; WebhookCommit and LastWebhookTime are the last push's.
 	Webhooks        int64     `json:"webhooks,omitempty"`
 	WebhookCommit   string    `json:"webhookCommit,omitempty"`
 	LastWebhookTime time.Time `json:"lastWebhookTime,omitzero"`
@@ -176,7 +176,7 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 	}{
 		{protocol.SignalSync, signal{apply: plain(func() { g.s.ResolveDue, g.s.Dirty = true, true; g.s.Syncs++; g.pollReset++ })}},
 		{protocol.SignalPause, signal{apply: plain(func() { g.s.Paused = true })}},
-		{protocol.SignalResume, signal{apply: plain(func() { g.s.Paused, g.s.ResolveDue = false, true })}},
+		{protocol.SignalResume, signal{apply: plain(func() { g.s.Paused, g.s.ResolveDue = false, true; g.pollReset++ })}},
 		{protocol.SignalDelete, signal{apply: plain(func() { g.s.Deleting = true })}},
 		{protocol.SignalClustersChanged, signal{apply: plain(func() { g.s.Dirty = true })}},
 		{protocol.SignalPush, signal{
@@ -203,10 +203,14 @@ func (g *gitRepo) push(ctx workflow.Context, p protocol.Push) {
 	if g.s.GitRepo == nil || g.s.Deleting || g.s.GitRepo.Spec.Revision != "" {
 		return
 	}
-	if g.s.Webhooks == 0 && g.s.GitRepo.Spec.PollingInterval == nil {
-		g.pollReset++ // polling relaxes to webhookPollingInterval now
+	if p.Authenticated {
+		// Only a delivery a secret vouched for shows the host sends
+		// webhooks; anyone could post an unsigned one.
+		if g.s.Webhooks == 0 && g.s.GitRepo.Spec.PollingInterval == nil {
+			g.pollReset++ // polling relaxes to webhookPollingInterval now
+		}
+		g.s.Webhooks++
 	}
-	g.s.Webhooks++
 	g.s.WebhookCommit, g.s.LastWebhookTime = p.Commit, workflow.Now(ctx).UTC()
 	if p.Commit != "" && p.Commit == g.s.LatestCommit {
 		return
@@ -266,6 +270,9 @@ func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protoco
 		if g.s.GitRepo == nil || g.s.GitRepo.Spec.Paused != repo.Spec.Paused {
 			g.s.Paused = repo.Spec.Paused
 		}
+		if g.s.GitRepo != nil && (g.s.GitRepo.Spec.Repo != repo.Spec.Repo || g.s.GitRepo.Spec.Branch != repo.Spec.Branch) {
+			g.s.Webhooks = 0 // the new source has sent none yet: poll at the normal pace
+		}
 		g.s.Dirty, g.s.ResolveDue = true, true
 		g.pollReset++
 	}
@@ -276,6 +283,10 @@ func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protoco
 
 // poll checks the remote every polling interval ±10 %.
 func (g *gitRepo) poll(ctx workflow.Context) {
+	// Runs started before this version start the next timer as soon as a
+	// poll fires; later ones wait for the check, whose outcome sets the
+	// interval (backoff).
+	waitForCheck := workflow.GetVersion(ctx, versionPollBackoff, workflow.DefaultVersion, 1) == 1
 	for {
 		reset := g.pollReset
 		if g.s.GitRepo == nil || g.s.GitRepo.Spec.DisablePolling {
@@ -293,9 +304,10 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 			if g.refreshDue() {
 				g.s.Dirty = true
 			}
-			// The next interval depends on how this check went.
-			resolved := g.resolved
-			_ = workflow.Await(ctx, func() bool { return g.resolved != resolved || g.s.Deleting || g.pollReset != reset })
+			if waitForCheck {
+				resolved := g.resolved
+				_ = workflow.Await(ctx, func() bool { return g.resolved != resolved || g.s.Deleting || g.pollReset != reset })
+			}
 		}
 	}
 }
@@ -410,7 +422,7 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 // key get it at their next check of the remote.
 func (g *gitRepo) upsertRepoKey(ctx workflow.Context) {
 	key := webhook.SearchKey(g.s.GitRepo.Spec.Repo)
-	if key == g.repoKey || workflow.GetVersion(ctx, "repo-key-search-attribute", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if key == g.repoKey || workflow.GetVersion(ctx, versionRepoKeyAttr, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
 	}
 	g.repoKey = key

@@ -56,7 +56,7 @@ func TestGitRepoWorkflow_Push(t *testing.T) {
 				}
 				f.set(func() { f.commit = pushed })
 				before = f.resolveCount()
-				env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed})
+				env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed, Authenticated: true})
 			}, 5*time.Second)
 			env.RegisterDelayedCallback(func() {
 				st := queryStatus(t, env)
@@ -70,7 +70,7 @@ func TestGitRepoWorkflow_Push(t *testing.T) {
 				}
 				before = f.resolveCount()
 				// Redelivered: the commit is known, nothing to check.
-				env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed})
+				env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed, Authenticated: true})
 			}, 6*time.Second)
 			env.RegisterDelayedCallback(func() {
 				assert.Equal(t, before, f.resolveCount(), "a known commit is ignored")
@@ -226,7 +226,7 @@ func TestGitRepoWorkflow_WebhookPaceKeepsRefreshingUnsettled(t *testing.T) {
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
 	env.RegisterDelayedCallback(func() {
 		f.set(func() { f.commit, f.notReady = pushed, true })
-		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed})
+		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed, Authenticated: true})
 	}, 5*time.Second)
 	var deploys int
 	env.RegisterDelayedCallback(func() {
@@ -241,6 +241,29 @@ func TestGitRepoWorkflow_WebhookPaceKeepsRefreshingUnsettled(t *testing.T) {
 		assert.Equal(t, "1h0m0s", st.PollingInterval, "settled: webhook pace")
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 70*time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
+	require.NoError(t, env.GetWorkflowError())
+}
+
+// An unsigned push still makes the GitRepo check its remote, but does not
+// slow its polling: anyone can post one.
+func TestGitRepoWorkflow_UnauthenticatedPushKeepsPace(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
+	env.RegisterDelayedCallback(func() {
+		f.set(func() { f.commit = pushed })
+		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed})
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Equal(t, pushed, st.Commit)
+		assert.Equal(t, pushed, st.WebhookCommit)
+		assert.Equal(t, "15s", st.PollingInterval)
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 6*time.Second)
 	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 	require.NoError(t, env.GetWorkflowError())
 }

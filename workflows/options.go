@@ -112,6 +112,12 @@ func retryBackoff(n int) time.Duration {
 
 // Workflow versions (workflow.GetVersion change IDs).
 const (
+	// versionPollBackoff: the poller waits for each check of the remote
+	// before timing the next, so failures back off.
+	versionPollBackoff = "poll-backoff"
+	// versionRepoKeyAttr: GitRepo runs write the normalised repo key to
+	// FlotillaRepoURL at their first check of the remote.
+	versionRepoKeyAttr = "repo-key-search-attribute"
 	// versionPerClusterOptions: rollouts compute options and deployment
 	// IDs per cluster (TargetBundles) instead of per GitRepo (ListTargets).
 	versionPerClusterOptions = "per-cluster-options"

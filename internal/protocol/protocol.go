@@ -65,6 +65,9 @@ type Push struct {
 	Delivery string `json:"delivery,omitempty"`
 	Ref      string `json:"ref"`
 	Commit   string `json:"commit"`
+	// Authenticated: a secret vouched for the delivery. Only those relax
+	// the GitRepo's polling.
+	Authenticated bool `json:"authenticated,omitempty"`
 }
 
 // WebhookTarget is what the webhook receiver needs of a GitRepo.

@@ -131,7 +131,22 @@ func Parse(p Provider, h http.Header, body []byte) (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	ev.Name, ev.Delivery = clip(ev.Name), clip(ev.Delivery)
 	return ev, nil
+}
+
+// Bounds on what a delivery can make the receiver keep or query.
+const (
+	maxIDLength = 128 // event names and delivery IDs (logged, remembered)
+	maxRepoURLs = 16
+)
+
+// clip bounds a sender-chosen string.
+func clip(s string) string {
+	if len(s) > maxIDLength {
+		return s[:maxIDLength]
+	}
+	return s
 }
 
 func eventName(p Provider, h http.Header) string {
@@ -536,10 +551,14 @@ func nonEmpty(ss ...string) []string {
 	return out
 }
 
+// dedupe drops repeated strings, keeping at most maxRepoURLs.
 func dedupe(ss []string) []string {
 	out := ss[:0]
 	seen := make(map[string]bool, len(ss))
 	for _, s := range ss {
+		if len(out) == maxRepoURLs {
+			break
+		}
 		if !seen[s] {
 			seen[s] = true
 			out = append(out, s)

@@ -27,7 +27,7 @@ const (
 	// answered 429 so a flood cannot exhaust the controller.
 	DefaultMaxInFlight = 64
 	// maxSeen bounds the deduplication memory; the oldest entries go first.
-	maxSeen = 100_000
+	maxSeen = 50_000
 )
 
 // Target is a GitRepo a delivery may concern.
@@ -48,11 +48,14 @@ type Config struct {
 	// attribute is one of keys: the payload's repository keys (RepoKey)
 	// and its URLs as sent.
 	Targets func(ctx context.Context, keys []string) ([]Target, error)
-	// Signal durably tells t that change was pushed.
-	Signal func(ctx context.Context, t Target, ev *Event, change Change) error
-	// GlobalSecret returns the provider's global secret; zero when none
-	// is configured.
-	GlobalSecret func(p Provider) (Secret, error)
+	// Signal durably tells t that change was pushed; authenticated says
+	// whether a secret vouched for the delivery.
+	Signal func(ctx context.Context, t Target, ev *Event, change Change, authenticated bool) error
+	// GlobalSecrets returns the global secret of each provider that has
+	// one. Once any is configured, a provider without one (and without a
+	// GitRepo webhookSecret) is refused: a sender cannot dodge the secret
+	// by claiming another provider.
+	GlobalSecrets func() (map[Provider]Secret, error)
 	// RepoSecret returns the provider's key of the Secret namespace/name.
 	RepoSecret func(namespace, name string, p Provider) (Secret, error)
 	// RequireSignature rejects deliveries no secret applies to.
@@ -100,8 +103,8 @@ func NewReceiver(cfg Config) *Receiver {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
-	if cfg.GlobalSecret == nil {
-		cfg.GlobalSecret = func(Provider) (Secret, error) { return Secret{}, nil }
+	if cfg.GlobalSecrets == nil {
+		cfg.GlobalSecrets = func() (map[Provider]Secret, error) { return nil, nil }
 	}
 	if cfg.RepoSecret == nil {
 		cfg.RepoSecret = func(ns, name string, _ Provider) (Secret, error) {
@@ -148,14 +151,6 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	select {
-	case r.inFlight <- struct{}{}:
-		defer func() { <-r.inFlight }()
-	default:
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "too many deliveries at once", http.StatusTooManyRequests)
-		return
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -164,6 +159,16 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	// Only handling is bounded: a slow sender holds no slot while its body
+	// arrives.
+	select {
+	case r.inFlight <- struct{}{}:
+		defer func() { <-r.inFlight }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many deliveries at once", http.StatusTooManyRequests)
 		return
 	}
 	if p == "" {
@@ -219,18 +224,18 @@ func providerOf(req *http.Request) (Provider, bool) {
 
 func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, body []byte, ev *Event) (int, Response) {
 	resp := Response{Provider: ev.Provider, Event: ev.Name, Delivery: ev.Delivery, Signalled: []Signaled{}}
-	if !Signed(ev.Provider, h) {
-		// Refused before any lookup when no GitRepo could accept it: a
-		// global secret applies to every GitRepo without its own, and
-		// one with its own needs a signature anyway.
-		global, err := r.cfg.GlobalSecret(ev.Provider)
-		if err != nil || !global.IsZero() || r.cfg.RequireSignature {
-			if err != nil {
-				log.Error("Cannot read the global webhook secret", zap.Error(err))
-			}
-			log.Warn("Refused unsigned webhook delivery")
-			return http.StatusUnauthorized, resp
-		}
+	globals, err := r.cfg.GlobalSecrets()
+	if err != nil {
+		log.Error("Cannot read the global webhook secrets", zap.Error(err))
+		resp.Message = "cannot read the webhook secrets; retry"
+		return http.StatusServiceUnavailable, resp
+	}
+	global, required := globals[ev.Provider], r.cfg.RequireSignature || len(globals) > 0
+	if !Signed(ev.Provider, h) && required {
+		// Refused before any lookup: a delivery without a credential
+		// cannot pass a secret, global or the GitRepo's own.
+		log.Warn("Refused unsigned webhook delivery")
+		return http.StatusUnauthorized, resp
 	}
 	targets, err := r.targets(ctx, ev)
 	if err != nil {
@@ -238,7 +243,7 @@ func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, b
 		resp.Message = "cannot list GitRepos; retry"
 		return http.StatusServiceUnavailable, resp
 	}
-	authed := r.authenticate(log, h, body, ev, targets)
+	authed, authenticated := r.authenticate(log, h, body, ev, targets, global, required)
 	if authed == nil {
 		return http.StatusUnauthorized, resp
 	}
@@ -246,7 +251,7 @@ func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, b
 		resp.Message = "pong"
 		return http.StatusOK, resp
 	}
-	if !r.reserve(ev) {
+	if len(authed) > 0 && !r.reserve(ev) {
 		resp.Duplicate, resp.Message = true, "delivery already handled"
 		return http.StatusOK, resp
 	}
@@ -256,7 +261,7 @@ func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, b
 			resp.Skipped = append(resp.Skipped, Skip{GitRepo: t.String(), Reason: reason})
 			continue
 		}
-		if err := r.cfg.Signal(ctx, t, ev, change); err != nil {
+		if err := r.cfg.Signal(ctx, t, ev, change, authenticated[t.String()]); err != nil {
 			r.release(ev)
 			log.Error("Cannot signal GitRepo", zap.Stringer("gitrepo", t), zap.Error(err))
 			resp.Message = "cannot signal GitRepo " + t.String() + "; retry"
@@ -274,18 +279,23 @@ func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, b
 // once.
 func (r *Receiver) targets(ctx context.Context, ev *Event) ([]Target, error) {
 	var keys []string
-	for _, u := range ev.RepoURLs {
-		if k, err := RepoKey(u); err == nil && !contains(keys, k) {
+	seen := map[string]bool{}
+	add := func(k string) {
+		if !seen[k] {
+			seen[k] = true
 			keys = append(keys, k)
+		}
+	}
+	for _, u := range ev.RepoURLs {
+		if k, err := RepoKey(u); err == nil {
+			add(k)
 		}
 	}
 	if len(keys) > 0 {
 		// GitRepo workflows started by older versions carry the URL as
 		// written until they next check the remote.
 		for _, u := range ev.RepoURLs {
-			if !contains(keys, u) {
-				keys = append(keys, u)
-			}
+			add(u)
 		}
 	}
 	if len(keys) == 0 {
@@ -305,43 +315,32 @@ func (r *Receiver) targets(ctx context.Context, ev *Event) ([]Target, error) {
 	return out, nil
 }
 
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // authenticate returns the targets the delivery is authenticated for, an
 // empty non-nil slice when it is authenticated but names no GitRepo, and
-// nil when it must be refused. A GitRepo's own webhookSecret replaces the
-// global secret; with no secret at all the delivery is accepted unless
-// RequireSignature is set.
-func (r *Receiver) authenticate(log *zap.Logger, h http.Header, body []byte, ev *Event, targets []Target) []Target {
-	global, err := r.cfg.GlobalSecret(ev.Provider)
-	if err != nil {
-		log.Error("Cannot read the global webhook secret", zap.Error(err))
-		return nil
-	}
-	check := func(s Secret) bool {
+// nil when it must be refused; and which targets a secret vouched for. A
+// GitRepo's own webhookSecret replaces the global secret; with no secret
+// at all the delivery is accepted unless one is required.
+func (r *Receiver) authenticate(log *zap.Logger, h http.Header, body []byte, ev *Event, targets []Target,
+	global Secret, required bool) ([]Target, map[string]bool) {
+	vouched := map[string]bool{}
+	check := func(s Secret) (ok, withSecret bool) {
 		if s.IsZero() {
-			return !r.cfg.RequireSignature
+			return !required, false
 		}
-		return Verify(ev.Provider, h, body, s)
+		return Verify(ev.Provider, h, body, s), true
 	}
 	if len(targets) == 0 {
-		if !check(global) {
+		if ok, _ := check(global); !ok {
 			log.Warn("Refused webhook delivery: bad or missing signature", zap.Bool("signed", Signed(ev.Provider, h)))
-			return nil
+			return nil, nil
 		}
-		return []Target{}
+		return []Target{}, vouched
 	}
 	var ok []Target
 	for _, t := range targets {
 		s := global
 		if t.WebhookSecret != "" {
+			var err error
 			if s, err = r.cfg.RepoSecret(t.Namespace, t.WebhookSecret, ev.Provider); err != nil {
 				log.Error("Cannot read the GitRepo's webhookSecret", zap.Stringer("gitrepo", t),
 					zap.String("secret", t.WebhookSecret), zap.Error(err))
@@ -353,14 +352,19 @@ func (r *Receiver) authenticate(log *zap.Logger, h http.Header, body []byte, ev 
 				continue
 			}
 		}
-		if !check(s) {
+		passed, withSecret := check(s)
+		if !passed {
 			log.Warn("Refused webhook delivery for GitRepo: bad or missing signature", zap.Stringer("gitrepo", t),
 				zap.Bool("signed", Signed(ev.Provider, h)))
 			continue
 		}
+		vouched[t.String()] = withSecret
 		ok = append(ok, t)
 	}
-	return ok
+	if len(ok) == 0 {
+		return nil, nil
+	}
+	return ok, vouched
 }
 
 // match returns the change of the event that t follows, or why none is.
@@ -368,7 +372,7 @@ func match(t Target, ev *Event) (Change, string) {
 	if t.Revision != "" {
 		return Change{}, "pinned to revision " + t.Revision
 	}
-	branch := t.Branch
+	branch := strings.TrimPrefix(t.Branch, "refs/heads/")
 	if branch == "" {
 		branch = ev.DefaultBranch
 	}
@@ -380,6 +384,9 @@ func match(t Target, ev *Event) (Change, string) {
 			continue
 		}
 		if c.Deleted {
+			if branch == "" {
+				continue // some other branch went away; HEAD's may be among the rest
+			}
 			return Change{}, "branch " + name + " was deleted"
 		}
 		// No branch and no default branch named: the GitRepo follows the
@@ -456,11 +463,11 @@ func SecretFor(p Provider, data map[string]string) Secret {
 	return Secret{Token: data[string(p)]}
 }
 
-// DirSecrets returns a GlobalSecret reading dir/<key> files (a mounted
+// DirSecrets returns a GlobalSecrets reading dir/<key> files (a mounted
 // Kubernetes Secret) on every call, so a rotated secret applies at once.
 // A missing file is no secret; trailing newlines are trimmed.
-func DirSecrets(dir string) func(Provider) (Secret, error) {
-	return func(p Provider) (Secret, error) {
+func DirSecrets(dir string) func() (map[Provider]Secret, error) {
+	return func() (map[Provider]Secret, error) {
 		data := map[string]string{}
 		for _, k := range api.WebhookSecretKeys {
 			b, err := os.ReadFile(filepath.Join(dir, k))
@@ -468,10 +475,16 @@ func DirSecrets(dir string) func(Provider) (Secret, error) {
 				continue
 			}
 			if err != nil {
-				return Secret{}, fmt.Errorf("webhook secret %s: %w", k, err)
+				return nil, fmt.Errorf("webhook secret %s: %w", k, err)
 			}
 			data[k] = strings.TrimRight(string(b), "\r\n")
 		}
-		return SecretFor(p, data), nil
+		out := map[Provider]Secret{}
+		for _, p := range Providers {
+			if s := SecretFor(p, data); !s.IsZero() {
+				out[p] = s
+			}
+		}
+		return out, nil
 	}
 }

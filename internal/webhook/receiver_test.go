@@ -49,14 +49,18 @@ func (r *registry) targets(_ context.Context, keys []string) ([]Target, error) {
 	return out, nil
 }
 
-func (r *registry) signal(_ context.Context, t Target, _ *Event, c Change) error {
+func (r *registry) signal(_ context.Context, t Target, _ *Event, c Change, authenticated bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.failNext; err != nil {
 		r.failNext = nil
 		return err
 	}
-	r.signals = append(r.signals, t.String()+" "+c.Ref+" "+c.Commit)
+	sig := t.String() + " " + c.Ref + " " + c.Commit
+	if !authenticated {
+		sig += " (unsigned)"
+	}
+	r.signals = append(r.signals, sig)
 	return nil
 }
 
@@ -87,11 +91,8 @@ func newHarness(t *testing.T, mutate func(*Config)) *harness {
 	cfg := Config{
 		Targets: h.reg.targets,
 		Signal:  h.reg.signal,
-		GlobalSecret: func(p Provider) (Secret, error) {
-			if p == GitHub {
-				return Secret{Token: globalSecret}, nil
-			}
-			return Secret{}, nil
+		GlobalSecrets: func() (map[Provider]Secret, error) {
+			return map[Provider]Secret{GitHub: {Token: globalSecret}}, nil
 		},
 		RepoSecret: func(ns, name string, p Provider) (Secret, error) {
 			if ns == "team-a" && name == "hooks" {
@@ -252,11 +253,11 @@ func TestReceiver_PerGitRepoSecret(t *testing.T) {
 // With no secret configured deliveries are accepted, unless signatures
 // are required.
 func TestReceiver_Unsigned(t *testing.T) {
-	noGlobal := func(c *Config) { c.GlobalSecret = nil }
+	noGlobal := func(c *Config) { c.GlobalSecrets = nil }
 	h := newHarness(t, noGlobal)
 	rec := h.post("/", GitHub, githubHeaders("push", "u-1"), fixture(t, "github-push.json"), Secret{})
 	assert.Equal(t, http.StatusAccepted, rec.Code)
-	assert.Len(t, h.reg.sent(), 1)
+	assert.Equal(t, []string{"fleet-default/app refs/heads/main " + pushCommit + " (unsigned)"}, h.reg.sent())
 
 	h = newHarness(t, func(c *Config) { noGlobal(c); c.RequireSignature = true })
 	rec = h.post("/", GitHub, githubHeaders("push", "u-2"), fixture(t, "github-push.json"), Secret{Token: "anything"})
@@ -323,22 +324,20 @@ func TestDirSecrets(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "azure-username"), []byte("u"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "azure-password"), []byte("p\r\n"), 0o600))
 	get := DirSecrets(dir)
-	for p, want := range map[Provider]Secret{
+	got, err := get()
+	require.NoError(t, err)
+	assert.Equal(t, map[Provider]Secret{
 		GitHub:      {Token: "gh"},
 		Gitea:       {Token: "gogs"}, // Fleet's key for Gitea
-		GitLab:      {},
+		Gogs:        {Token: "gogs"},
 		AzureDevOps: {Username: "u", Password: "p"},
-	} {
-		got, err := get(p)
-		require.NoError(t, err)
-		assert.Equal(t, want, got, p)
-	}
+	}, got)
 	// Rotation applies to the next delivery.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "github"), []byte("rotated"), 0o600))
-	got, err := get(GitHub)
+	got, err = get()
 	require.NoError(t, err)
-	assert.Equal(t, Secret{Token: "rotated"}, got)
-	assert.NotContains(t, got.String(), "rotated")
+	assert.Equal(t, Secret{Token: "rotated"}, got[GitHub])
+	assert.NotContains(t, got[GitHub].String(), "rotated")
 }
 
 // More deliveries at once than MaxInFlight are answered 429.
@@ -401,7 +400,7 @@ func TestReceiver_EveryProvider(t *testing.T) {
 				}
 				reg := &registry{byKey: map[string][]Target{key: {target}}}
 				recv := NewReceiver(Config{Targets: reg.targets, Signal: reg.signal,
-					GlobalSecret: func(p Provider) (Secret, error) { return secretOf(p), nil }})
+					GlobalSecrets: func() (map[Provider]Secret, error) { return map[Provider]Secret{fc.provider: secretOf(fc.provider)}, nil }})
 				body := readFixture(t, fc.file)
 				send := func(s Secret, tamper bool) int {
 					req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
@@ -430,4 +429,58 @@ func TestReceiver_EveryProvider(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Once any global secret is configured, a delivery claiming a provider
+// without one is refused: it cannot dodge the GitHub secret by posting
+// its GitHub payload as GitLab.
+func TestReceiver_ProviderWithoutSecretIsRefusedOnceSecretsExist(t *testing.T) {
+	h := newHarness(t, nil) // a global secret for GitHub only
+	gitlabish := []byte(`{"object_kind":"push","ref":"refs/heads/main","after":"` + pushCommit +
+		`","project":{"git_http_url":"https://github.com/flotilla-gitops/app.git"}}`)
+	rec := h.post("/webhooks/gitlab", GitLab, map[string]string{"X-Gitlab-Event": "Push Hook"}, gitlabish, Secret{})
+	assert.Equal(t, http.StatusUnauthorized, rec.Code)
+	rec = h.post("/webhooks/gitlab", GitLab, map[string]string{"X-Gitlab-Event": "Push Hook"}, gitlabish, Secret{Token: "guess"})
+	assert.Equal(t, http.StatusUnauthorized, rec.Code)
+	assert.Empty(t, h.reg.sent())
+}
+
+// The branch may be written as a full ref; a deleted branch does not hide
+// the default branch's update in the same push; a delivery nobody is
+// signalled for does not use up its ID.
+func TestReceiver_MatchEdges(t *testing.T) {
+	ev := &Event{Changes: []Change{{Ref: "refs/heads/old", Deleted: true}, {Ref: "refs/heads/main", Commit: pushCommit}}}
+	c, reason := match(Target{Branch: "refs/heads/main"}, ev)
+	assert.Empty(t, reason)
+	assert.Equal(t, pushCommit, c.Commit)
+	c, reason = match(Target{}, ev)
+	assert.Empty(t, reason)
+	assert.Equal(t, "refs/heads/main", c.Ref)
+	_, reason = match(Target{Branch: "old"}, ev)
+	assert.Equal(t, "branch old was deleted", reason)
+
+	h := newHarness(t, nil)
+	other := bytes.ReplaceAll(fixture(t, "github-push.json"), []byte("flotilla-gitops/app"), []byte("someone/else"))
+	assert.Equal(t, http.StatusAccepted, h.post("/", GitHub, githubHeaders("push", "same"), other, Secret{Token: globalSecret}).Code)
+	assert.Equal(t, http.StatusAccepted, h.post("/", GitHub, githubHeaders("push", "same"), fixture(t, "github-push.json"), Secret{Token: globalSecret}).Code)
+	assert.Len(t, h.reg.sent(), 1)
+}
+
+// Sender-chosen strings the receiver keeps or queries are bounded.
+func TestParse_Bounds(t *testing.T) {
+	hdr := http.Header{"X-Github-Event": {strings.Repeat("e", 10000)}, "X-Github-Delivery": {strings.Repeat("d", 10000)}}
+	ev, err := Parse(GitHub, hdr, []byte("{}"))
+	require.NoError(t, err)
+	assert.Len(t, ev.Name, maxIDLength)
+	assert.Len(t, ev.Delivery, maxIDLength)
+
+	var links []string
+	for i := range 1000 {
+		links = append(links, `{"href":"https://bb.example/scm/p/r`+strings.Repeat("x", i)+`.git","name":"http"}`)
+	}
+	body := `{"changes":[{"ref":{"id":"refs/heads/main"},"toHash":"` + pushCommit + `","type":"UPDATE"}],` +
+		`"repository":{"slug":"r","project":{"key":"P"},"links":{"clone":[` + strings.Join(links, ",") + `]}}}`
+	ev, err = Parse(BitbucketServer, http.Header{"X-Event-Key": {"repo:refs_changed"}}, []byte(body))
+	require.NoError(t, err)
+	assert.Len(t, ev.RepoURLs, maxRepoURLs)
 }
