@@ -176,7 +176,7 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 	}{
 		{protocol.SignalSync, signal{apply: plain(func() { g.s.ResolveDue, g.s.Dirty = true, true; g.s.Syncs++; g.pollReset++ })}},
 		{protocol.SignalPause, signal{apply: plain(func() { g.s.Paused = true })}},
-		{protocol.SignalResume, signal{apply: plain(func() { g.s.Paused, g.s.ResolveDue = false, true; g.pollReset++ })}},
+		{protocol.SignalResume, signal{apply: plain(g.resume)}},
 		{protocol.SignalDelete, signal{apply: plain(func() { g.s.Deleting = true })}},
 		{protocol.SignalClustersChanged, signal{apply: plain(func() { g.s.Dirty = true })}},
 		{protocol.SignalPush, signal{
@@ -193,6 +193,17 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		})
 	}
 	return nil
+}
+
+// resume lifts a pause. A GitRepo at the webhook pace may have unsettled
+// deployments to refresh now, so its poll timer restarts; without
+// webhooks (every run recorded before pushes existed) the timer is left
+// alone, which keeps those histories replaying.
+func (g *gitRepo) resume() {
+	g.s.Paused, g.s.ResolveDue = false, true
+	if g.s.Webhooks > 0 {
+		g.pollReset++
+	}
 }
 
 // push records a webhook's push and checks the remote unless the commit

@@ -1,0 +1,42 @@
+package workflows
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+// TestReplay_HistoriesOfEarlierReleases replays workflow histories that
+// earlier releases recorded (testdata/replay/<workflow>-<commit>-*.json,
+// exported from a real Temporal server) on the current code.
+//
+// It guards upgrades: workflows still running when a new controller
+// starts are replayed by it, and any difference in the commands the code
+// issues (a timer more or less, an activity moved, a search attribute
+// upsert added...) fails them with a nondeterminism error. A change to a
+// workflow's commands must be gated by workflow.GetVersion (change IDs in
+// options.go) so that runs recorded before it keep taking the old path.
+//
+// When a release changes a workflow, record new histories from it and add
+// them here; keep the old ones as long as runs they represent may exist.
+func TestReplay_HistoriesOfEarlierReleases(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "replay", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no histories in testdata/replay")
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflow(GitRepoWorkflow)
+			r.RegisterWorkflow(RolloutWorkflow)
+			r.RegisterWorkflow(RolloutBatchWorkflow)
+			logger := temporalx.NewLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
+			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, file))
+		})
+	}
+}
