@@ -400,7 +400,9 @@ func TestReceiver_EveryProvider(t *testing.T) {
 				}
 				reg := &registry{byKey: map[string][]Target{key: {target}}}
 				recv := NewReceiver(Config{Targets: reg.targets, Signal: reg.signal,
-					GlobalSecrets: func() (map[Provider]Secret, error) { return map[Provider]Secret{fc.provider: secretOf(fc.provider)}, nil }})
+					GlobalSecrets: func() (map[Provider]Secret, error) {
+						return map[Provider]Secret{fc.provider: secretOf(fc.provider)}, nil
+					}})
 				body := readFixture(t, fc.file)
 				send := func(s Secret, tamper bool) int {
 					req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
