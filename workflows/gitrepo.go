@@ -119,6 +119,8 @@ type gitRepo struct {
 	resolved int
 	// repoKey is the FlotillaRepoURL value last written by this run.
 	repoKey string
+	// backoff: this run's poller backs off on failures (versionPollBackoff).
+	backoff bool
 }
 
 type signal struct {
@@ -298,6 +300,7 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 	// poll fires; later ones wait for the check, whose outcome sets the
 	// interval (backoff).
 	waitForCheck := workflow.GetVersion(ctx, versionPollBackoff, workflow.DefaultVersion, 1) == 1
+	g.backoff = waitForCheck
 	for {
 		reset := g.pollReset
 		if g.s.GitRepo == nil || g.s.GitRepo.Spec.DisablePolling {
@@ -410,6 +413,9 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 		g.s.PollFailures++
 		g.upsert(ctx)
 		return
+	}
+	if g.s.PollFailures > 0 && g.backoff {
+		g.pollReset++ // a backed-off timer may still be running: back to the normal pace
 	}
 	g.s.PollFailures = 0
 	current := g.s.Commit

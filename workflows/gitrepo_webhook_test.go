@@ -267,3 +267,27 @@ func TestGitRepoWorkflow_UnauthenticatedPushKeepsPace(t *testing.T) {
 	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
 	require.NoError(t, env.GetWorkflowError())
 }
+
+// A successful check (here one a push asked for) ends a backoff at once:
+// the next poll comes at the normal pace, not after the backed-off timer.
+func TestGitRepoWorkflow_SuccessEndsBackoff(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
+	env.RegisterDelayedCallback(func() { f.set(func() { f.gitDown = true }) }, 5*time.Second)
+	var before int
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, "5m0s", queryStatus(t, env).PollingInterval)
+		f.set(func() { f.gitDown = false })
+		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed})
+		before = f.resolveCount()
+	}, 15*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		assert.GreaterOrEqual(t, f.resolveCount()-before, 2, "the push's check and a poll at the normal pace")
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 15*time.Minute+40*time.Second)
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
+	require.NoError(t, env.GetWorkflowError())
+}
