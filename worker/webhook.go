@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -86,7 +87,7 @@ func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets
 	if err != nil {
 		return fmt.Errorf("--webhook-listen %s: %w (pick another address, or \"\" to receive no webhooks)", f.Listen, err)
 	}
-	srv := &http.Server{Handler: recv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
+	srv := &http.Server{Handler: newWebhookMetrics(prometheus.DefaultRegisterer).wrap(recv), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
 		MaxHeaderBytes: 64 << 10}
 	go func() {
 		<-ctx.Done()
