@@ -132,8 +132,11 @@ func checkParse(t *testing.T, p Provider, h http.Header, body []byte, event stri
 	if ev.Provider != p {
 		t.Fatalf("Provider = %q, want %q", ev.Provider, p)
 	}
-	if p != AzureDevOps && ev.Name != h.Get(eventHeader(p)) {
-		t.Fatalf("Name = %q, want the event header %q", ev.Name, event)
+	if p != AzureDevOps && ev.Name != clip(h.Get(eventHeader(p))) {
+		t.Fatalf("Name = %q, want the event header %q (clipped)", ev.Name, event)
+	}
+	if len(ev.Name) > maxIDLength || len(ev.Delivery) > maxIDLength || len(ev.RepoURLs) > maxRepoURLs {
+		t.Fatalf("unbounded event: name %d, delivery %d bytes, %d URLs", len(ev.Name), len(ev.Delivery), len(ev.RepoURLs))
 	}
 	switch ev.Kind {
 	case Push:
