@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/flotilla-gitops/flotilla/internal/freeport"
 )
 
 // stateLock is an exclusive flock on StateDir/lock, so two dev servers never
@@ -69,11 +71,12 @@ func reserve(addr, what string) (string, error) {
 	return got, nil
 }
 
+// freePort picks a port for one of Temporal's internal services (see
+// freeport.Pick for why not simply port 0).
 func freePort(host string) (int, error) {
-	addr, err := reserve(net.JoinHostPort(host, "0"), "internal service")
+	ports, err := freeport.Pick(host, 1)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("internal service: %w", err)
 	}
-	_, p, _ := net.SplitHostPort(addr)
-	return strconv.Atoi(p)
+	return ports[0], nil
 }

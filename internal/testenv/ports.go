@@ -1,16 +1,15 @@
 package testenv
 
 import (
-	"fmt"
-	"net"
 	"testing"
+
+	"github.com/flotilla-gitops/flotilla/internal/freeport"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago. It
-// listens on port 0, notes the port the kernel chose and closes the listener,
-// so another process may in principle take the port before the caller binds
-// it; the kernel hands out ephemeral ports in rotation, which makes that rare.
-// FreePort fails the test if no port can be had.
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (see
+// freeport.Pick: drawn below the ephemeral range, so no port-0 listener or
+// outgoing connection takes it before the caller binds it). FreePort fails
+// the test if no port can be had.
 func FreePort(t testing.TB) int {
 	t.Helper()
 	ports, err := freePorts(1)
@@ -33,20 +32,6 @@ func FreePorts(t testing.TB, n int) []int {
 }
 
 // freePorts is FreePorts without the testing.TB, for use from goroutines.
-func freePorts(n int) (ports []int, err error) {
-	listeners := make([]net.Listener, 0, n)
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close() // Only the port number matters; a close error changes nothing.
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port on 127.0.0.1: %w", err)
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
+func freePorts(n int) ([]int, error) {
+	return freeport.Pick("127.0.0.1", n)
 }
