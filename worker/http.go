@@ -46,18 +46,23 @@ func serveHTTP(ctx context.Context, addr string, p *probe, logger *zap.Logger) e
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	serve(ctx, ln, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, "HTTP server", logger)
+	logger.Info("Serving health and metrics", zap.String("address", ln.Addr().String()))
+	return nil
+}
+
+// serve runs srv on ln until ctx ends, then shuts it down gracefully
+// (5 s at most). A failure to serve is logged under what.
+func serve(ctx context.Context, ln net.Listener, srv *http.Server, what string, logger *zap.Logger) {
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("HTTP server stopped", zap.Error(err))
+			logger.Error(what+" stopped", zap.Error(err))
 		}
 	}()
-	logger.Info("Serving health and metrics", zap.String("address", ln.Addr().String()))
-	return nil
 }

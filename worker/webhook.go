@@ -87,19 +87,9 @@ func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets
 	if err != nil {
 		return fmt.Errorf("--webhook-listen %s: %w (pick another address, or \"\" to receive no webhooks)", f.Listen, err)
 	}
-	srv := &http.Server{Handler: newWebhookMetrics(prometheus.DefaultRegisterer).wrap(recv), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
-		MaxHeaderBytes: 64 << 10}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("Webhook server stopped", zap.Error(err))
-		}
-	}()
+	srv := &http.Server{Handler: newWebhookMetrics(prometheus.DefaultRegisterer).wrap(recv),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	serve(ctx, ln, srv, "Webhook server", logger)
 	logger.Info("Serving webhooks", zap.String("address", ln.Addr().String()),
 		zap.Bool("globalSecrets", f.SecretsDir != ""), zap.Bool("requireSignature", f.RequireSignature))
 	return nil
@@ -155,8 +145,9 @@ func gitRepoTargets(c client.Client, logger *zap.Logger) func(context.Context, [
 }
 
 func gitRepoTarget(ctx context.Context, c client.Client, id string) (*webhook.Target, error) {
-	ns, name, ok := strings.Cut(strings.TrimPrefix(id, "gitrepo/"), "/")
-	if !ok || !strings.HasPrefix(id, "gitrepo/") {
+	rest, isGitRepo := strings.CutPrefix(id, "gitrepo/")
+	ns, name, ok := strings.Cut(rest, "/")
+	if !isGitRepo || !ok {
 		return nil, nil
 	}
 	v, err := c.QueryWorkflow(ctx, id, "", protocol.QueryWebhookTarget)

@@ -105,10 +105,34 @@ func testGitRepo(keep bool) api.GitRepo {
 }
 
 func applyUpdate(t *testing.T, env *testsuite.TestWorkflowEnvironment, repo api.GitRepo) {
-	env.UpdateWorkflow(protocol.UpdateApply, "apply-"+repo.Metadata.Name, &testsuite.TestUpdateCallback{
+	applyUpdateID(t, env, "apply-"+repo.Metadata.Name, repo)
+}
+
+// applyUpdateID applies repo as update id; the server drops a second
+// update with an ID it has seen.
+func applyUpdateID(t *testing.T, env *testsuite.TestWorkflowEnvironment, id string, repo api.GitRepo) {
+	env.UpdateWorkflow(protocol.UpdateApply, id, &testsuite.TestUpdateCallback{
 		OnReject:   func(err error) { t.Errorf("apply rejected: %v", err) },
 		OnComplete: func(any, error) {},
 	}, protocol.GitRepoApply{GitRepo: repo})
+}
+
+// gitRepoEnv is a workflow test environment serving the fake fleet's
+// activities.
+func gitRepoEnv() (*testsuite.TestWorkflowEnvironment, *fakeFleet) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	f := newFakeFleet()
+	f.register(env)
+	return env, f
+}
+
+// runGitRepo runs the test GitRepo's workflow to its end, which must be
+// clean.
+func runGitRepo(t *testing.T, env *testsuite.TestWorkflowEnvironment) {
+	t.Helper()
+	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
+	require.NoError(t, env.GetWorkflowError())
 }
 
 func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) status.GitRepo {
@@ -120,10 +144,7 @@ func queryStatus(t *testing.T, env *testsuite.TestWorkflowEnvironment) status.Gi
 }
 
 func TestGitRepoWorkflow_RollsOutRetargetsAndDeletes(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	f := newFakeFleet()
-	f.register(env)
+	env, f := gitRepoEnv()
 
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
 	env.RegisterDelayedCallback(func() {
@@ -153,9 +174,7 @@ func TestGitRepoWorkflow_RollsOutRetargetsAndDeletes(t *testing.T) {
 }
 
 func TestGitRepoWorkflow_InvalidSpecIsRejected(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	newFakeFleet().register(env)
+	env, _ := gitRepoEnv()
 	bad := testGitRepo(false)
 	bad.Spec.Targets = []api.GitTarget{{ClusterName: "Not_A_Name"}}
 	var rejected error
@@ -173,10 +192,7 @@ func TestGitRepoWorkflow_InvalidSpecIsRejected(t *testing.T) {
 }
 
 func TestGitRepoWorkflow_NewCommitSupersedesAndUpgrades(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	f := newFakeFleet()
-	f.register(env)
+	env, f := gitRepoEnv()
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
 	env.RegisterDelayedCallback(func() {
 		f.mu.Lock()
@@ -192,8 +208,7 @@ func TestGitRepoWorkflow_NewCommitSupersedesAndUpgrades(t *testing.T) {
 		}
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 40*time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
-	require.NoError(t, env.GetWorkflowError())
+	runGitRepo(t, env)
 	assert.Equal(t, 2, f.deploys["c1"], "one deploy per commit")
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -37,10 +36,7 @@ func (f *fakeFleet) resolveCount() int {
 func TestGitRepoWorkflow_Push(t *testing.T) {
 	for _, disablePolling := range []bool{false, true} {
 		t.Run(map[bool]string{false: "polling", true: "disablePolling"}[disablePolling], func(t *testing.T) {
-			var suite testsuite.WorkflowTestSuite
-			env := suite.NewTestWorkflowEnvironment()
-			f := newFakeFleet()
-			f.register(env)
+			env, f := gitRepoEnv()
 			repo := testGitRepo(true)
 			repo.Spec.DisablePolling = disablePolling
 			env.RegisterDelayedCallback(func() { applyUpdate(t, env, repo) }, 0)
@@ -77,8 +73,7 @@ func TestGitRepoWorkflow_Push(t *testing.T) {
 				assert.Equal(t, 2, f.deploys["c1"], "one deploy per commit")
 				env.SignalWorkflow(protocol.SignalDelete, nil)
 			}, 30*time.Minute)
-			env.ExecuteWorkflow(GitRepoWorkflow, appInput)
-			require.NoError(t, env.GetWorkflowError())
+			runGitRepo(t, env)
 			// 30 minutes: with 15s polling that would be ~120 ls-remotes.
 			assert.LessOrEqual(t, before, 3)
 		})
@@ -88,10 +83,7 @@ func TestGitRepoWorkflow_Push(t *testing.T) {
 // An interval set in the spec is kept when webhooks arrive, and a GitRepo
 // pinned to a revision ignores pushes.
 func TestGitRepoWorkflow_PushKeepsUserIntervalAndSkipsPinned(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	f := newFakeFleet()
-	f.register(env)
+	env, f := gitRepoEnv()
 	repo := testGitRepo(true)
 	repo.Spec.PollingInterval = &metav1.Duration{Duration: time.Minute}
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, repo) }, 0)
@@ -104,10 +96,7 @@ func TestGitRepoWorkflow_PushKeepsUserIntervalAndSkipsPinned(t *testing.T) {
 		assert.Equal(t, pushed, st.WebhookCommit)
 		pinned := repo
 		pinned.Spec.Revision = "v1"
-		env.UpdateWorkflow(protocol.UpdateApply, "apply-pinned", &testsuite.TestUpdateCallback{
-			OnReject:   func(err error) { t.Errorf("apply rejected: %v", err) },
-			OnComplete: func(any, error) {},
-		}, protocol.GitRepoApply{GitRepo: pinned})
+		applyUpdateID(t, env, "apply-pinned", pinned)
 	}, 10*time.Second)
 	var before int
 	env.RegisterDelayedCallback(func() {
@@ -119,17 +108,13 @@ func TestGitRepoWorkflow_PushKeepsUserIntervalAndSkipsPinned(t *testing.T) {
 		assert.Equal(t, pushed, queryStatus(t, env).WebhookCommit)
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 21*time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
-	require.NoError(t, env.GetWorkflowError())
+	runGitRepo(t, env)
 }
 
 // A failing remote is polled with exponential backoff (15s, 30s, 60s, …
 // up to 5m); the failure count shows in status and resets on success.
 func TestGitRepoWorkflow_PollBackoff(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	f := newFakeFleet()
-	f.register(env)
+	env, f := gitRepoEnv()
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
 	var start int
 	env.RegisterDelayedCallback(func() {
@@ -155,15 +140,12 @@ func TestGitRepoWorkflow_PollBackoff(t *testing.T) {
 		assert.Equal(t, "15s", st.PollingInterval)
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 26*time.Minute)
-	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
-	require.NoError(t, env.GetWorkflowError())
+	runGitRepo(t, env)
 }
 
 // The receiver asks each GitRepo what it follows.
 func TestGitRepoWorkflow_WebhookTarget(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	newFakeFleet().register(env)
+	env, _ := gitRepoEnv()
 	repo := testGitRepo(true)
 	repo.Spec.Branch, repo.Spec.WebhookSecret = "main", "hooks"
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, repo) }, 0)
@@ -175,16 +157,13 @@ func TestGitRepoWorkflow_WebhookTarget(t *testing.T) {
 		assert.Equal(t, protocol.WebhookTarget{Branch: "main", WebhookSecret: "hooks"}, got)
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
-	require.NoError(t, env.GetWorkflowError())
+	runGitRepo(t, env)
 }
 
 // FlotillaRepoURL, which the receiver searches, holds the normalised key
 // once the remote was checked, and follows a change of the spec's repo.
 func TestGitRepoWorkflow_RepoKeySearchAttribute(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	newFakeFleet().register(env)
+	env, _ := gitRepoEnv()
 	var keys []string
 	firstHadState := false
 	env.OnUpsertTypedSearchAttributes(mock.Anything).Return().Run(func(args mock.Arguments) {
@@ -202,14 +181,10 @@ func TestGitRepoWorkflow_RepoKeySearchAttribute(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		moved := repo
 		moved.Spec.Repo = "http://git.example:8080/team/app-v2"
-		env.UpdateWorkflow(protocol.UpdateApply, "apply-moved", &testsuite.TestUpdateCallback{
-			OnReject:   func(err error) { t.Errorf("apply rejected: %v", err) },
-			OnComplete: func(any, error) {},
-		}, protocol.GitRepoApply{GitRepo: moved})
+		applyUpdateID(t, env, "apply-moved", moved)
 	}, 5*time.Second)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalDelete, nil) }, 10*time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
-	require.NoError(t, env.GetWorkflowError())
+	runGitRepo(t, env)
 	require.NotEmpty(t, keys)
 	assert.Equal(t, "git.example/team/app", keys[0])
 	assert.False(t, firstHadState, "written by the first check of the remote, before any rollout ended")
@@ -219,10 +194,7 @@ func TestGitRepoWorkflow_RepoKeySearchAttribute(t *testing.T) {
 // After webhooks relaxed polling, deployments left NotReady are still
 // refreshed at the normal 15 s pace until they settle.
 func TestGitRepoWorkflow_WebhookPaceKeepsRefreshingUnsettled(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	f := newFakeFleet()
-	f.register(env)
+	env, f := gitRepoEnv()
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
 	env.RegisterDelayedCallback(func() {
 		f.set(func() { f.commit, f.notReady = pushed, true })
@@ -241,17 +213,13 @@ func TestGitRepoWorkflow_WebhookPaceKeepsRefreshingUnsettled(t *testing.T) {
 		assert.Equal(t, "1h0m0s", st.PollingInterval, "settled: webhook pace")
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 70*time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
-	require.NoError(t, env.GetWorkflowError())
+	runGitRepo(t, env)
 }
 
 // An unsigned push still makes the GitRepo check its remote, but does not
 // slow its polling: anyone can post one.
 func TestGitRepoWorkflow_UnauthenticatedPushKeepsPace(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	f := newFakeFleet()
-	f.register(env)
+	env, f := gitRepoEnv()
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
 	env.RegisterDelayedCallback(func() {
 		f.set(func() { f.commit = pushed })
@@ -264,17 +232,13 @@ func TestGitRepoWorkflow_UnauthenticatedPushKeepsPace(t *testing.T) {
 		assert.Equal(t, "15s", st.PollingInterval)
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 6*time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
-	require.NoError(t, env.GetWorkflowError())
+	runGitRepo(t, env)
 }
 
 // A successful check (here one a push asked for) ends a backoff at once:
 // the next poll comes at the normal pace, not after the backed-off timer.
 func TestGitRepoWorkflow_SuccessEndsBackoff(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
-	f := newFakeFleet()
-	f.register(env)
+	env, f := gitRepoEnv()
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
 	env.RegisterDelayedCallback(func() { f.set(func() { f.gitDown = true }) }, 5*time.Second)
 	var before int
@@ -288,6 +252,5 @@ func TestGitRepoWorkflow_SuccessEndsBackoff(t *testing.T) {
 		assert.GreaterOrEqual(t, f.resolveCount()-before, 2, "the push's check and a poll at the normal pace")
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 15*time.Minute+40*time.Second)
-	env.ExecuteWorkflow(GitRepoWorkflow, appInput)
-	require.NoError(t, env.GetWorkflowError())
+	runGitRepo(t, env)
 }

@@ -63,7 +63,7 @@ func NewCache(dir string) *Cache {
 // calls Prune. Checkouts of one URL are serialised; ctx bounds waiting for
 // that and the fetch. A commit the remote does not have is ErrRefNotFound.
 func (c *Cache) Checkout(ctx context.Context, r Remote, ref Ref) (string, error) {
-	if !isFullHash(ref.Commit) {
+	if !IsFullHash(ref.Commit) {
 		return "", fmt.Errorf("check out %s: %q is not a 40-hex commit hash", api.RedactURL(r.URL), ref.Commit)
 	}
 	ep, err := r.endpoint()

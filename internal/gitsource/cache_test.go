@@ -256,6 +256,19 @@ func packFiles(t *testing.T, clone string) (idx, pack []string) {
 	return idx, pack
 }
 
+// checkedOut serves files as a repository, checks out its HEAD into a new
+// cache and returns the cache, the remote, the ref and the worktree.
+func checkedOut(t *testing.T, files map[string]string) (*Cache, Remote, Ref, string) {
+	t.Helper()
+	repo := testenv.NewGitServer(t, testenv.GitServerOptions{}).CreateRepo(t, "app", files)
+	remote := Remote{URL: repo.URL()}
+	cache := NewCache(t.TempDir())
+	ref := resolve(t, remote, "", "")
+	dir, err := cache.Checkout(t.Context(), remote, ref)
+	require.NoError(t, err)
+	return cache, remote, ref, dir
+}
+
 // truncateHalf cuts path to half its size, as a crash mid-write does.
 func truncateHalf(t *testing.T, path string) {
 	t.Helper()
@@ -270,18 +283,12 @@ func truncateHalf(t *testing.T, path string) {
 // index because it existed, and every checkout failed with "read object
 // …: EOF" until the state directory was wiped.
 func TestCache_InterruptedFetch(t *testing.T) {
-	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
 	files := map[string]string{"app/fleet.yaml": "namespace: app\n"}
-	repo := srv.CreateRepo(t, "app", files)
-	remote := Remote{URL: repo.URL()}
-	cache := NewCache(t.TempDir())
-	ref := resolve(t, remote, "", "")
-	dir, err := cache.Checkout(t.Context(), remote, ref)
-	require.NoError(t, err)
+	cache, remote, ref, dir := checkedOut(t, files)
 
 	// Put the clone back to the moment of the crash: no refs, no pack, a
 	// half-written index, a temporary pack file.
-	clone := cache.clonePath(repo.URL())
+	clone := cache.clonePath(remote.URL)
 	idx, pack := packFiles(t, clone)
 	require.Len(t, idx, 1)
 	require.Len(t, pack, 1)
@@ -294,12 +301,12 @@ func TestCache_InterruptedFetch(t *testing.T) {
 	// The fetch after the restart reads the pack through the index it
 	// built in memory; the next process, or checkout, reads the file.
 	for range 2 {
-		dir, err = cache.Checkout(t.Context(), remote, ref)
+		dir, err := cache.Checkout(t.Context(), remote, ref)
 		require.NoError(t, err)
 		assert.Equal(t, files, readTree(t, dir))
 		require.NoError(t, os.RemoveAll(dir))
 	}
-	_, err = os.Stat(filepath.Join(clone, "objects", "pack", "tmp_pack_123"))
+	_, err := os.Stat(filepath.Join(clone, "objects", "pack", "tmp_pack_123"))
 	assert.ErrorIs(t, err, fs.ErrNotExist, "temporary pack removed")
 }
 
@@ -307,21 +314,15 @@ func TestCache_InterruptedFetch(t *testing.T) {
 // a complete pack) is repaired by cloning again: the clone is a cache, the
 // remote has the objects.
 func TestCache_CorruptClone(t *testing.T) {
-	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
 	files := map[string]string{"app/fleet.yaml": "namespace: app\n", "app/cm.yaml": "kind: ConfigMap\n"}
-	repo := srv.CreateRepo(t, "app", files)
-	remote := Remote{URL: repo.URL()}
-	cache := NewCache(t.TempDir())
-	ref := resolve(t, remote, "", "")
-	dir, err := cache.Checkout(t.Context(), remote, ref)
-	require.NoError(t, err)
+	cache, remote, ref, dir := checkedOut(t, files)
 
-	idx, _ := packFiles(t, cache.clonePath(repo.URL()))
+	idx, _ := packFiles(t, cache.clonePath(remote.URL))
 	require.Len(t, idx, 1)
 	truncateHalf(t, idx[0])
 	require.NoError(t, os.RemoveAll(dir))
 
-	dir, err = cache.Checkout(t.Context(), remote, ref)
+	dir, err := cache.Checkout(t.Context(), remote, ref)
 	require.NoError(t, err)
 	assert.Equal(t, files, readTree(t, dir))
 }

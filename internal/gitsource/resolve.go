@@ -46,7 +46,7 @@ type Ref struct {
 // ErrRepositoryNotFound or transport failures, and name the URL without
 // credentials.
 func Resolve(ctx context.Context, r Remote, branch, revision string) (Ref, error) {
-	if isFullHash(revision) {
+	if IsFullHash(revision) {
 		h := strings.ToLower(revision)
 		return Ref{Name: h, Commit: h}, nil
 	}
@@ -144,8 +144,8 @@ func revisionCandidates(revision string) []plumbing.ReferenceName {
 	}
 }
 
-// isFullHash reports whether s is a 40-hex SHA-1.
-func isFullHash(s string) bool {
+// IsFullHash reports whether s is a 40-hex SHA-1.
+func IsFullHash(s string) bool {
 	if len(s) != 40 {
 		return false
 	}

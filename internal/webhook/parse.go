@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/flotilla-gitops/flotilla/internal/gitsource"
 )
 
 // Provider is a Git host whose push webhooks the receiver understands.
@@ -513,22 +515,10 @@ func newChange(ref, commit string, deleted bool) (Change, error) {
 	if deleted || commit == strings.Repeat("0", 40) {
 		return Change{Ref: ref, Deleted: true}, nil
 	}
-	if !isHash(commit) {
+	if !gitsource.IsFullHash(commit) {
 		return Change{}, malformed("ref %s: commit %q is not a 40-hex hash", ref, commit)
 	}
 	return Change{Ref: ref, Commit: commit}, nil
-}
-
-func isHash(s string) bool {
-	if len(s) != 40 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func requireRepo(ev *Event) error {
