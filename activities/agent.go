@@ -94,7 +94,7 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 	}
 	res, err := a.Deployer.Deploy(ctx, getter, deployer.Release{
 		Name: agentcfg.ReleaseName, Namespace: eff.Namespace, Chart: a.Chart,
-		Values: eff.Values(secrets), DeploymentID: out.DeploymentID,
+		Values: eff.Values(secrets), DeploymentID: out.DeploymentID, Description: deployedBy(ctx),
 	})
 	if err != nil {
 		if errors.Is(err, deployer.ErrInvalidRelease) {
@@ -102,10 +102,16 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 		}
 		return out, fmt.Errorf("cluster %s: install agent: %w", in.Cluster, err)
 	}
-	out.Deployed, out.Revision = res.Changed, res.Revision
+	// A revision an interrupted attempt of this activity recorded is this
+	// call's deploy too (see ClusterActivities.deployOne).
+	interrupted := !res.Changed && res.Description != "" && res.Description == deployedBy(ctx)
+	out.Deployed, out.Revision = res.Changed || interrupted, res.Revision
+	fields := []zap.Field{zap.String("cluster", in.Cluster), zap.String("namespace", eff.Namespace),
+		zap.String("deploymentID", out.DeploymentID), zap.Int("revision", res.Revision), zap.String("previous", res.Previous)}
 	if res.Changed {
-		a.Logger.Info("Deployed agent", zap.String("cluster", in.Cluster), zap.String("namespace", eff.Namespace),
-			zap.String("deploymentID", out.DeploymentID), zap.Int("revision", res.Revision), zap.String("previous", res.Previous))
+		a.Logger.Info("Deployed agent", fields...)
+	} else if interrupted {
+		a.Logger.Info("Confirmed interrupted agent deploy", fields...)
 	}
 	return out, nil
 }

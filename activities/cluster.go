@@ -179,7 +179,7 @@ func (c *ClusterActivities) retry(in DeployInput, err error) DeployResult {
 
 func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInput, b Bundle) (status.Deployment, error) {
 	d := status.Deployment{Bundle: b.Name, Cluster: k.cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
-	rel, opts, err := c.release(in, b)
+	rel, opts, err := c.release(ctx, in, b)
 	if err != nil {
 		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.cluster, b.Name, err)
 		return d, nil
@@ -199,10 +199,19 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInp
 	if err != nil {
 		return d, fmt.Errorf("bundle %s: %w", b.Name, err)
 	}
-	if res.Changed {
-		c.Logger.Info("Deployed bundle", zap.String("bundle", b.Name), zap.String("cluster", k.cluster),
-			zap.String("release", b.Namespace+"/"+b.Release), zap.Int("revision", res.Revision),
-			zap.String("deploymentID", b.DeploymentID), zap.String("workflowID", in.WorkflowID))
+	fields := []zap.Field{zap.String("bundle", b.Name), zap.String("cluster", k.cluster),
+		zap.String("release", b.Namespace+"/"+b.Release), zap.Int("revision", res.Revision),
+		zap.String("deploymentID", b.DeploymentID), zap.String("workflowID", in.WorkflowID)}
+	switch {
+	case res.Changed:
+		c.Logger.Info("Deployed bundle", fields...)
+	case rel.Description != "" && res.Description == rel.Description:
+		// An earlier attempt of this very activity deployed the revision
+		// and then died: its "Deployed bundle" line may or may not have
+		// been written (a kill can land between Helm's final write and the
+		// log). "Deployed bundle" stays at most once per deploy; this line
+		// makes sure no deploy goes unrecorded.
+		c.Logger.Info("Confirmed interrupted deploy", fields...)
 	}
 	d.AppliedDeploymentID = b.DeploymentID
 	return c.observe(ctx, k, d, render.ReadyOptions(opts))
@@ -232,7 +241,7 @@ func (c *ClusterActivities) observe(ctx context.Context, k *conn, d status.Deplo
 }
 
 // release builds the Helm release of a bundle from the content store.
-func (c *ClusterActivities) release(in DeployInput, b Bundle) (deployer.Release, bundle.Options, error) {
+func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundle) (deployer.Release, bundle.Options, error) {
 	m, err := c.Content.GetManifest(b.ManifestID)
 	if err != nil {
 		return deployer.Release{}, bundle.Options{}, err
@@ -250,7 +259,20 @@ func (c *ClusterActivities) release(in DeployInput, b Bundle) (deployer.Release,
 	rel.Name, rel.Namespace = b.Release, b.Namespace
 	rel.Labels = map[string]string{LabelBundle: b.Name}
 	rel.Annotations = map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}
+	rel.Description = deployedBy(ctx)
 	return rel, opts, nil
+}
+
+// deployedBy names the activity execution that deploys, for the Helm
+// revision's description: `helm history` shows which rollout made each
+// revision, and a retried attempt recognises a revision its interrupted
+// predecessor recorded. Outside an activity it is "" (Helm's default).
+func deployedBy(ctx context.Context) string {
+	if !activity.IsActivity(ctx) {
+		return ""
+	}
+	info := activity.GetInfo(ctx)
+	return fmt.Sprintf("Flotilla %s (run %s, activity %s)", info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)
 }
 
 // WaitReady polls the bundles' resources until all are ready, the

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -281,18 +282,49 @@ func logLines(t testing.TB, msg string, files []string) []map[string]any {
 	return out
 }
 
-// deployAudit compares "Deployed bundle" lines of bundle with the Helm
+// countBundleLines counts the log lines with message msg about bundle per
+// cluster; a non-empty deploymentID restricts the count to it.
+func countBundleLines(t testing.TB, msg string, files []string, bundle, deploymentID string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, l := range logLines(t, msg, files) {
+		if l["bundle"] != bundle || (deploymentID != "" && l["deploymentID"] != deploymentID) {
+			continue
+		}
+		c, _ := l["cluster"].(string)
+		out[c]++
+	}
+	return out
+}
+
+// assertDeployRecorded checks how one deploy was logged: exactly one
+// "Deployed bundle" line, unless a kill landed between Helm's final write
+// and that line. Then the retry found its predecessor's revision and wrote
+// "Confirmed interrupted deploy", and the Deployed line may be missing;
+// it is never doubled.
+func assertDeployRecorded(t testing.TB, deployed, confirmed int, msgAndArgs ...any) {
+	t.Helper()
+	if confirmed == 0 {
+		assert.Equal(t, 1, deployed, msgAndArgs...)
+	} else {
+		assert.LessOrEqual(t, deployed, 1, msgAndArgs...)
+	}
+}
+
+// deployAudit compares the deploy log lines of bundle with the Helm
 // release records on each cluster.
 type deployAudit struct {
-	// lines and distinct count log lines and distinct deployment IDs per
-	// cluster; revisions counts Helm release records.
-	lines, distinct, revisions map[string]int
+	// lines counts "Deployed bundle" lines per cluster and logged their
+	// distinct deployment IDs; confirmed counts "Confirmed interrupted
+	// deploy" lines; distinct counts the deployment IDs either line names;
+	// revisions counts Helm revisions.
+	lines, logged, confirmed, distinct, revisions map[string]int
 }
 
 func (a deployAudit) duplicates() int {
 	n := 0
 	for c, l := range a.lines {
-		n += l - a.distinct[c]
+		n += l - a.logged[c]
 	}
 	return n
 }
@@ -307,22 +339,34 @@ func (a deployAudit) extraRevisions() int {
 
 func (f *agentFleet) audit(t testing.TB, bundle, ns string, clusters []string) deployAudit {
 	t.Helper()
-	a := deployAudit{lines: map[string]int{}, distinct: map[string]int{}, revisions: map[string]int{}}
+	a := deployAudit{lines: map[string]int{}, logged: map[string]int{}, confirmed: map[string]int{},
+		distinct: map[string]int{}, revisions: map[string]int{}}
+	// ids[cluster][deploymentID] is true once a "Deployed bundle" line
+	// names it, false when only a confirmation does.
 	ids := map[string]map[string]bool{}
-	for _, l := range logLines(t, "Deployed bundle", f.logs) {
-		if l["bundle"] != bundle {
-			continue
+	scan := func(msg string, count map[string]int, deployed bool) {
+		for _, l := range logLines(t, msg, f.logs) {
+			if l["bundle"] != bundle {
+				continue
+			}
+			c, _ := l["cluster"].(string)
+			id, _ := l["deploymentID"].(string)
+			count[c]++
+			if ids[c] == nil {
+				ids[c] = map[string]bool{}
+			}
+			ids[c][id] = ids[c][id] || deployed
 		}
-		c, _ := l["cluster"].(string)
-		id, _ := l["deploymentID"].(string)
-		a.lines[c]++
-		if ids[c] == nil {
-			ids[c] = map[string]bool{}
-		}
-		ids[c][id] = true
 	}
+	scan("Deployed bundle", a.lines, true)
+	scan("Confirmed interrupted deploy", a.confirmed, false)
 	for _, c := range clusters {
-		a.distinct[c] = len(ids[c])
+		for _, deployed := range ids[c] {
+			a.distinct[c]++
+			if deployed {
+				a.logged[c]++
+			}
+		}
 		a.revisions[c] = helmRevisions(t, f.cluster(c), ns, bundle)
 	}
 	return a

@@ -193,10 +193,14 @@ type crashConfig struct {
 
 // crashReport is what runCrashRollouts observed.
 type crashReport struct {
-	Rollouts, ControllerRestarts, Kills  int
-	AgentRedeploys                       int
-	DuplicateDeployLogs                  int
-	ExtraHelmRevisions                   int
+	Rollouts, ControllerRestarts, Kills int
+	AgentRedeploys                      int
+	DuplicateDeployLogs                 int
+	ExtraHelmRevisions                  int
+	// ConfirmedDeploys counts "Confirmed interrupted deploy" lines; of
+	// those deploys, UnloggedDeploys had no "Deployed bundle" line (the
+	// kill landed between Helm's final write and the log).
+	ConfirmedDeploys, UnloggedDeploys    int
 	PullDeployMs, PushDeployMs           []float64
 	AgentGeneration, AgentGenerationWas  int64
 	AgentDefaultsSignals, ExpectedSignal int
@@ -248,14 +252,21 @@ func runCrashRollouts(t testing.TB, f *agentFleet, cfg crashConfig) crashReport 
 	rep.Audit = f.audit(t, "crash", ns, clusters)
 	rep.DuplicateDeployLogs = rep.Audit.duplicates()
 	rep.ExtraHelmRevisions = rep.Audit.extraRevisions()
-	if rep.DuplicateDeployLogs != 0 || rep.ExtraHelmRevisions != 0 {
+	for _, c := range clusters {
+		rep.ConfirmedDeploys += rep.Audit.confirmed[c]
+		rep.UnloggedDeploys += rep.Audit.distinct[c] - rep.Audit.logged[c]
+	}
+	if rep.DuplicateDeployLogs != 0 || rep.ExtraHelmRevisions != 0 || rep.ConfirmedDeploys != 0 {
 		for _, c := range clusters {
 			t.Logf("crash: Helm records on %s: %v", c, helmRecordIDs(t, f.cluster(c), ns, "crash"))
 		}
-		for _, l := range logLines(t, "Deployed bundle", f.logs) {
-			t.Logf("crash: Deployed bundle %v rev %v %v at %v", l["cluster"], l["revision"], l["deploymentID"], l["ts"])
+		for _, msg := range []string{"Deployed bundle", "Confirmed interrupted deploy"} {
+			for _, l := range logLines(t, msg, f.logs) {
+				t.Logf("crash: %s %v rev %v %v at %v", msg, l["cluster"], l["revision"], l["deploymentID"], l["ts"])
+			}
 		}
 	}
+	t.Logf("crash: %d interrupted deploys confirmed by their retry, %d of them without a Deployed bundle line", rep.ConfirmedDeploys, rep.UnloggedDeploys)
 	for _, c := range clusters {
 		assert.Equal(t, rep.Rollouts, rep.Audit.distinct[c], "deployment IDs applied on %s", c)
 	}

@@ -25,13 +25,15 @@ func BenchmarkRestart(b *testing.B) {
 	rep := runCrashRollouts(b, f, crashConfig{IdleRestarts: 5, Measured: 5, Killed: 20, Seed: uint64(time.Now().UnixNano())})
 	b.StopTimer()
 	writeBenchResult(b, "restart", map[string]float64{
-		"controller_restarts":   float64(rep.ControllerRestarts),
-		"agent_redeploys":       float64(rep.AgentRedeploys),
-		"rollouts":              float64(rep.Rollouts),
-		"kills":                 float64(rep.Kills),
-		"duplicate_deploy_logs": float64(rep.DuplicateDeployLogs),
-		"extra_helm_revisions":  float64(rep.ExtraHelmRevisions),
-		"pull_deploy_p50_ms":    median(rep.PullDeployMs),
-		"push_deploy_p50_ms":    median(rep.PushDeployMs),
+		"controller_restarts":           float64(rep.ControllerRestarts),
+		"agent_redeploys":               float64(rep.AgentRedeploys),
+		"rollouts":                      float64(rep.Rollouts),
+		"kills":                         float64(rep.Kills),
+		"duplicate_deploy_logs":         float64(rep.DuplicateDeployLogs),
+		"extra_helm_revisions":          float64(rep.ExtraHelmRevisions),
+		"confirmed_interrupted_deploys": float64(rep.ConfirmedDeploys),
+		"unlogged_deploys":              float64(rep.UnloggedDeploys),
+		"pull_deploy_p50_ms":            median(rep.PullDeployMs),
+		"push_deploy_p50_ms":            median(rep.PushDeployMs),
 	})
 }

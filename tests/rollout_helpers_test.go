@@ -293,26 +293,18 @@ func (f *fleet) releaseRevisions(t testing.TB, cluster, ns, release string) int 
 	return n
 }
 
-// deployedLines returns every "Deployed bundle" log line of every worker
-// that ran on the fleet's state dir, oldest first.
-func (f *fleet) deployedLines(t testing.TB) []map[string]any {
-	t.Helper()
-	return logLines(t, "Deployed bundle", f.logs)
-}
-
-// countDeployed counts "Deployed bundle" lines of bundle per cluster; a
-// non-empty deploymentID restricts the count to it.
+// countDeployed counts "Deployed bundle" lines of bundle per cluster in
+// the logs of every worker that ran on the fleet's state dir; a non-empty
+// deploymentID restricts the count to it.
 func (f *fleet) countDeployed(t testing.TB, bundle, deploymentID string) map[string]int {
 	t.Helper()
-	out := map[string]int{}
-	for _, l := range f.deployedLines(t) {
-		if l["bundle"] != bundle || (deploymentID != "" && l["deploymentID"] != deploymentID) {
-			continue
-		}
-		c, _ := l["cluster"].(string)
-		out[c]++
-	}
-	return out
+	return countBundleLines(t, "Deployed bundle", f.logs, bundle, deploymentID)
+}
+
+// countConfirmed is countDeployed for "Confirmed interrupted deploy".
+func (f *fleet) countConfirmed(t testing.TB, bundle, deploymentID string) map[string]int {
+	t.Helper()
+	return countBundleLines(t, "Confirmed interrupted deploy", f.logs, bundle, deploymentID)
 }
 
 // waitDeploying waits, querying Temporal directly (a CLI call is too slow),

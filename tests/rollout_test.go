@@ -411,7 +411,7 @@ func testKill9(t *testing.T, f *fleet) {
 		assert.Equal(t, "v2", got.Data["value"])
 		assert.Equal(t, 2, f.releaseRevisions(t, c, ns, "durable"), "exactly one more helm revision on %s", c)
 		d, _ := deploymentOn(st, "durable", c)
-		assert.Equal(t, 1, f.countDeployed(t, "durable", d.DeploymentID)[c],
+		assertDeployRecorded(t, f.countDeployed(t, "durable", d.DeploymentID)[c], f.countConfirmed(t, "durable", d.DeploymentID)[c],
 			"exactly one Deployed bundle line on %s for %s across both workers", c, d.DeploymentID)
 	}
 	if t.Failed() {

@@ -36,7 +36,7 @@ func testCleanup(t *testing.T, f *fixture) {
 		// release, so deploying it again adopts them.
 		res, err := d.Deploy(ctx, f.getter, testRelease("forget", "app", "id-3", "three"))
 		require.NoError(t, err)
-		assert.Equal(t, deployer.Result{Revision: 1, Changed: true}, res)
+		assert.Equal(t, deployer.Result{Revision: 1, Changed: true, Description: "Install complete"}, res)
 		assert.Equal(t, map[string]string{"value": "three"}, f.configMap(ctx, t, "forget", "app").Data)
 	})
 

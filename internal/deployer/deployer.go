@@ -104,6 +104,11 @@ type Release struct {
 	DisableDNS bool
 	// SkipSchemaValidation skips the chart's values schema.
 	SkipSchemaValidation bool
+	// Description is recorded on the revision Deploy creates (helm history
+	// shows it); callers name who deployed it, so a retry can tell a
+	// revision its own interrupted attempt created. Optional: default
+	// Helm's "Install complete" / "Upgrade complete".
+	Description string
 }
 
 // Result reports what Deploy did.
@@ -115,6 +120,9 @@ type Result struct {
 	// Previous is the deployment ID of the release's last successfully
 	// deployed revision before this call, if any.
 	Previous string
+	// Description is the description of the revision now deployed: when
+	// Changed is false, the one whoever deployed it recorded.
+	Description string
 }
 
 // Deploy makes the cluster behind getter run rel. It installs when the
@@ -135,7 +143,7 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	}
 	if last != nil {
 		if id := DeploymentIDOf(last); last.Info.Status == release.StatusDeployed && id == rel.DeploymentID {
-			return Result{Revision: last.Version, Previous: id}, nil
+			return Result{Revision: last.Version, Previous: id, Description: last.Info.Description}, nil
 		}
 	}
 	// Rendering, post-rendering and checking happen before Helm applies
@@ -170,7 +178,7 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	if err != nil {
 		return Result{}, err
 	}
-	return Result{Revision: out.Version, Changed: true, Previous: prev}, nil
+	return Result{Revision: out.Version, Changed: true, Previous: prev, Description: out.Info.Description}, nil
 }
 
 // Current returns the deployment ID the release's deployed revision carries,
@@ -259,6 +267,7 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel R
 	in.TakeOwnership = rel.TakeOwnership
 	in.EnableDNS = !rel.DisableDNS
 	in.SkipSchemaValidation = rel.SkipSchemaValidation
+	in.Description = rel.Description
 	out, err := in.RunWithContext(helmContext(ctx), chrt, rel.Values)
 	if err != nil {
 		return nil, fmt.Errorf("install release %s/%s: %w", rel.Namespace, rel.Name, err)
@@ -278,6 +287,7 @@ func (d *Deployer) upgrade(ctx context.Context, cfg *action.Configuration, rel R
 	up.TakeOwnership = rel.TakeOwnership
 	up.EnableDNS = !rel.DisableDNS
 	up.SkipSchemaValidation = rel.SkipSchemaValidation
+	up.Description = rel.Description
 	up.MaxHistory = rel.MaxHistory
 	if up.MaxHistory <= 0 {
 		up.MaxHistory = 10

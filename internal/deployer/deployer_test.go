@@ -25,15 +25,22 @@ func TestDeployer(t *testing.T) {
 		ctx := testContext(t)
 		d := newDeployer(t)
 		rel := testRelease("install", "app", "id-1", "one")
+		rel.Description = "Flotilla rollout r/1"
 
 		res, err := d.Deploy(ctx, f.getter, rel)
 		require.NoError(t, err)
 
-		assert.Equal(t, deployer.Result{Revision: 1, Changed: true, Previous: ""}, res)
+		assert.Equal(t, deployer.Result{Revision: 1, Changed: true, Previous: "", Description: "Flotilla rollout r/1"}, res)
 		assert.Equal(t, map[string]string{"value": "one"}, f.configMap(ctx, t, "install", "app").Data)
 		f.assertCurrent(t, d, "install", "app", "id-1", 1)
 		assert.Equal(t, []release.Status{release.StatusDeployed}, f.statuses(t, "install", "app"))
 		assert.Nil(t, rel.Chart.Metadata.Annotations, "Deploy must not modify the caller's chart")
+
+		// A retry finds the revision and who recorded it.
+		rel.Description = "Flotilla rollout r/2"
+		res, err = d.Deploy(ctx, f.getter, rel)
+		require.NoError(t, err)
+		assert.Equal(t, deployer.Result{Revision: 1, Previous: "id-1", Description: "Flotilla rollout r/1"}, res)
 	})
 
 	t.Run("same ID is a no-op", func(t *testing.T) {
@@ -50,7 +57,7 @@ func TestDeployer(t *testing.T) {
 		res, err := d.Deploy(ctx, f.getter, testRelease("noop", "app", "id-1", "ignored"))
 		require.NoError(t, err)
 
-		assert.Equal(t, deployer.Result{Revision: 1, Changed: false, Previous: "id-1"}, res)
+		assert.Equal(t, deployer.Result{Revision: 1, Changed: false, Previous: "id-1", Description: "Install complete"}, res)
 		after := f.configMap(ctx, t, "noop", "app")
 		assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "ConfigMap must not be touched")
 		assert.Equal(t, map[string]string{"value": "one"}, after.Data)
@@ -72,7 +79,7 @@ func TestDeployer(t *testing.T) {
 		res, err := d.Deploy(ctx, f.getter, testRelease("upgrade", "app", "id-2", "two"))
 		require.NoError(t, err)
 
-		assert.Equal(t, deployer.Result{Revision: 2, Changed: true, Previous: "id-1"}, res)
+		assert.Equal(t, deployer.Result{Revision: 2, Changed: true, Previous: "id-1", Description: "Upgrade complete"}, res)
 		assert.Equal(t, map[string]string{"value": "two"}, f.configMap(ctx, t, "upgrade", "app").Data)
 		f.assertCurrent(t, d, "upgrade", "app", "id-2", 2)
 		assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusDeployed}, f.statuses(t, "upgrade", "app"))
@@ -92,7 +99,7 @@ func TestDeployer(t *testing.T) {
 		require.NoError(t, err)
 
 		// Previous names what last ran successfully: nothing, here.
-		assert.Equal(t, deployer.Result{Revision: 2, Changed: true, Previous: ""}, res)
+		assert.Equal(t, deployer.Result{Revision: 2, Changed: true, Previous: "", Description: "Upgrade complete"}, res)
 		f.assertCurrent(t, d, "failed", "app", "id-1", 2)
 		assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusDeployed}, f.statuses(t, "failed", "app"))
 		assert.Equal(t, map[string]string{"value": "one"}, f.configMap(ctx, t, "failed", "app").Data)
@@ -119,7 +126,7 @@ func TestDeployer(t *testing.T) {
 		// The name is free again: the next Deploy is a fresh install.
 		res, err := d.Deploy(ctx, f.getter, testRelease("uninstall", "app", "id-1", "one"))
 		require.NoError(t, err)
-		assert.Equal(t, deployer.Result{Revision: 1, Changed: true, Previous: ""}, res)
+		assert.Equal(t, deployer.Result{Revision: 1, Changed: true, Previous: "", Description: "Install complete"}, res)
 	})
 
 	t.Run("53-character name is accepted", func(t *testing.T) {
@@ -131,7 +138,7 @@ func TestDeployer(t *testing.T) {
 		res, err := d.Deploy(ctx, f.getter, testRelease("longname", name, "id-1", "one"))
 		require.NoError(t, err)
 
-		assert.Equal(t, deployer.Result{Revision: 1, Changed: true}, res)
+		assert.Equal(t, deployer.Result{Revision: 1, Changed: true, Description: "Install complete"}, res)
 		f.configMap(ctx, t, "longname", name)
 		f.assertCurrent(t, d, "longname", name, "id-1", 1)
 	})
@@ -153,7 +160,7 @@ func TestDeployer(t *testing.T) {
 
 		res, err := d.Deploy(ctx, getter, testRelease("target", "app", "id-1", "one"))
 		require.NoError(t, err)
-		assert.Equal(t, deployer.Result{Revision: 1, Changed: true}, res)
+		assert.Equal(t, deployer.Result{Revision: 1, Changed: true, Description: "Install complete"}, res)
 		assert.Equal(t, map[string]string{"value": "one"}, f.configMap(ctx, t, "target", "app").Data)
 		f.assertNoConfigMap(ctx, t, "other", "app")
 		assert.Len(t, f.helmSecrets(ctx, t, "target", "app"), 1, "release record in the release namespace")
@@ -161,7 +168,7 @@ func TestDeployer(t *testing.T) {
 
 		res, err = d.Deploy(ctx, getter, testRelease("target", "app", "id-2", "two"))
 		require.NoError(t, err)
-		assert.Equal(t, deployer.Result{Revision: 2, Changed: true, Previous: "id-1"}, res)
+		assert.Equal(t, deployer.Result{Revision: 2, Changed: true, Previous: "id-1", Description: "Upgrade complete"}, res)
 		assert.Equal(t, map[string]string{"value": "two"}, f.configMap(ctx, t, "target", "app").Data)
 		f.assertNoConfigMap(ctx, t, "other", "app")
 
@@ -281,7 +288,11 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 			// Recovered releases then behave normally.
 			res, err = d.Deploy(ctx, f.getter, testRelease(ns, "app", "id-new", "new"))
 			require.NoError(t, err)
-			assert.Equal(t, deployer.Result{Revision: tt.wantRevision, Previous: "id-new"}, res, "redeploy")
+			desc := "Upgrade complete"
+			if tt.wantRevision == 1 {
+				desc = "Install complete"
+			}
+			assert.Equal(t, deployer.Result{Revision: tt.wantRevision, Previous: "id-new", Description: desc}, res, "redeploy")
 		})
 	}
 }
