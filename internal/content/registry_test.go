@@ -276,6 +276,48 @@ func TestRegistryCorrupt(t *testing.T) {
 	assert.Empty(t, dirEntries(t, filepath.Join(dir, "options")))
 }
 
+// TestRegistryRepairsLocalCopy: an agent's cached copy that no longer
+// verifies (damaged on disk) is replaced from the registry instead of
+// failing every deploy that needs it; without a remote it stays an error.
+func TestRegistryRepairsLocalCopy(t *testing.T) {
+	ctx := t.Context()
+	_, connect := plainRegistry(t)
+	controller, _ := newStore(t)
+	controller = controller.WithRemote(connect())
+	m, o := manifest(1), options()
+	id, err := controller.PutManifestContext(ctx, m)
+	require.NoError(t, err)
+	hash, err := controller.PutOptionsContext(ctx, o)
+	require.NoError(t, err)
+
+	local, dir := newStore(t)
+	agent := local.WithRemote(connect())
+	_, err = agent.GetManifestContext(ctx, id)
+	require.NoError(t, err)
+	_, err = agent.GetOptionsContext(ctx, hash)
+	require.NoError(t, err)
+	files := []string{filepath.Join(dir, "manifests", id+".json.gz"), filepath.Join(dir, "options", hash+".json")}
+	for _, f := range files {
+		require.NoError(t, os.WriteFile(f, []byte("damaged"), 0o600))
+	}
+
+	_, err = local.GetManifest(id)
+	require.ErrorIs(t, err, content.ErrCorrupt, "without a remote a damaged copy is an error")
+	gotM, err := agent.GetManifestContext(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, m, gotM)
+	gotO, err := agent.GetOptionsContext(ctx, hash)
+	require.NoError(t, err)
+	assert.Equal(t, o, gotO)
+	// Repaired on disk: the store alone reads them again.
+	gotM, err = local.GetManifest(id)
+	require.NoError(t, err)
+	assert.Equal(t, m, gotM)
+	gotO, err = local.GetOptions(hash)
+	require.NoError(t, err)
+	assert.Equal(t, o, gotO)
+}
+
 func getManifest(s *content.Store) func(context.Context, string) error {
 	return func(ctx context.Context, id string) error {
 		_, err := s.GetManifestContext(ctx, id)

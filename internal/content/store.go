@@ -120,10 +120,11 @@ func (s *Store) GetManifest(id string) (bundle.Manifest, error) {
 // ErrInvalidID for a malformed ID, ErrNotFound when neither the store nor
 // its remote holds it, and ErrCorrupt when the stored or pulled manifest's
 // ID is not id. A manifest pulled from the remote is stored locally only
-// after it has been verified.
+// after it has been verified; with a remote, a local copy that fails to
+// verify is replaced by the remote's.
 func (s *Store) GetManifestContext(ctx context.Context, id string) (bundle.Manifest, error) {
 	m, err := s.getManifest(id)
-	if s.remote == nil || !errors.Is(err, ErrNotFound) {
+	if !s.repairable(KindManifest, id, err) {
 		return m, err
 	}
 	if err := s.fill(ctx, KindManifest, id); err != nil {
@@ -223,7 +224,7 @@ func (s *Store) GetOptions(hash string) (bundle.Options, error) {
 // errors and remote behaviour of GetManifestContext.
 func (s *Store) GetOptionsContext(ctx context.Context, hash string) (bundle.Options, error) {
 	o, err := s.getOptions(hash)
-	if s.remote == nil || !errors.Is(err, ErrNotFound) {
+	if !s.repairable(KindOptions, hash, err) {
 		return o, err
 	}
 	if err := s.fill(ctx, KindOptions, hash); err != nil {
@@ -262,6 +263,24 @@ func decodeOptions(hash, src string, data []byte) (bundle.Options, error) {
 		return bundle.Options{}, fmt.Errorf("%s holds options %s: %w", src, got, ErrCorrupt)
 	}
 	return o, nil
+}
+
+// repairable reports whether the remote can answer a local read that
+// failed with err: a miss, or a local copy that does not verify (a disk
+// error, or a file damaged behind the store's back), which is removed so
+// the verified remote copy replaces it. Without a remote nothing is.
+func (s *Store) repairable(kind Kind, id string, err error) bool {
+	if s.remote == nil {
+		return false
+	}
+	if errors.Is(err, ErrCorrupt) {
+		// Another reader may have removed or replaced it already.
+		if rmErr := os.Remove(s.path(kind, id)); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+			return false
+		}
+		return true
+	}
+	return errors.Is(err, ErrNotFound)
 }
 
 // fill pulls the item of kind and id from the remote, verifies it and
