@@ -56,6 +56,9 @@ type EnsureAgentResult struct {
 	// RemovedStatefulSet is set when an older install's StatefulSet was
 	// deleted.
 	RemovedStatefulSet bool `json:"removedStatefulSet,omitempty"`
+	// RemovedFrom lists namespaces an earlier install of the agent was
+	// uninstalled from (its namespace changed).
+	RemovedFrom []string `json:"removedFrom,omitempty"`
 }
 
 // AgentDefaultsHash identifies the controller's agent defaults. (A
@@ -92,6 +95,9 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 	if err != nil {
 		return out, fmt.Errorf("cluster %s: %w", in.Cluster, err)
 	}
+	if out.RemovedFrom, err = a.removeMoved(ctx, getter, in.Cluster, eff.Namespace); err != nil {
+		return out, err
+	}
 	res, err := a.Deployer.Deploy(ctx, getter, deployer.Release{
 		Name: agentcfg.ReleaseName, Namespace: eff.Namespace, Chart: a.Chart,
 		Values: eff.Values(secrets), DeploymentID: out.DeploymentID, Description: deployedBy(ctx),
@@ -114,6 +120,31 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 		a.Logger.Info("Confirmed interrupted agent deploy", fields...)
 	}
 	return out, nil
+}
+
+// removeMoved uninstalls the agent's release from every namespace but
+// namespace: an agent whose namespace changed (per-cluster setting or the
+// controller's defaults) must not leave the old one polling the same
+// queue, and its cluster-scoped RBAC would make the new install fail.
+// The old release goes first; its queue holds the work meanwhile.
+func (a *AgentActivities) removeMoved(ctx context.Context, getter *deployer.RESTClientGetter, cluster, namespace string) ([]string, error) {
+	found, err := a.Deployer.Namespaces(getter, agentcfg.ReleaseName, a.Chart.Metadata.Name)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: find earlier agent installs: %w", cluster, err)
+	}
+	var removed []string
+	for _, ns := range found {
+		if ns == namespace {
+			continue
+		}
+		if err := a.Deployer.Uninstall(ctx, getter, ns, agentcfg.ReleaseName); err != nil {
+			return removed, fmt.Errorf("cluster %s: remove the agent from namespace %s before installing it in %s: %w", cluster, ns, namespace, err)
+		}
+		a.Logger.Info("Removed agent from its old namespace", zap.String("cluster", cluster),
+			zap.String("namespace", ns), zap.String("newNamespace", namespace))
+		removed = append(removed, ns)
+	}
+	return removed, nil
 }
 
 // removeStatefulSet deletes the agent StatefulSet an older install left.

@@ -89,7 +89,7 @@ func (f *agentFleet) registryArgs() []string {
 func (f *agentFleet) startController(t testing.TB) {
 	t.Helper()
 	args := append([]string{"--temporal-address", f.frontend(), "--state-dir", f.stateDir,
-		"--agent-defaults", f.defaults, "--webhook-listen", "127.0.0.1:0"}, f.registryArgs()...)
+		"--agent-defaults", f.defaults, "--webhook-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, f.registryArgs()...)
 	f.ctrl = testenv.StartProcess(f.t, testenv.ProcessOptions{Name: "flotilla-controller", Path: bins.worker, Args: args})
 	f.logs = append(f.logs, f.ctrl.LogPath())
 	f.ctrlLogs = append(f.ctrlLogs, f.ctrl.LogPath())
@@ -120,7 +120,8 @@ func (f *agentFleet) restartController(t testing.TB) {
 // agentArgs are an agent's command line for cluster c.
 func (f *agentFleet) agentArgs(c *testenv.Cluster, stateDir string, extra ...string) []string {
 	args := append([]string{"agent", "--cluster", c.Name, "--kubeconfig", c.KubeconfigPath,
-		"--temporal-address", f.frontend(), "--state-dir", stateDir, "--heartbeat-interval", "1s"}, f.registryArgs()...)
+		"--temporal-address", f.frontend(), "--state-dir", stateDir, "--heartbeat-interval", "1s",
+		"--http-listen", "127.0.0.1:0"}, f.registryArgs()...)
 	return append(args, extra...)
 }
 

@@ -3,7 +3,10 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
 const agentNamespace = "flotilla-system"
@@ -43,7 +47,65 @@ func TestAgents(t *testing.T) {
 		assert.Zero(t, rep.DuplicateDeployLogs, "duplicate Deployed bundle lines: %+v", rep.Audit)
 		assert.Zero(t, rep.ExtraHelmRevisions, "Helm revisions beyond distinct deployment IDs: %+v", rep.Audit)
 	})
+	t.Run("HealthAndMetrics", func(t *testing.T) { testHealthAndMetrics(t, f) })
 	t.Run("KillAgentMidDeploy", func(t *testing.T) { testKillAgentMidDeploy(t, f) })
+}
+
+// testHealthAndMetrics: controller and agents serve /healthz, /readyz and
+// /metrics on --http-listen, and /metrics carries the Temporal SDK's
+// metrics for the worker's own task queue beside the process's.
+func testHealthAndMetrics(t *testing.T, f *agentFleet) {
+	for _, w := range []struct {
+		name string
+		proc *testenv.Process
+		// want are lines of /metrics that must exist, as prefix and
+		// substrings of one line.
+		want [][]string
+	}{
+		{"controller", f.ctrl, [][]string{
+			{"temporal_num_pollers{", `poller_type="workflow_task"`, `task_queue="flotilla"`},
+			{"temporal_request_total{", `operation="SignalWorkflowExecution"`},
+			{"process_resident_memory_bytes"},
+		}},
+		{"agent of cluster-2", f.agents["cluster-2"].proc, [][]string{
+			{"temporal_num_pollers{", `poller_type="activity_task"`, `task_queue="cluster/cluster-2"`},
+			{"temporal_activity_execution_latency_seconds_count{", `activity_type="Deploy"`, `task_queue="cluster/cluster-2"`},
+			{"process_resident_memory_bytes"},
+		}},
+	} {
+		lines := logLines(t, "Serving health and metrics", []string{w.proc.LogPath()})
+		require.NotEmpty(t, lines, "%s: no \"Serving health and metrics\" line", w.name)
+		base := "http://" + lines[len(lines)-1]["address"].(string)
+		assert.Equal(t, "ok\n", httpGet(t, base+"/healthz"), "%s /healthz", w.name)
+		assert.Equal(t, "ok\n", httpGet(t, base+"/readyz"), "%s /readyz", w.name)
+		metrics := strings.Split(httpGet(t, base+"/metrics"), "\n")
+		for _, want := range w.want {
+			assert.True(t, slices.ContainsFunc(metrics, func(l string) bool {
+				if !strings.HasPrefix(l, want[0]) {
+					return false
+				}
+				for _, sub := range want[1:] {
+					if !strings.Contains(l, sub) {
+						return false
+					}
+				}
+				return true
+			}), "%s /metrics: no line like %q", w.name, want)
+		}
+	}
+}
+
+// httpGet GETs url (on 127.0.0.1) and returns the body of a 200 answer.
+func httpGet(t testing.TB, url string) string {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := c.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "GET %s: %s", url, body)
+	return string(body)
 }
 
 // testAgentRegistration: an agent registers with a token once; a reused,

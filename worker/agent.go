@@ -183,6 +183,9 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		return fmt.Errorf("--http-listen: %w", err)
 	}
 
+	if err := exportSDKMetrics(o.HTTPListen, &o.Temporal); err != nil {
+		return err
+	}
 	c, err := o.Temporal.Dial(ctx, logger)
 	if err != nil {
 		return err

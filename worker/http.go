@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
 // probe is the worker's health state, served on --http-listen.
@@ -48,6 +52,21 @@ func serveHTTP(ctx context.Context, addr string, p *probe, logger *zap.Logger) e
 	}
 	serve(ctx, ln, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, "HTTP server", logger)
 	logger.Info("Serving health and metrics", zap.String("address", ln.Addr().String()))
+	return nil
+}
+
+// exportSDKMetrics makes the Temporal client that o dials report the SDK's
+// metrics (polls, task and activity latencies, slots, requests) on
+// /metrics, when addr serves it.
+func exportSDKMetrics(addr string, o *temporalx.ClientOptions) error {
+	if addr == "" {
+		return nil
+	}
+	m, err := temporalx.NewPrometheusMetrics(prometheus.DefaultRegisterer)
+	if err != nil {
+		return fmt.Errorf("Temporal SDK metrics: %w", err)
+	}
+	o.Metrics = m
 	return nil
 }
 

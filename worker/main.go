@@ -85,6 +85,9 @@ func run(ctx context.Context, o options) error {
 		defer srv.Stop()
 	}
 
+	if err := exportSDKMetrics(o.HTTPListen, &o.Temporal); err != nil {
+		return err
+	}
 	c, err := o.Temporal.Dial(ctx, logger)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -14,6 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/postrender"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
@@ -217,6 +219,31 @@ func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTC
 		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
 	return nil
+}
+
+// Namespaces returns, sorted, the namespaces holding a release named name
+// of the chart named chartName (any revision, any status). Only the
+// release's own records are read: the query selects them by label.
+func (d *Deployer) Namespaces(getter genericclioptions.RESTClientGetter, name, chartName string) ([]string, error) {
+	cfg, err := d.configuration(getter, metav1.NamespaceAll)
+	if err != nil {
+		return nil, err
+	}
+	rels, err := cfg.Releases.Driver.Query(map[string]string{"owner": "helm", "name": name})
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find release %s: %w", name, err)
+	}
+	var out []string
+	for _, r := range rels {
+		if r.Chart != nil && r.Chart.Metadata != nil && r.Chart.Metadata.Name == chartName && !slices.Contains(out, r.Namespace) {
+			out = append(out, r.Namespace)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // DeploymentIDOf returns the deployment ID recorded on a release revision.

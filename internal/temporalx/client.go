@@ -50,6 +50,9 @@ type ClientOptions struct {
 	APIKeyFile string
 	// DialTimeout bounds the first connection. Optional: default 10s.
 	DialTimeout time.Duration
+	// Metrics receives the SDK's metrics (NewPrometheusMetrics). Not a
+	// flag. Optional: default none.
+	Metrics client.MetricsHandler
 }
 
 // BindFlags registers the options as flags on fs. The values already in o
@@ -114,6 +117,9 @@ func (o ClientOptions) ClientConfig(logger *zap.Logger) (client.Options, error) 
 		HostPort:  o.Address,
 		Namespace: o.Namespace,
 		Logger:    NewLogger(logger),
+	}
+	if o.Metrics != nil {
+		opts.MetricsHandler = o.Metrics
 	}
 	if o.tlsEnabled() {
 		tlsCfg, err := o.tlsConfig()
