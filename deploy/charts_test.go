@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"encoding/base64"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/deploy"
+	"github.com/flotilla-gitops/flotilla/internal/agentcfg"
 )
 
 // Secret values of the test values; none may leave the chart's Secret.
@@ -347,5 +349,11 @@ func agentDefaults(t *testing.T, cm map[string]any) map[string]any {
 	require.True(t, ok, "ConfigMap has no agent-defaults.yaml")
 	var out map[string]any
 	require.NoError(t, yaml.Unmarshal([]byte(doc), &out))
+	// The controller reads the file strictly: every key the chart writes
+	// must be one it knows.
+	path := filepath.Join(t.TempDir(), "agent-defaults.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(doc), 0o600))
+	_, err := agentcfg.Load(path)
+	require.NoError(t, err, "the controller rejects the chart's agent defaults:\n%s", doc)
 	return out
 }

@@ -80,6 +80,7 @@ func TestControllerChartRender(t *testing.T) {
 		"temporal": map[string]any{
 			"address": "temporal.public.example.com:443", "namespace": "", "serverName": "",
 			"caFile": "/etc/flotilla/agent/ca.crt", "apiKeyFile": "",
+			"certFile": "", "keyFile": "", "tlsSecret": "", "tlsSecretKeys": []any{},
 		},
 		"contentRegistry":   map[string]any{"url": "", "plainHTTP": false, "caFile": ""},
 		"heartbeatInterval": "30s",

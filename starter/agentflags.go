@@ -28,6 +28,7 @@ type agentFlags struct {
 	priorityClass    string
 	temporalNS       string
 	temporalSrvrName string
+	tlsSecret        string
 }
 
 func (a *agentFlags) bindFlags(cmd *cobra.Command) {
@@ -39,6 +40,7 @@ func (a *agentFlags) bindFlags(cmd *cobra.Command) {
 	fs.StringVar(&a.temporalAddress, "agent-temporal-address", "", "Temporal address the agent dials (default: the controller's agent defaults, then its own address)")
 	fs.StringVar(&a.temporalNS, "agent-temporal-namespace", "", "Temporal namespace of the agent (default: the controller's)")
 	fs.StringVar(&a.temporalSrvrName, "agent-tls-server-name", "", "server name the agent verifies in Temporal's certificate")
+	fs.StringVar(&a.tlsSecret, "agent-tls-secret", "", "Secret in the agent's namespace on the cluster holding its Temporal TLS files (ca.crt, tls.crt, tls.key), e.g. issued by cert-manager; default: the controller's files")
 	fs.StringArrayVar(&a.tolerations, "agent-toleration", nil, "toleration KEY[=VALUE]:EFFECT (or KEY:EFFECT for Exists), added to the controller's; repeatable")
 	fs.StringArrayVar(&a.env, "agent-env", nil, "environment variable NAME=VALUE of the agent; repeatable")
 	fs.StringArrayVar(&a.nodeSelector, "agent-node-selector", nil, "node selector k=v of the agent; repeatable")
@@ -50,7 +52,7 @@ func (a *agentFlags) bindFlags(cmd *cobra.Command) {
 func (a *agentFlags) apply() (*protocol.AgentApply, error) {
 	cfg := protocol.AgentConfig{}
 	set := a.configFile != "" || a.namespace != "" || a.image != "" || a.temporalAddress != "" || a.temporalNS != "" ||
-		a.temporalSrvrName != "" || len(a.tolerations)+len(a.env)+len(a.nodeSelector) > 0 || a.priorityClass != ""
+		a.temporalSrvrName != "" || a.tlsSecret != "" || len(a.tolerations)+len(a.env)+len(a.nodeSelector) > 0 || a.priorityClass != ""
 	if !a.install {
 		if set {
 			return nil, fmt.Errorf("--agent-* flags need --install-agent")
@@ -67,7 +69,7 @@ func (a *agentFlags) apply() (*protocol.AgentApply, error) {
 		}
 	}
 	for dst, v := range map[*string]string{&cfg.Namespace: a.namespace, &cfg.Image: a.image, &cfg.TemporalAddress: a.temporalAddress,
-		&cfg.TemporalNamespace: a.temporalNS, &cfg.TLSServerName: a.temporalSrvrName, &cfg.PriorityClassName: a.priorityClass} {
+		&cfg.TemporalNamespace: a.temporalNS, &cfg.TLSServerName: a.temporalSrvrName, &cfg.TLSSecret: a.tlsSecret, &cfg.PriorityClassName: a.priorityClass} {
 		if v != "" {
 			*dst = v
 		}
@@ -88,6 +90,11 @@ func (a *agentFlags) apply() (*protocol.AgentApply, error) {
 			return nil, fmt.Errorf("--agent-env %q: %s", e, strings.Join(msgs, "; "))
 		}
 		cfg.Env = append(cfg.Env, corev1.EnvVar{Name: k, Value: v})
+	}
+	if cfg.TLSSecret != "" {
+		if msgs := validation.IsDNS1123Subdomain(cfg.TLSSecret); len(msgs) > 0 {
+			return nil, fmt.Errorf("--agent-tls-secret %q: %s", cfg.TLSSecret, strings.Join(msgs, "; "))
+		}
 	}
 	if len(a.nodeSelector) > 0 {
 		sel, _, err := parseLabels(a.nodeSelector, false)

@@ -92,12 +92,12 @@ env:
 		{name: "every flag", args: []string{"--install-agent",
 			"--agent-namespace", "agents", "--agent-image", "worker:v2", "--agent-temporal-address", "temporal:7233",
 			"--agent-temporal-namespace", "prod", "--agent-tls-server-name", "temporal.example.com",
-			"--agent-toleration", "dedicated=agents:NoSchedule", "--agent-toleration", "gpu:NoExecute",
+			"--agent-tls-secret", "agent-tls", "--agent-toleration", "dedicated=agents:NoSchedule", "--agent-toleration", "gpu:NoExecute",
 			"--agent-env", "HTTPS_PROXY=http://proxy:3128", "--agent-env", "EMPTY=", "--agent-env", "URL=a=b",
 			"--agent-node-selector", "pool=system", "--agent-priority-class", "high"},
 			want: &protocol.AgentApply{Managed: true, Config: &protocol.AgentConfig{
 				Namespace: "agents", Image: "worker:v2", TemporalAddress: "temporal:7233", TemporalNamespace: "prod",
-				TLSServerName: "temporal.example.com",
+				TLSServerName: "temporal.example.com", TLSSecret: "agent-tls",
 				Tolerations: []corev1.Toleration{
 					{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "agents", Effect: corev1.TaintEffectNoSchedule},
 					{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
@@ -125,6 +125,8 @@ env:
 		{name: "node selector without --install-agent", args: []string{"--agent-node-selector", "a=1"}, wantErr: "need --install-agent"},
 		{name: "priority class without --install-agent", args: []string{"--agent-priority-class", "high"}, wantErr: "need --install-agent"},
 		{name: "TLS server name without --install-agent", args: []string{"--agent-tls-server-name", "t"}, wantErr: "need --install-agent"},
+		{name: "TLS secret without --install-agent", args: []string{"--agent-tls-secret", "s"}, wantErr: "need --install-agent"},
+		{name: "bad TLS secret name", args: []string{"--install-agent", "--agent-tls-secret", "Bad_Name"}, wantErr: `--agent-tls-secret "Bad_Name"`},
 		{name: "bad toleration", args: []string{"--install-agent", "--agent-toleration", "gpu:Sometimes"}, wantErr: "effect must be"},
 		{name: "bad env", args: []string{"--install-agent", "--agent-env", "NOVALUE"}, wantErr: `--agent-env "NOVALUE"`},
 		{name: "env without name", args: []string{"--install-agent", "--agent-env", "=x"}, wantErr: "want NAME=VALUE"},

@@ -89,7 +89,8 @@ func (o *options) agentActivities(st *stores, logger *zap.Logger) (*activities.A
 		Defaults: defaults,
 		Controller: agentcfg.Controller{
 			Version: buildinfo.Get().Version, TemporalAddress: t.Address, TemporalNamespace: t.Namespace,
-			TLS: t.TLS || t.TLSCAFile != "" || t.TLSServerName != "", TLSServerName: t.TLSServerName, TLSCAFile: t.TLSCAFile,
+			TLS: t.TLS || t.TLSCAFile != "" || t.TLSCertFile != "" || t.TLSServerName != "", TLSServerName: t.TLSServerName,
+			TLSCAFile: t.TLSCAFile, TLSCertFile: t.TLSCertFile, TLSKeyFile: t.TLSKeyFile,
 			APIKeyFile: t.APIKeyFile, APIKey: t.APIKey,
 			RegistryURL: o.Registry.URL, RegistryPlainHTTP: o.Registry.PlainHTTP, RegistryCAFile: o.Registry.CAFile,
 			RegistryUsername: o.Registry.Username, RegistryPassword: o.Registry.Password,

@@ -69,6 +69,18 @@ type Defaults struct {
 		ServerName string `json:"serverName,omitempty"`
 		CAFile     string `json:"caFile,omitempty"`
 		APIKeyFile string `json:"apiKeyFile,omitempty"`
+		// CertFile and KeyFile are a PEM client certificate and key for
+		// mTLS; both or neither. Default: the controller's --tls-cert and
+		// --tls-key.
+		CertFile string `json:"certFile,omitempty"`
+		KeyFile  string `json:"keyFile,omitempty"`
+		// TLSSecret names a Secret in the agent's namespace on every
+		// workload cluster that holds the agent's TLS files (ca.crt,
+		// tls.crt, tls.key), e.g. one cert-manager issues per cluster.
+		// The CA, certificate and key above are then not sent.
+		TLSSecret string `json:"tlsSecret,omitempty"`
+		// TLSSecretKeys are the keys TLSSecret holds. Default: all three.
+		TLSSecretKeys []string `json:"tlsSecretKeys,omitempty"`
 	} `json:"temporal,omitempty"`
 	ContentRegistry struct {
 		// URL defaults to the controller's --content-registry.
@@ -110,6 +122,8 @@ type Controller struct {
 	TLS               bool
 	TLSServerName     string
 	TLSCAFile         string
+	TLSCertFile       string
+	TLSKeyFile        string
 	APIKeyFile        string
 	APIKey            string
 	RegistryURL       string
@@ -130,6 +144,8 @@ type Effective struct {
 	TemporalNamespace string                      `json:"temporalNamespace"`
 	TLS               bool                        `json:"tls"`
 	TLSServerName     string                      `json:"tlsServerName,omitempty"`
+	TLSSecret         string                      `json:"tlsSecret,omitempty"`
+	TLSSecretKeys     []string                    `json:"tlsSecretKeys,omitempty"`
 	RegistryURL       string                      `json:"registryURL,omitempty"`
 	RegistryPlainHTTP bool                        `json:"registryPlainHTTP,omitempty"`
 	HeartbeatInterval string                      `json:"heartbeatInterval"`
@@ -148,7 +164,10 @@ type Effective struct {
 
 // Secrets are the secret values an agent gets (in its chart's Secret).
 type Secrets struct {
-	CA               string
+	CA string
+	// Cert and Key are the mTLS client certificate and key.
+	Cert             string `json:",omitempty"`
+	Key              string `json:",omitempty"`
 	APIKey           string
 	RegistryCA       string
 	RegistryUsername string
@@ -172,6 +191,13 @@ func Resolve(cluster string, d Defaults, c Controller, own *protocol.AgentConfig
 	e.TemporalAddress = first(own.TemporalAddress, d.Temporal.Address, c.TemporalAddress)
 	e.TemporalNamespace = first(own.TemporalNamespace, d.Temporal.Namespace, c.TemporalNamespace, "default")
 	e.TLSServerName = first(own.TLSServerName, d.Temporal.ServerName, c.TLSServerName)
+	e.TLSSecret = first(own.TLSSecret, d.Temporal.TLSSecret)
+	if e.TLSSecret != "" {
+		e.TLSSecretKeys = slices.Sorted(slices.Values(d.Temporal.TLSSecretKeys))
+		if len(e.TLSSecretKeys) == 0 {
+			e.TLSSecretKeys = []string{"ca.crt", "tls.crt", "tls.key"}
+		}
+	}
 	e.RegistryURL = first(d.ContentRegistry.URL, c.RegistryURL)
 	e.RegistryPlainHTTP = d.ContentRegistry.PlainHTTP || d.ContentRegistry.URL == "" && c.RegistryPlainHTTP
 	hb := d.HeartbeatInterval.Duration
@@ -194,7 +220,19 @@ func Resolve(cluster string, d Defaults, c Controller, own *protocol.AgentConfig
 
 	s, err := readSecrets(d, c)
 	errs := []error{err} // errors.Join drops nils
-	e.TLS = c.TLS || s.CA != "" || e.TLSServerName != ""
+	if e.TLSSecret != "" {
+		// The cluster's own Secret holds the TLS files.
+		s.CA, s.Cert, s.Key = "", "", ""
+		if msgs := validation.IsDNS1123Subdomain(e.TLSSecret); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("TLS secret %q: %s", e.TLSSecret, strings.Join(msgs, "; ")))
+		}
+		for _, k := range e.TLSSecretKeys {
+			if !slices.Contains([]string{"ca.crt", "tls.crt", "tls.key"}, k) {
+				errs = append(errs, fmt.Errorf("TLS secret key %q: want ca.crt, tls.crt or tls.key", k))
+			}
+		}
+	}
+	e.TLS = c.TLS || s.CA != "" || s.Cert != "" || e.TLSServerName != "" || e.TLSSecret != ""
 
 	if e.TemporalAddress == "" {
 		errs = append(errs, errors.New("no Temporal address for the agent: set temporal.address in the agent defaults"))
@@ -246,6 +284,18 @@ func readSecrets(d Defaults, c Controller) (Secrets, error) {
 		*dst = string(data)
 	}
 	read(&s.CA, "Temporal CA for agents", d.Temporal.CAFile, c.TLSCAFile)
+	// The client certificate and key are a pair: both from the defaults,
+	// or both from the controller.
+	cert, key := c.TLSCertFile, c.TLSKeyFile
+	if d.Temporal.CertFile != "" || d.Temporal.KeyFile != "" {
+		cert, key = d.Temporal.CertFile, d.Temporal.KeyFile
+	}
+	if (cert == "") != (key == "") {
+		errs = append(errs, errors.New("temporal.certFile and temporal.keyFile of the agent defaults go together"))
+	} else {
+		read(&s.Cert, "Temporal client certificate for agents", cert)
+		read(&s.Key, "Temporal client key for agents", key)
+	}
 	read(&s.APIKey, "Temporal API key for agents", d.Temporal.APIKeyFile, c.APIKeyFile)
 	s.APIKey = strings.TrimSpace(cmp.Or(s.APIKey, c.APIKey))
 	read(&s.RegistryCA, "content registry CA for agents", d.ContentRegistry.CAFile, c.RegistryCAFile)
@@ -262,7 +312,7 @@ func (e Effective) Values(s Secrets) map[string]any {
 		"temporal": map[string]any{
 			"address":   e.TemporalAddress,
 			"namespace": e.TemporalNamespace,
-			"tls":       map[string]any{"enabled": e.TLS, "serverName": e.TLSServerName, "ca": s.CA},
+			"tls":       tlsValues(e, s),
 			"apiKey":    s.APIKey,
 		},
 		"contentRegistry": map[string]any{"url": e.RegistryURL, "plainHTTP": e.RegistryPlainHTTP, "ca": s.RegistryCA,
@@ -278,6 +328,18 @@ func (e Effective) Values(s Secrets) map[string]any {
 	if e.Affinity != nil {
 		v["affinity"] = toValue(e.Affinity)
 	}
+	return v
+}
+
+// tlsValues are the chart's temporal.tls values: the cluster's own Secret
+// when it has one, else the files' contents.
+func tlsValues(e Effective, s Secrets) map[string]any {
+	v := map[string]any{"enabled": e.TLS, "serverName": e.TLSServerName}
+	if e.TLSSecret != "" {
+		v["existingSecret"], v["existingSecretKeys"] = e.TLSSecret, toValue(e.TLSSecretKeys)
+		return v
+	}
+	v["ca"], v["cert"], v["key"] = s.CA, s.Cert, s.Key
 	return v
 }
 

@@ -3,8 +3,10 @@ package agentcfg_test
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -543,6 +545,16 @@ func TestValues_Image(t *testing.T) {
 // installs it, and returns the agent container's image.
 func renderedAgentImage(t *testing.T, c *chart.Chart, namespace string, vals map[string]any) string {
 	t.Helper()
+	pod, _ := renderAgent(t, c, namespace, vals)
+	require.NotEmpty(t, pod.Containers)
+	return pod.Containers[0].Image
+}
+
+// renderAgent renders the agent chart with vals, as the controller
+// installs it, and returns the Deployment's pod spec and the keys of the
+// chart's Secret.
+func renderAgent(t *testing.T, c *chart.Chart, namespace string, vals map[string]any) (corev1.PodSpec, []string) {
+	t.Helper()
 	kv, err := chartutil.ParseKubeVersion("v1.33.0")
 	require.NoError(t, err)
 	in := action.NewInstall(&action.Configuration{
@@ -555,6 +567,8 @@ func renderedAgentImage(t *testing.T, c *chart.Chart, namespace string, vals map
 	in.ReleaseName, in.Namespace, in.KubeVersion = agentcfg.ReleaseName, namespace, kv
 	rel, err := in.Run(c, vals)
 	require.NoError(t, err)
+	var pod *corev1.PodSpec
+	var secretKeys []string
 	for _, doc := range releaseutil.SplitManifests(rel.Manifest) {
 		var obj struct {
 			Kind string `json:"kind"`
@@ -563,15 +577,101 @@ func renderedAgentImage(t *testing.T, c *chart.Chart, namespace string, vals map
 					Spec corev1.PodSpec `json:"spec"`
 				} `json:"template"`
 			} `json:"spec"`
+			Data       map[string]string `json:"data"`
+			StringData map[string]string `json:"stringData"`
 		}
 		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj))
-		if obj.Kind == "Deployment" {
-			require.NotEmpty(t, obj.Spec.Template.Spec.Containers)
-			return obj.Spec.Template.Spec.Containers[0].Image
+		switch obj.Kind {
+		case "Deployment":
+			pod = &obj.Spec.Template.Spec
+		case "Secret":
+			secretKeys = append(slices.Collect(maps.Keys(obj.Data)), slices.Collect(maps.Keys(obj.StringData))...)
 		}
 	}
-	t.Fatalf("no Deployment in the agent chart's manifest:\n%s", rel.Manifest)
-	return ""
+	require.NotNil(t, pod, "no Deployment in the agent chart's manifest:\n%s", rel.Manifest)
+	slices.Sort(secretKeys)
+	return *pod, secretKeys
+}
+
+// Agents of an mTLS-only Temporal get a client certificate: the
+// controller's own by default, the defaults' pair instead, or a Secret
+// each cluster holds (cert-manager) when one is named; certificate and key
+// go to the chart's Secret only, and rotating either redeploys the agent.
+func TestResolve_MutualTLS(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	agentChart, err := deploy.AgentChart()
+	require.NoError(t, err)
+	c := testController()
+	c.TLSServerName = ""
+	c.TLSCertFile, c.TLSKeyFile = write("ctrl.crt", "CONTROLLER-CERT"), write("ctrl.key", "CONTROLLER-KEY")
+
+	e, s := resolve(t, agentcfg.Defaults{}, c, nil)
+	assert.True(t, e.TLS, "a client certificate implies TLS")
+	assert.Equal(t, "CONTROLLER-CERT", s.Cert)
+	assert.Equal(t, "CONTROLLER-KEY", s.Key)
+	doc := string(toJSONBytes(t, e))
+	assert.NotContains(t, doc, "CONTROLLER-CERT")
+	assert.NotContains(t, doc, "CONTROLLER-KEY")
+	pod, keys := renderAgent(t, agentChart, e.Namespace, e.Values(s))
+	assert.Equal(t, []string{"tls.crt", "tls.key"}, keys)
+	args := strings.Join(pod.Containers[0].Args, " ")
+	assert.Contains(t, args, "--tls-cert /etc/flotilla/temporal/tls.crt --tls-key /etc/flotilla/temporal/tls.key")
+	assert.NotContains(t, args, "--tls-ca")
+
+	write("ctrl.key", "CONTROLLER-KEY-2")
+	rotated, _ := resolve(t, agentcfg.Defaults{}, c, nil)
+	assert.NotEqual(t, e.Hash(), rotated.Hash(), "a rotated key redeploys the agent")
+
+	// The defaults' pair replaces the controller's, as a pair.
+	var d agentcfg.Defaults
+	d.Temporal.CertFile, d.Temporal.KeyFile = write("agents.crt", "AGENTS-CERT"), write("agents.key", "AGENTS-KEY")
+	_, sd := resolve(t, d, c, nil)
+	assert.Equal(t, "AGENTS-CERT", sd.Cert)
+	assert.Equal(t, "AGENTS-KEY", sd.Key)
+	d.Temporal.KeyFile = ""
+	_, _, err = agentcfg.Resolve("c1", d, c, nil, testChartDigest)
+	require.ErrorIs(t, err, agentcfg.ErrInvalid)
+	assert.ErrorContains(t, err, "certFile and temporal.keyFile")
+
+	// A cluster's own Secret: no files are sent, the pod mounts it.
+	d = agentcfg.Defaults{}
+	d.Temporal.TLSSecret = "agents-tls"
+	d.Temporal.TLSSecretKeys = []string{"tls.key", "tls.crt"}
+	c.TLSCAFile = write("ca.crt", "CA")
+	withSecret, ss := resolve(t, d, c, nil)
+	assert.Equal(t, "agents-tls", withSecret.TLSSecret)
+	assert.Equal(t, []string{"tls.crt", "tls.key"}, withSecret.TLSSecretKeys, "sorted")
+	assert.Empty(t, ss.CA+ss.Cert+ss.Key, "the Secret replaces the files")
+	pod, keys = renderAgent(t, agentChart, withSecret.Namespace, withSecret.Values(ss))
+	assert.NotContains(t, keys, "tls.crt")
+	assert.Contains(t, strings.Join(pod.Containers[0].Args, " "), "--tls-cert /etc/flotilla/temporal/tls.crt")
+	var mounted string
+	for _, v := range pod.Volumes {
+		if v.Secret != nil && v.Name == "temporal-tls" {
+			mounted = v.Secret.SecretName
+		}
+	}
+	assert.Equal(t, "agents-tls", mounted)
+	own, _ := resolve(t, d, c, &protocol.AgentConfig{TLSSecret: "c1-tls"})
+	assert.Equal(t, "c1-tls", own.TLSSecret, "the cluster's own Secret wins")
+	assert.Equal(t, []string{"ca.crt", "tls.crt", "tls.key"}, func() []string {
+		e, _ := resolve(t, agentcfg.Defaults{}, c, &protocol.AgentConfig{TLSSecret: "c1-tls"})
+		return e.TLSSecretKeys
+	}(), "all three keys by default")
+
+	for _, bad := range []*protocol.AgentConfig{{TLSSecret: "Not_A_Name"}} {
+		_, _, err := agentcfg.Resolve("c1", agentcfg.Defaults{}, c, bad, testChartDigest)
+		require.ErrorIs(t, err, agentcfg.ErrInvalid)
+		assert.ErrorContains(t, err, "Not_A_Name")
+	}
+	d.Temporal.TLSSecretKeys = []string{"tls.pem"}
+	_, _, err = agentcfg.Resolve("c1", d, c, nil, testChartDigest)
+	assert.ErrorContains(t, err, "tls.pem")
 }
 
 // The chart's configHash (the pod annotation that restarts the agent)

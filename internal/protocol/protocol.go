@@ -192,11 +192,14 @@ type AgentRecord struct {
 // back to the controller's agent defaults. Only non-secret settings live
 // here: it is workflow state.
 type AgentConfig struct {
-	Namespace         string                      `json:"namespace,omitempty"`
-	Image             string                      `json:"image,omitempty"`
-	TemporalAddress   string                      `json:"temporalAddress,omitempty"`
-	TemporalNamespace string                      `json:"temporalNamespace,omitempty"`
-	TLSServerName     string                      `json:"tlsServerName,omitempty"`
+	Namespace         string `json:"namespace,omitempty"`
+	Image             string `json:"image,omitempty"`
+	TemporalAddress   string `json:"temporalAddress,omitempty"`
+	TemporalNamespace string `json:"temporalNamespace,omitempty"`
+	TLSServerName     string `json:"tlsServerName,omitempty"`
+	// TLSSecret names a Secret in the agent's namespace on the cluster
+	// holding its Temporal TLS files (ca.crt, tls.crt, tls.key).
+	TLSSecret         string                      `json:"tlsSecret,omitempty"`
 	Tolerations       []corev1.Toleration         `json:"tolerations,omitempty"`
 	Affinity          *corev1.Affinity            `json:"affinity,omitempty"`
 	NodeSelector      map[string]string           `json:"nodeSelector,omitempty"`

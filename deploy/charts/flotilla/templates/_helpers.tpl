@@ -198,7 +198,11 @@ installs, built from .Values.agent with exactly the keys the controller reads.
     "namespace" $agent.temporal.namespace
     "serverName" $agent.temporal.serverName
     "caFile" $agent.temporal.caFile
-    "apiKeyFile" $agent.temporal.apiKeyFile)
+    "apiKeyFile" $agent.temporal.apiKeyFile
+    "certFile" $agent.temporal.certFile
+    "keyFile" $agent.temporal.keyFile
+    "tlsSecret" $agent.temporal.tlsSecret
+    "tlsSecretKeys" ($agent.temporal.tlsSecretKeys | default list))
   "contentRegistry" (dict
     "url" $agent.contentRegistry.url
     "plainHTTP" $agent.contentRegistry.plainHTTP
