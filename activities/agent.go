@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/release"
 
 	"github.com/flotilla-gitops/flotilla/internal/agentcfg"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
@@ -117,7 +119,7 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 	if res.Changed {
 		a.Logger.Info("Deployed agent", fields...)
 	} else if interrupted {
-		a.Logger.Info("Confirmed interrupted agent deploy", fields...)
+		a.Logger.Info("Confirmed interrupted agent deploy", append(fields, zap.Int32("attempt", activity.GetInfo(ctx).Attempt))...)
 	}
 	return out, nil
 }
@@ -128,7 +130,12 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 // queue, and its cluster-scoped RBAC would make the new install fail.
 // The old release goes first; its queue holds the work meanwhile.
 func (a *AgentActivities) removeMoved(ctx context.Context, getter *deployer.RESTClientGetter, cluster, namespace string) ([]string, error) {
-	found, err := a.Deployer.Namespaces(getter, agentcfg.ReleaseName, a.Chart.Metadata.Name)
+	// Only this cluster's agent: clusters registered on one API server
+	// (virtual clusters) each have their own.
+	found, err := a.Deployer.Namespaces(getter, agentcfg.ReleaseName, func(r *release.Release) bool {
+		return r.Chart != nil && r.Chart.Metadata != nil && r.Chart.Metadata.Name == a.Chart.Metadata.Name &&
+			r.Config["cluster"] == cluster
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: find earlier agent installs: %w", cluster, err)
 	}

@@ -44,14 +44,22 @@ func TestEnsureAgent_NamespaceMove(t *testing.T) {
 	// would replay the first call's identity, as a retry does).
 	env := suite.NewTestActivityEnvironment()
 	env.RegisterActivity(acts)
-	ensure := func(namespace string) activities.EnsureAgentResult {
+	ensureFor := func(cluster, namespace string) (activities.EnsureAgentResult, error) {
 		t.Helper()
 		val, err := env.ExecuteActivity(acts.EnsureAgent, activities.EnsureAgentInput{
-			Cluster: "cluster-1", Config: &protocol.AgentConfig{Namespace: namespace},
+			Cluster: cluster, Config: &protocol.AgentConfig{Namespace: namespace},
 		})
-		require.NoError(t, err)
+		if err != nil {
+			return activities.EnsureAgentResult{}, err
+		}
 		var res activities.EnsureAgentResult
 		require.NoError(t, val.Get(&res))
+		return res, nil
+	}
+	ensure := func(namespace string) activities.EnsureAgentResult {
+		t.Helper()
+		res, err := ensureFor("cluster-1", namespace)
+		require.NoError(t, err)
 		return res
 	}
 	cs := cluster.Clientset(t)
@@ -77,4 +85,12 @@ func TestEnsureAgent_NamespaceMove(t *testing.T) {
 	assert.False(t, again.Deployed)
 	assert.Empty(t, again.RemovedFrom)
 	assert.Equal(t, 2, logs.FilterMessage("Deployed agent").Len())
+
+	// Another cluster registered on the same API server (a virtual
+	// cluster) never removes cluster-1's agent: its own install fails on
+	// the shared cluster-scoped names instead, and says so.
+	_, err = ensureFor("cluster-2", "agents-c")
+	require.Error(t, err)
+	require.NoError(t, deployment("agents-b"), "cluster-1's agent stays")
+	assert.Equal(t, 1, logs.FilterMessage("Removed agent from its old namespace").Len())
 }

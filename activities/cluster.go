@@ -211,7 +211,7 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInp
 		// been written (a kill can land between Helm's final write and the
 		// log). "Deployed bundle" stays at most once per deploy; this line
 		// makes sure no deploy goes unrecorded.
-		c.Logger.Info("Confirmed interrupted deploy", fields...)
+		c.Logger.Info("Confirmed interrupted deploy", append(fields, zap.Int32("attempt", activity.GetInfo(ctx).Attempt))...)
 	}
 	d.AppliedDeploymentID = b.DeploymentID
 	return c.observe(ctx, k, d, render.ReadyOptions(opts))

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
@@ -62,12 +64,23 @@ func exportSDKMetrics(addr string, o *temporalx.ClientOptions) error {
 	if addr == "" {
 		return nil
 	}
-	m, err := temporalx.NewPrometheusMetrics(prometheus.DefaultRegisterer)
-	if err != nil {
-		return fmt.Errorf("Temporal SDK metrics: %w", err)
+	// One collector per registry: the SDK's collector describes nothing,
+	// so a second registration would go unnoticed and fail every scrape.
+	sdkMetrics.once.Do(func() {
+		sdkMetrics.handler, sdkMetrics.err = temporalx.NewPrometheusMetrics(prometheus.DefaultRegisterer)
+	})
+	if sdkMetrics.err != nil {
+		return fmt.Errorf("Temporal SDK metrics: %w", sdkMetrics.err)
 	}
-	o.Metrics = m
+	o.Metrics = sdkMetrics.handler
 	return nil
+}
+
+// sdkMetrics is the process's SDK metrics handler on the default registry.
+var sdkMetrics struct {
+	once    sync.Once
+	handler client.MetricsHandler
+	err     error
 }
 
 // serve runs srv on ln until ctx ends, then shuts it down gracefully

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -316,6 +317,25 @@ func TestRegistryRepairsLocalCopy(t *testing.T) {
 	gotO, err = local.GetOptions(hash)
 	require.NoError(t, err)
 	assert.Equal(t, o, gotO)
+
+	// Readers racing on a damaged copy all get the manifest: the repair
+	// never removes a copy another reader's pull just stored.
+	for round := range 20 {
+		require.NoError(t, os.WriteFile(files[0], []byte("damaged"), 0o600))
+		errs := make(chan error, 8)
+		for range 8 {
+			go func() {
+				got, err := agent.GetManifestContext(ctx, id)
+				if err == nil && got.ID() != id {
+					err = fmt.Errorf("got manifest %s", got.ID())
+				}
+				errs <- err
+			}()
+		}
+		for range 8 {
+			require.NoError(t, <-errs, "round %d", round)
+		}
+	}
 }
 
 func getManifest(s *content.Store) func(context.Context, string) error {

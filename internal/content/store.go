@@ -124,7 +124,7 @@ func (s *Store) GetManifest(id string) (bundle.Manifest, error) {
 // verify is replaced by the remote's.
 func (s *Store) GetManifestContext(ctx context.Context, id string) (bundle.Manifest, error) {
 	m, err := s.getManifest(id)
-	if !s.repairable(KindManifest, id, err) {
+	if !s.repairable(err) {
 		return m, err
 	}
 	if err := s.fill(ctx, KindManifest, id); err != nil {
@@ -224,7 +224,7 @@ func (s *Store) GetOptions(hash string) (bundle.Options, error) {
 // errors and remote behaviour of GetManifestContext.
 func (s *Store) GetOptionsContext(ctx context.Context, hash string) (bundle.Options, error) {
 	o, err := s.getOptions(hash)
-	if !s.repairable(KindOptions, hash, err) {
+	if !s.repairable(err) {
 		return o, err
 	}
 	if err := s.fill(ctx, KindOptions, hash); err != nil {
@@ -267,20 +267,10 @@ func decodeOptions(hash, src string, data []byte) (bundle.Options, error) {
 
 // repairable reports whether the remote can answer a local read that
 // failed with err: a miss, or a local copy that does not verify (a disk
-// error, or a file damaged behind the store's back), which is removed so
-// the verified remote copy replaces it. Without a remote nothing is.
-func (s *Store) repairable(kind Kind, id string, err error) bool {
-	if s.remote == nil {
-		return false
-	}
-	if errors.Is(err, ErrCorrupt) {
-		// Another reader may have removed or replaced it already.
-		if rmErr := os.Remove(s.path(kind, id)); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
-			return false
-		}
-		return true
-	}
-	return errors.Is(err, ErrNotFound)
+// error, or a file damaged behind the store's back), which pull replaces
+// with the verified remote copy. Without a remote nothing is.
+func (s *Store) repairable(err error) bool {
+	return s.remote != nil && (errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt))
 }
 
 // fill pulls the item of kind and id from the remote, verifies it and
@@ -302,10 +292,17 @@ func (s *Store) fill(ctx context.Context, kind Kind, id string) error {
 
 // pull is fill without the deduplication.
 func (s *Store) pull(ctx context.Context, kind Kind, id string) error {
-	// A fill that finished between the caller's local miss and this call
-	// has stored the item already.
-	if _, err := os.Stat(s.path(kind, id)); err == nil {
+	// A fill that finished between the caller's failed read and this call
+	// has stored the item already. A local copy that does not verify is
+	// replaced; pulls of one item run one at a time, so this never removes
+	// a good copy another pull just stored.
+	switch err := s.verifyLocal(kind, id); {
+	case err == nil:
 		return nil
+	case errors.Is(err, ErrCorrupt):
+		if err := os.Remove(s.path(kind, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("replace damaged %s %s: %w", kind, id, err)
+		}
 	}
 	data, err := s.remote.Pull(ctx, kind, id)
 	if err != nil {
@@ -335,6 +332,17 @@ func (s *Store) pull(ctx context.Context, kind Kind, id string) error {
 		return err
 	}
 	return fmt.Errorf("unknown kind %q", string(kind))
+}
+
+// verifyLocal reads and verifies the local copy of the item of kind and id.
+func (s *Store) verifyLocal(kind Kind, id string) error {
+	var err error
+	if kind == KindManifest {
+		_, err = s.getManifest(id)
+	} else {
+		_, err = s.getOptions(id)
+	}
+	return err
 }
 
 // path returns the file of the item of kind and id.

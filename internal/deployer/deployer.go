@@ -222,9 +222,9 @@ func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTC
 }
 
 // Namespaces returns, sorted, the namespaces holding a release named name
-// of the chart named chartName (any revision, any status). Only the
-// release's own records are read: the query selects them by label.
-func (d *Deployer) Namespaces(getter genericclioptions.RESTClientGetter, name, chartName string) ([]string, error) {
+// (any revision, any status) that match accepts. Only the release's own
+// records are read: the query selects them by label.
+func (d *Deployer) Namespaces(getter genericclioptions.RESTClientGetter, name string, match func(*release.Release) bool) ([]string, error) {
 	cfg, err := d.configuration(getter, metav1.NamespaceAll)
 	if err != nil {
 		return nil, err
@@ -238,7 +238,7 @@ func (d *Deployer) Namespaces(getter genericclioptions.RESTClientGetter, name, c
 	}
 	var out []string
 	for _, r := range rels {
-		if r.Chart != nil && r.Chart.Metadata != nil && r.Chart.Metadata.Name == chartName && !slices.Contains(out, r.Namespace) {
+		if match(r) && !slices.Contains(out, r.Namespace) {
 			out = append(out, r.Namespace)
 		}
 	}

@@ -13,10 +13,10 @@ import (
 	"go.temporal.io/sdk/client"
 )
 
-// TimerBuckets are the histogram buckets (seconds) of the SDK's timers:
+// timerBuckets are the histogram buckets (seconds) of the SDK's timers:
 // task and request latencies from milliseconds up to long polls (about a
 // minute) and schedule-to-start waits of an agent that was away.
-var TimerBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+var timerBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 
 // NewPrometheusMetrics returns a handler for client.Options.MetricsHandler
 // that exports the Temporal SDK's metrics (poll, task, activity and
@@ -35,6 +35,10 @@ var TimerBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5,
 // (go.temporal.io/sdk/contrib/tally); the Go module proxy here serves only
 // its 2022 release, built against an SDK 30 versions older, and it would
 // add tally as a second metrics library beside client_golang.
+//
+// Call it once per registry: the collector describes no metric up front,
+// so a second one registers without error and then every scrape fails on
+// duplicate series.
 func NewPrometheusMetrics(reg prometheus.Registerer) (client.MetricsHandler, error) {
 	c := &sdkCollector{families: map[string]*family{}}
 	if err := reg.Register(c); err != nil {
@@ -103,7 +107,7 @@ type series struct {
 	mu     sync.Mutex    // histogram
 	sum    float64
 	n      uint64
-	bucket []uint64 // cumulative counts per TimerBuckets entry
+	bucket []uint64 // cumulative counts per timerBuckets entry
 }
 
 // Inc adds d to a counter; counters never go down.
@@ -126,7 +130,7 @@ func (s *series) Record(d time.Duration) {
 	defer s.mu.Unlock()
 	s.sum += v
 	s.n++
-	for i, ub := range TimerBuckets {
+	for i, ub := range timerBuckets {
 		if v <= ub {
 			s.bucket[i]++
 		}
@@ -135,7 +139,15 @@ func (s *series) Record(d time.Duration) {
 
 // series returns the series of name with labels, creating it. A name the
 // SDK used as another kind (none does) keeps its first kind.
-func (c *sdkCollector) series(name string, k kind, labels map[string]string) *series {
+func (c *sdkCollector) series(name string, k kind, tags map[string]string) *series {
+	// A tag with an empty value is the same series as one without it:
+	// both are exported as the empty value.
+	labels := make(map[string]string, len(tags))
+	for k, v := range tags {
+		if v != "" {
+			labels[k] = strings.ToValidUTF8(v, "\uFFFD")
+		}
+	}
 	key := labelKey(labels)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -148,7 +160,7 @@ func (c *sdkCollector) series(name string, k kind, labels map[string]string) *se
 	if s == nil {
 		s = &series{labels: labels}
 		if f.kind == kindHistogram {
-			s.bucket = make([]uint64, len(TimerBuckets))
+			s.bucket = make([]uint64, len(timerBuckets))
 		}
 		f.series[key] = s
 		for l := range labels {
@@ -161,8 +173,10 @@ func (c *sdkCollector) series(name string, k kind, labels map[string]string) *se
 func (c *sdkCollector) Describe(chan<- *prometheus.Desc) {}
 
 func (c *sdkCollector) Collect(ch chan<- prometheus.Metric) {
+	// Build the metrics under the lock, send them after: the SDK's calls
+	// never wait for a slow scrape.
+	var out []prometheus.Metric
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	for name, f := range c.families {
 		keys := make([]string, 0, len(f.keys))
 		for k := range f.keys {
@@ -170,30 +184,38 @@ func (c *sdkCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		sort.Strings(keys)
 		desc := prometheus.NewDesc(name, "Temporal SDK metric "+name+".", keys, nil)
-		values := make([]string, len(keys))
 		for _, s := range f.series {
+			values := make([]string, len(keys))
 			for i, k := range keys {
 				values[i] = s.labels[k]
 			}
-			ch <- s.metric(desc, f.kind, values)
+			// Names and values are sanitised, so this does not fail; a
+			// series that did would be left out, never fail the scrape.
+			if m, err := s.metric(desc, f.kind, values); err == nil {
+				out = append(out, m)
+			}
 		}
+	}
+	c.mu.Unlock()
+	for _, m := range out {
+		ch <- m
 	}
 }
 
-func (s *series) metric(desc *prometheus.Desc, k kind, values []string) prometheus.Metric {
+func (s *series) metric(desc *prometheus.Desc, k kind, values []string) (prometheus.Metric, error) {
 	switch k {
 	case kindCounter:
-		return prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(s.count.Load()), values...)
+		return prometheus.NewConstMetric(desc, prometheus.CounterValue, float64(s.count.Load()), values...)
 	case kindGauge:
-		return prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, math.Float64frombits(s.gauge.Load()), values...)
+		return prometheus.NewConstMetric(desc, prometheus.GaugeValue, math.Float64frombits(s.gauge.Load()), values...)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	buckets := make(map[float64]uint64, len(TimerBuckets))
-	for i, ub := range TimerBuckets {
+	buckets := make(map[float64]uint64, len(timerBuckets))
+	for i, ub := range timerBuckets {
 		buckets[ub] = s.bucket[i]
 	}
-	return prometheus.MustNewConstHistogram(desc, s.n, s.sum, buckets, values...)
+	return prometheus.NewConstHistogram(desc, s.n, s.sum, buckets, values...)
 }
 
 // labelKey identifies a label set whatever the map's order.
@@ -214,8 +236,8 @@ func labelKey(labels map[string]string) string {
 }
 
 // sanitize makes s a valid Prometheus metric or label name: characters
-// other than letters, digits and '_' become '_', and a leading digit gets
-// a '_' before it.
+// other than letters, digits and '_' become '_', and an empty name or a
+// leading digit gets a '_' before it.
 func sanitize(s string) string {
 	b := []byte(s)
 	for i, c := range b {
@@ -223,7 +245,7 @@ func sanitize(s string) string {
 			b[i] = '_'
 		}
 	}
-	if len(b) > 0 && b[0] >= '0' && b[0] <= '9' {
+	if len(b) == 0 || b[0] >= '0' && b[0] <= '9' {
 		return "_" + string(b)
 	}
 	return string(b)

@@ -54,6 +54,7 @@ temporal_worker_task_slots_available{namespace="other",worker_type="ActivityWork
 		found = true
 		require.Len(t, mf.Metric, 1)
 		hist := mf.Metric[0].GetHistogram()
+		require.Len(t, hist.Bucket, 16, "bucket bounds")
 		assert.Equal(t, uint64(2), hist.GetSampleCount())
 		assert.InDelta(t, 2.3, hist.GetSampleSum(), 1e-9)
 		for _, b := range hist.Bucket {
@@ -98,4 +99,28 @@ temporal_poll_total{worker="a"} 4000
 temporal_poll_total{worker="b"} 4000
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "temporal_poll_total"))
+}
+
+// Tags the SDK could send that Prometheus cannot take as they are never
+// break the scrape: an empty value is the same series as no tag, invalid
+// UTF-8 is replaced, an empty key gets a name.
+func TestPrometheusMetrics_OddTags(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := temporalx.NewPrometheusMetrics(reg)
+	require.NoError(t, err)
+	h.WithTags(map[string]string{"a": ""}).Counter("temporal_x").Inc(1)
+	h.Counter("temporal_x").Inc(2)
+	h.WithTags(map[string]string{"a": "ok\xff"}).Counter("temporal_x").Inc(4)
+	h.WithTags(map[string]string{"": "v"}).Gauge("temporal_y").Update(1)
+
+	want := `
+# HELP temporal_x_total Temporal SDK metric temporal_x_total.
+# TYPE temporal_x_total counter
+temporal_x_total{a=""} 3
+temporal_x_total{a="ok` + "\uFFFD" + `"} 4
+# HELP temporal_y Temporal SDK metric temporal_y.
+# TYPE temporal_y gauge
+temporal_y{_="v"} 1
+`
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), "temporal_x_total", "temporal_y"))
 }
