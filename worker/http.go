@@ -70,7 +70,7 @@ func exportSDKMetrics(addr string, o *temporalx.ClientOptions) error {
 		sdkMetrics.handler, sdkMetrics.err = temporalx.NewPrometheusMetrics(prometheus.DefaultRegisterer)
 	})
 	if sdkMetrics.err != nil {
-		return fmt.Errorf("Temporal SDK metrics: %w", sdkMetrics.err)
+		return fmt.Errorf("export the Temporal SDK metrics: %w", sdkMetrics.err)
 	}
 	o.Metrics = sdkMetrics.handler
 	return nil

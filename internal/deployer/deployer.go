@@ -229,7 +229,7 @@ func (d *Deployer) Namespaces(getter genericclioptions.RESTClientGetter, name st
 	if err != nil {
 		return nil, err
 	}
-	rels, err := cfg.Releases.Driver.Query(map[string]string{"owner": "helm", "name": name})
+	rels, err := cfg.Releases.Query(map[string]string{"owner": "helm", "name": name})
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
