@@ -146,8 +146,13 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 	case d.Cluster != nil:
 		cl := d.Cluster
 		paused := cl.Spec.Paused
-		rec, err := applyCluster(ctx, c, g.TaskQueue, cl.Metadata.Name, protocol.ClusterApply{Labels: cl.Metadata.Labels, SetLabels: true,
-			Annotations: cl.Metadata.Annotations, TemplateValues: cl.Spec.TemplateValues, Paused: &paused})
+		a := protocol.ClusterApply{Labels: cl.Metadata.Labels, SetLabels: true,
+			Annotations: cl.Metadata.Annotations, TemplateValues: cl.Spec.TemplateValues, Paused: &paused}
+		if cl.Spec.HasAgentSettings() {
+			a.AgentSettings = &protocol.AgentSettings{Namespace: cl.Spec.AgentNamespace, Env: cl.Spec.AgentEnvVars,
+				Tolerations: cl.Spec.AgentTolerations, Affinity: cl.Spec.AgentAffinity, Resources: cl.Spec.AgentResources}
+		}
+		rec, err := applyCluster(ctx, c, g.TaskQueue, cl.Metadata.Name, a)
 		return verb(rec.Generation == 1, true), err
 	}
 	return "", fmt.Errorf("unsupported document")

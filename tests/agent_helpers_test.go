@@ -172,15 +172,29 @@ func (f *agentFleet) cluster(name string) *testenv.Cluster {
 // cli runs the CLI against the fleet and returns stdout.
 func (f *agentFleet) cli(t testing.TB, args ...string) string {
 	t.Helper()
+	o, e, err := f.run(args...)
+	require.NoError(t, err, "flotilla %s\nstdout: %s\nstderr: %s\ncontroller log tail:\n%s",
+		strings.Join(args, " "), o, e, f.ctrl.LogTail(30))
+	return o
+}
+
+// cliErr runs the CLI expecting it may fail, and returns stdout and
+// stderr together with its error.
+func (f *agentFleet) cliErr(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	o, e, err := f.run(args...)
+	return o + e, err
+}
+
+func (f *agentFleet) run(args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	full := append([]string{"--temporal-address", f.frontend(), "--state-dir", f.stateDir}, args...)
 	cmd := exec.CommandContext(ctx, bins.cli, full...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
-	require.NoError(t, cmd.Run(), "flotilla %s\nstdout: %s\nstderr: %s\ncontroller log tail:\n%s",
-		strings.Join(args, " "), o.String(), e.String(), f.ctrl.LogTail(30))
-	return o.String()
+	err = cmd.Run()
+	return o.String(), e.String(), err
 }
 
 // newToken creates a registration token with the CLI.

@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -229,6 +231,40 @@ func testManagedAgent(t *testing.T, f *agentFleet) {
 	f.waitCluster(t, "cluster-3", "agent online", 30*time.Second, func(r protocol.ClusterRecord) bool {
 		return r.Agent.LastSeen != nil
 	})
+
+	// A Cluster resource with Fleet's agent fields replaces those settings
+	// (the flags' toleration and env go), keeps the rest, and upgrades the
+	// agent once.
+	doc := filepath.Join(t.TempDir(), "cluster-3.yaml")
+	require.NoError(t, os.WriteFile(doc, []byte(`apiVersion: flotilla.dev/v1alpha1
+kind: Cluster
+metadata: {name: cluster-3, labels: {env: pull}}
+spec:
+  agentTolerations: [{key: gpu, operator: Exists, effect: NoExecute}]
+  agentEnvVars: [{name: FROM_CLUSTER, value: "1"}]
+  agentResources: {limits: {memory: 256Mi}}
+`), 0o600))
+	assert.Contains(t, f.cli(t, "apply", "-f", doc), "cluster/cluster-3 configured")
+	rec = f.waitCluster(t, "cluster-3", "agent upgraded", time.Minute, func(r protocol.ClusterRecord) bool {
+		return r.Agent.Deploys == 2 || r.Agent.Error != ""
+	})
+	require.Empty(t, rec.Agent.Error)
+	pod = agentDeployment(t, f).Spec.Template.Spec
+	assert.Contains(t, pod.Tolerations, corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})
+	assert.NotContains(t, pod.Tolerations, corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "flotilla", Effect: corev1.TaintEffectNoSchedule})
+	assert.Contains(t, pod.Containers[0].Env, corev1.EnvVar{Name: "FROM_CLUSTER", Value: "1"})
+	assert.NotContains(t, pod.Containers[0].Env, corev1.EnvVar{Name: "EXTRA", Value: "1"})
+	assert.Equal(t, "256Mi", pod.Containers[0].Resources.Limits.Memory().String())
+	assert.Equal(t, "flotilla-worker:e2e", pod.Containers[0].Image, "settings the resource does not name are kept")
+	assert.Len(t, logLines(t, "Deployed agent", f.ctrlLogs), 2)
+
+	// On a cluster without a managed agent the same fields are refused.
+	bad := filepath.Join(t.TempDir(), "cluster-1.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: cluster-1, labels: {env: pull}}\nspec: {agentNamespace: agents}\n"), 0o600))
+	out, err = f.cliErr(t, "apply", "-f", bad)
+	require.Error(t, err)
+	assert.Contains(t, out, "cluster cluster-1")
+	assert.Contains(t, out, "--install-agent")
 }
 
 // agentDeployment reads the managed agent's Deployment on cluster-3.

@@ -53,9 +53,17 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 			if a.Agent != nil {
 				next.Agent = applyAgent(ctx, rec.Agent, *a.Agent)
 			}
+			// New agent settings are checked by EnsureAgent, which deploys
+			// only when the agent's effective hash changes.
+			settingsApplied := a.AgentSettings != nil && next.Agent != nil && next.Agent.Managed
+			if settingsApplied {
+				agent := *next.Agent
+				agent.Config = a.AgentSettings.Apply(agent.Config)
+				next.Agent = &agent
+			}
 			kubeconfigChanged := next.KubeconfigHash != rec.KubeconfigHash
 			e.change(ctx, &rec, next)
-			if a.Agent != nil && a.Agent.Managed || kubeconfigChanged && ag.managed() {
+			if a.Agent != nil && a.Agent.Managed || settingsApplied || kubeconfigChanged && ag.managed() {
 				ag.ensureDue = true
 			}
 			return rec, nil
@@ -64,6 +72,11 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 			if a.Agent != nil && a.Agent.TokenID != "" && rec.Generation > 0 && !rec.Removed &&
 				(rec.Agent == nil || rec.Agent.TokenID != a.Agent.TokenID) {
 				return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+" is already registered; a registration token cannot take over an existing cluster (remove it first)", "InvalidSpec", nil)
+			}
+			managed := rec.Agent != nil && rec.Agent.Managed || a.Agent != nil && a.Agent.Managed
+			if a.AgentSettings != nil && !managed {
+				return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": agentNamespace, agentEnvVars, agentTolerations, agentAffinity and agentResources "+
+					"configure the agent Flotilla installs; add the cluster with `flotilla cluster add "+rec.Name+" --kubeconfig FILE --install-agent` first", "InvalidSpec", nil)
 			}
 			if a.Agent != nil && a.Agent.Managed && a.KubeconfigHash == "" && rec.KubeconfigHash == "" {
 				return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a managed agent is installed through the cluster's kubeconfig; add it with --kubeconfig", "InvalidSpec", nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -417,4 +418,36 @@ func TestClusterWorkflow_TokenCannotTakeOverCluster(t *testing.T) {
 	rec := registeredAgent()
 	rec.Generation = 1
 	r.run(rec, 5*time.Minute)
+}
+
+// A Cluster resource's agent settings (Fleet's agentTolerations, …)
+// replace the managed agent's own settings field by field and make it
+// check its agent; without a managed agent they are rejected, naming the
+// cluster and what to do.
+func TestClusterWorkflow_AgentSettings(t *testing.T) {
+	r := newAgentRig(t)
+	r.ensure = func(n int, _ activities.EnsureAgentInput) (activities.EnsureAgentResult, error) {
+		return activities.EnsureAgentResult{DeploymentID: "agent:a", DefaultsHash: "d1", Deployed: true}, nil
+	}
+	own := protocol.AgentConfig{Image: "worker:v1", Namespace: "agents",
+		Tolerations: []corev1.Toleration{{Key: "old", Operator: corev1.TolerationOpExists}}}
+	settings := protocol.AgentSettings{
+		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "flotilla", Effect: corev1.TaintEffectNoSchedule}},
+		Env:         []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}},
+	}
+	r.at(time.Minute, func() { r.apply(protocol.ClusterApply{AgentSettings: &settings}, nil) })
+	r.run(protocol.ClusterRecord{Name: "c1", KubeconfigHash: "h", Agent: &protocol.AgentRecord{Managed: true, Config: &own}}, 5*time.Minute)
+	require.Len(t, r.ensures, 1, "the agent is checked once")
+	want := own
+	want.Tolerations, want.Env = settings.Tolerations, settings.Env
+	assert.Equal(t, &want, r.ensures[0].Config, "settings replace theirs, the rest is kept")
+
+	r = newAgentRig(t)
+	var rejected error
+	r.at(time.Minute, func() { r.apply(protocol.ClusterApply{AgentSettings: &settings}, &rejected) })
+	r.run(protocol.ClusterRecord{Name: "c1", KubeconfigHash: "h"}, 5*time.Minute)
+	require.Error(t, rejected)
+	assert.Contains(t, rejected.Error(), "cluster c1")
+	assert.Contains(t, rejected.Error(), "--install-agent")
+	assert.Empty(t, r.ensures)
 }

@@ -69,6 +69,34 @@ stringData: {username: bot, password: s3cret}
 	assert.Equal(t, "s3cret", pass)
 }
 
+// A Cluster carries Fleet's agent settings, under Fleet's names.
+func TestDecode_ClusterAgentSettings(t *testing.T) {
+	in := `apiVersion: flotilla.dev/v1alpha1
+kind: Cluster
+metadata: {name: prod-eu, namespace: fleet-default}
+spec:
+  agentNamespace: cattle-fleet-system
+  agentEnvVars: [{name: HTTPS_PROXY, value: "http://proxy:3128"}]
+  agentTolerations: [{key: dedicated, operator: Equal, value: fleet, effect: NoSchedule}]
+  agentAffinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [system]}]}]
+  agentResources: {limits: {memory: 256Mi}}
+`
+	docs, err := api.Decode(strings.NewReader(in), "cluster.yaml")
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	spec := docs[0].Cluster.Spec
+	assert.True(t, spec.HasAgentSettings())
+	assert.Equal(t, "cattle-fleet-system", spec.AgentNamespace)
+	assert.Equal(t, "HTTPS_PROXY", spec.AgentEnvVars[0].Name)
+	assert.Equal(t, "dedicated", spec.AgentTolerations[0].Key)
+	require.NotNil(t, spec.AgentAffinity.NodeAffinity)
+	assert.Equal(t, "256Mi", spec.AgentResources.Limits.Memory().String())
+	assert.False(t, api.ClusterSpec{}.HasAgentSettings())
+}
+
 func TestDecode_Defaults(t *testing.T) {
 	docs, err := api.Decode(strings.NewReader("apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'http://git/app.git'}\n"), "app.yaml")
 	require.NoError(t, err)
@@ -97,6 +125,18 @@ func TestDecode_InvalidDocumentsNameFileAndField(t *testing.T) {
 			[]string{"spec.paths[0]", ".."}},
 		{"bad cluster name", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: Prod_EU}",
 			[]string{"metadata.name", "Prod_EU"}},
+		{"bad agent namespace", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\nspec: {agentNamespace: Agents}",
+			[]string{"Cluster c1", "spec.agentNamespace", "Agents"}},
+		{"bad agent env", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\nspec: {agentEnvVars: [{name: 'A B', value: x}]}",
+			[]string{"spec.agentEnvVars[0].name", "A B"}},
+		{"bad toleration effect", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\nspec: {agentTolerations: [{key: k, operator: Exists, effect: Sometimes}]}",
+			[]string{"spec.agentTolerations[0].effect", "Sometimes"}},
+		{"toleration Exists with value", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\nspec: {agentTolerations: [{key: k, operator: Exists, value: v}]}",
+			[]string{"spec.agentTolerations[0].operator", "value must be empty"}},
+		{"toleration Equal without key", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\nspec: {agentTolerations: [{operator: Equal, value: v}]}",
+			[]string{"spec.agentTolerations[0].operator", "key is empty"}},
+		{"toleration seconds without NoExecute", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: c1}\nspec: {agentTolerations: [{key: k, operator: Exists, effect: NoSchedule, tolerationSeconds: 5}]}",
+			[]string{"spec.agentTolerations[0].effect", "NoExecute"}},
 		{"group without selector", "apiVersion: flotilla.dev/v1alpha1\nkind: ClusterGroup\nmetadata: {name: g}\nspec: {}",
 			[]string{"spec.selector: Required value"}},
 		{"unknown kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}",

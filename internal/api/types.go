@@ -3,6 +3,8 @@ package api
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -123,6 +125,23 @@ type ClusterSpec struct {
 	// TemplateValues are the cluster's values for fleet.yaml templates
 	// (.ClusterValues).
 	TemplateValues map[string]any `json:"templateValues,omitempty"`
+
+	// The agent settings of Fleet's Cluster, for a cluster whose agent
+	// Flotilla installs (`cluster add --install-agent`). A field set here
+	// replaces the agent's setting; one left out keeps it. They are
+	// layered over the controller's agent defaults as the --agent-* flags
+	// are.
+	AgentNamespace   string                       `json:"agentNamespace,omitempty"`
+	AgentEnvVars     []corev1.EnvVar              `json:"agentEnvVars,omitempty"`
+	AgentTolerations []corev1.Toleration          `json:"agentTolerations,omitempty"`
+	AgentAffinity    *corev1.Affinity             `json:"agentAffinity,omitempty"`
+	AgentResources   *corev1.ResourceRequirements `json:"agentResources,omitempty"`
+}
+
+// HasAgentSettings reports whether the spec sets any agent setting.
+func (s ClusterSpec) HasAgentSettings() bool {
+	return s.AgentNamespace != "" || len(s.AgentEnvVars) > 0 || len(s.AgentTolerations) > 0 ||
+		s.AgentAffinity != nil || s.AgentResources != nil
 }
 
 // ClusterGroup is a named label selector over clusters.

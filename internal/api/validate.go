@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -146,9 +147,59 @@ func (t GitTarget) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-// Validate checks the Cluster's name and labels.
+// Validate checks the Cluster's name, labels and agent settings.
 func (c *Cluster) Validate() error {
-	return invalid(KindCluster, c.Metadata.Name, ValidateClusterMeta(c.Metadata))
+	errs := ValidateClusterMeta(c.Metadata)
+	p := field.NewPath("spec")
+	if c.Spec.AgentNamespace != "" {
+		errs = append(errs, dnsLabel(p.Child("agentNamespace"), c.Spec.AgentNamespace)...)
+	}
+	for i, e := range c.Spec.AgentEnvVars {
+		for _, msg := range validation.IsEnvVarName(e.Name) {
+			errs = append(errs, field.Invalid(p.Child("agentEnvVars").Index(i).Child("name"), e.Name, msg))
+		}
+	}
+	errs = append(errs, ValidateTolerations(c.Spec.AgentTolerations, p.Child("agentTolerations"))...)
+	return invalid(KindCluster, c.Metadata.Name, errs)
+}
+
+// ValidateTolerations checks tolerations as the API server would: a
+// qualified key (required with Equal), a known operator and effect, no
+// value with Exists, and tolerationSeconds only with NoExecute.
+func ValidateTolerations(tols []corev1.Toleration, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, t := range tols {
+		tp := p.Index(i)
+		if t.Key != "" {
+			for _, msg := range validation.IsQualifiedName(t.Key) {
+				errs = append(errs, field.Invalid(tp.Child("key"), t.Key, msg))
+			}
+		}
+		switch t.Operator {
+		case corev1.TolerationOpEqual, "":
+			if t.Key == "" {
+				errs = append(errs, field.Invalid(tp.Child("operator"), t.Operator, "operator must be Exists when key is empty"))
+			}
+			for _, msg := range validation.IsValidLabelValue(t.Value) {
+				errs = append(errs, field.Invalid(tp.Child("value"), t.Value, msg))
+			}
+		case corev1.TolerationOpExists:
+			if t.Value != "" {
+				errs = append(errs, field.Invalid(tp.Child("operator"), t.Value, "value must be empty when operator is Exists"))
+			}
+		default:
+			errs = append(errs, field.NotSupported(tp.Child("operator"), t.Operator, []string{string(corev1.TolerationOpEqual), string(corev1.TolerationOpExists)}))
+		}
+		switch t.Effect {
+		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			errs = append(errs, field.NotSupported(tp.Child("effect"), t.Effect, []string{string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule), string(corev1.TaintEffectNoExecute)}))
+		}
+		if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
+			errs = append(errs, field.Invalid(tp.Child("effect"), t.Effect, "effect must be NoExecute when tolerationSeconds is set"))
+		}
+	}
+	return errs
 }
 
 // ValidateClusterMeta checks a cluster's name (a DNS-1123 label: it becomes

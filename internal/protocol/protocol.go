@@ -270,6 +270,45 @@ type ClusterApply struct {
 	Context        string            `json:"context,omitempty"`
 	// Agent, when set, puts the cluster in pull mode.
 	Agent *AgentApply `json:"agent,omitempty"`
+	// AgentSettings change the managed agent's settings (a Cluster
+	// resource's agent* fields). The cluster must have a managed agent.
+	AgentSettings *AgentSettings `json:"agentSettings,omitempty"`
+}
+
+// AgentSettings are the agent settings a Cluster resource carries (Fleet's
+// agentNamespace, agentEnvVars, agentTolerations, agentAffinity,
+// agentResources). A field that is set replaces the agent's own setting;
+// an unset one keeps it.
+type AgentSettings struct {
+	Namespace   string                       `json:"namespace,omitempty"`
+	Env         []corev1.EnvVar              `json:"env,omitempty"`
+	Tolerations []corev1.Toleration          `json:"tolerations,omitempty"`
+	Affinity    *corev1.Affinity             `json:"affinity,omitempty"`
+	Resources   *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// Apply returns cfg with the settings that are set replacing its own.
+func (s AgentSettings) Apply(cfg *AgentConfig) *AgentConfig {
+	out := AgentConfig{}
+	if cfg != nil {
+		out = *cfg
+	}
+	if s.Namespace != "" {
+		out.Namespace = s.Namespace
+	}
+	if len(s.Env) > 0 {
+		out.Env = s.Env
+	}
+	if len(s.Tolerations) > 0 {
+		out.Tolerations = s.Tolerations
+	}
+	if s.Affinity != nil {
+		out.Affinity = s.Affinity
+	}
+	if s.Resources != nil {
+		out.Resources = *s.Resources
+	}
+	return &out
 }
 
 // ClusterLabel is the argument of the label update: keys to set and keys
