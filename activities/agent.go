@@ -100,9 +100,10 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 	if out.RemovedFrom, err = a.removeMoved(ctx, getter, in.Cluster, eff.Namespace); err != nil {
 		return out, err
 	}
+	by := deployedBy(ctx)
 	res, err := a.Deployer.Deploy(ctx, getter, deployer.Release{
 		Name: agentcfg.ReleaseName, Namespace: eff.Namespace, Chart: a.Chart,
-		Values: eff.Values(secrets), DeploymentID: out.DeploymentID, Description: deployedBy(ctx),
+		Values: eff.Values(secrets), DeploymentID: out.DeploymentID, Description: by,
 	})
 	if err != nil {
 		if errors.Is(err, deployer.ErrInvalidRelease) {
@@ -111,14 +112,14 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 		return out, fmt.Errorf("cluster %s: install agent: %w", in.Cluster, err)
 	}
 	// A revision an interrupted attempt of this activity recorded is this
-	// call's deploy too (see ClusterActivities.deployOne).
-	interrupted := !res.Changed && res.Description != "" && res.Description == deployedBy(ctx)
-	out.Deployed, out.Revision = res.Changed || interrupted, res.Revision
+	// call's deploy too.
+	resumed := interrupted(res, by)
+	out.Deployed, out.Revision = res.Changed || resumed, res.Revision
 	fields := []zap.Field{zap.String("cluster", in.Cluster), zap.String("namespace", eff.Namespace),
 		zap.String("deploymentID", out.DeploymentID), zap.Int("revision", res.Revision), zap.String("previous", res.Previous)}
 	if res.Changed {
 		a.Logger.Info("Deployed agent", fields...)
-	} else if interrupted {
+	} else if resumed {
 		a.Logger.Info("Confirmed interrupted agent deploy", append(fields, zap.Int32("attempt", activity.GetInfo(ctx).Attempt))...)
 	}
 	return out, nil

@@ -205,7 +205,7 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInp
 	switch {
 	case res.Changed:
 		c.Logger.Info("Deployed bundle", fields...)
-	case rel.Description != "" && res.Description == rel.Description:
+	case interrupted(res, rel.Description):
 		// An earlier attempt of this very activity deployed the revision
 		// and then died: its "Deployed bundle" line may or may not have
 		// been written (a kill can land between Helm's final write and the
@@ -261,6 +261,14 @@ func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundl
 	rel.Annotations = map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}
 	rel.Description = deployedBy(ctx)
 	return rel, opts, nil
+}
+
+// interrupted reports whether Deploy, called by the activity execution
+// by, found the revision an earlier, interrupted attempt of that same
+// execution recorded: the deploy happened, but its attempt died before
+// reporting it.
+func interrupted(res deployer.Result, by string) bool {
+	return !res.Changed && by != "" && res.Description == by
 }
 
 // deployedBy names the activity execution that deploys, for the Helm

@@ -132,12 +132,8 @@ func parseToleration(s string) (corev1.Toleration, error) {
 	} else {
 		t.Key, t.Operator = kv, corev1.TolerationOpExists
 	}
-	msgs := validation.IsQualifiedName(t.Key)
-	if t.Value != "" {
-		msgs = append(msgs, validation.IsValidLabelValue(t.Value)...)
-	}
-	if len(msgs) > 0 {
-		return t, fmt.Errorf("--agent-toleration %q: %s", s, strings.Join(msgs, "; "))
+	if errs := api.ValidateTolerations([]corev1.Toleration{t}, field.NewPath("toleration")); len(errs) > 0 {
+		return t, fmt.Errorf("--agent-toleration %q: %w", s, errs.ToAggregate())
 	}
 	return t, nil
 }

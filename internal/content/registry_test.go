@@ -145,12 +145,7 @@ func TestRegistryRoundTrip(t *testing.T) {
 	// An agent on another host: its own empty directory, its own client.
 	empty, agentDir := newStore(t)
 	agent := empty.WithRemote(connect())
-	gotM, err := agent.GetManifestContext(ctx, id)
-	require.NoError(t, err)
-	assert.Equal(t, m, gotM)
-	gotO, err := agent.GetOptionsContext(ctx, hash)
-	require.NoError(t, err)
-	assert.Equal(t, o, gotO)
+	assertHolds(t, agent, id, m, hash, o)
 	assert.NotEmpty(t, rec.requests())
 	// The layer holds the bytes the store keeps on disk.
 	layer, err := connect().Pull(ctx, content.KindManifest, id)
@@ -164,16 +159,23 @@ func TestRegistryRoundTrip(t *testing.T) {
 	// remote, and the registry sees no request.
 	assert.FileExists(t, filepath.Join(agentDir, "manifests", id+".json.gz"))
 	assert.FileExists(t, filepath.Join(agentDir, "options", hash+".json"))
-	gotM, err = agent.GetManifest(id)
+	assertHolds(t, agent, id, m, hash, o)
+	assert.Empty(t, rec.requests())
+	gotM, err := empty.GetManifest(id)
 	require.NoError(t, err)
 	assert.Equal(t, m, gotM)
-	gotO, err = agent.GetOptions(hash)
+}
+
+// assertHolds checks that s returns manifest m under id and options o
+// under hash.
+func assertHolds(t *testing.T, s *content.Store, id string, m bundle.Manifest, hash string, o bundle.Options) {
+	t.Helper()
+	gotM, err := s.GetManifestContext(t.Context(), id)
+	require.NoError(t, err)
+	assert.Equal(t, m, gotM)
+	gotO, err := s.GetOptionsContext(t.Context(), hash)
 	require.NoError(t, err)
 	assert.Equal(t, o, gotO)
-	assert.Empty(t, rec.requests())
-	gotM, err = empty.GetManifest(id)
-	require.NoError(t, err)
-	assert.Equal(t, m, gotM)
 }
 
 func TestRegistryPushIsIdempotent(t *testing.T) {
@@ -304,19 +306,9 @@ func TestRegistryRepairsLocalCopy(t *testing.T) {
 
 	_, err = local.GetManifest(id)
 	require.ErrorIs(t, err, content.ErrCorrupt, "without a remote a damaged copy is an error")
-	gotM, err := agent.GetManifestContext(ctx, id)
-	require.NoError(t, err)
-	assert.Equal(t, m, gotM)
-	gotO, err := agent.GetOptionsContext(ctx, hash)
-	require.NoError(t, err)
-	assert.Equal(t, o, gotO)
+	assertHolds(t, agent, id, m, hash, o)
 	// Repaired on disk: the store alone reads them again.
-	gotM, err = local.GetManifest(id)
-	require.NoError(t, err)
-	assert.Equal(t, m, gotM)
-	gotO, err = local.GetOptions(hash)
-	require.NoError(t, err)
-	assert.Equal(t, o, gotO)
+	assertHolds(t, local, id, m, hash, o)
 
 	// Readers racing on a damaged copy all get the manifest: the repair
 	// never removes a copy another reader's pull just stored.

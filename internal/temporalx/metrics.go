@@ -1,9 +1,9 @@
 package temporalx
 
 import (
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,11 +178,7 @@ func (c *sdkCollector) Collect(ch chan<- prometheus.Metric) {
 	var out []prometheus.Metric
 	c.mu.Lock()
 	for name, f := range c.families {
-		keys := make([]string, 0, len(f.keys))
-		for k := range f.keys {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
+		keys := slices.Sorted(maps.Keys(f.keys))
 		desc := prometheus.NewDesc(name, "Temporal SDK metric "+name+".", keys, nil)
 		for _, s := range f.series {
 			values := make([]string, len(keys))
@@ -220,13 +216,8 @@ func (s *series) metric(desc *prometheus.Desc, k kind, values []string) (prometh
 
 // labelKey identifies a label set whatever the map's order.
 func labelKey(labels map[string]string) string {
-	keys := make([]string, 0, len(labels))
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	var b strings.Builder
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		b.WriteString(k)
 		b.WriteByte(0)
 		b.WriteString(labels[k])
