@@ -54,10 +54,8 @@ func providerLabel(r *http.Request) string {
 	if !ok {
 		p = webhook.Detect(r.Header)
 	}
-	for _, known := range webhook.Providers {
-		if p == known {
-			return string(p)
-		}
+	if _, known := webhook.Known(string(p)); known {
+		return string(p)
 	}
 	return "unknown"
 }

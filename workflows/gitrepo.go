@@ -435,8 +435,9 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 
 // upsertRepoKey keeps FlotillaRepoURL, by which the webhook receiver finds
 // the GitRepo, at the normalised key of the spec's repo: once per run and
-// after the repo changed. Workflows started before the attribute held the
-// key get it at their next check of the remote.
+// after the repo changed. Runs recorded before this (DefaultVersion) keep
+// what upsert writes when their state or commit changes, and the receiver
+// also looks GitRepos up by the URL as the payload spells it.
 func (g *gitRepo) upsertRepoKey(ctx workflow.Context) {
 	key := webhook.SearchKey(g.s.GitRepo.Spec.Repo)
 	if key == g.repoKey || workflow.GetVersion(ctx, versionRepoKeyAttr, workflow.DefaultVersion, 1) == workflow.DefaultVersion {

@@ -88,7 +88,7 @@ func TestGitRepoWorkflow_PushKeepsUserIntervalAndSkipsPinned(t *testing.T) {
 	repo.Spec.PollingInterval = &metav1.Duration{Duration: time.Minute}
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, repo) }, 0)
 	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "gitlab", Ref: "refs/heads/main", Commit: pushed})
+		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "gitlab", Ref: "refs/heads/main", Commit: pushed, Authenticated: true})
 	}, 5*time.Second)
 	env.RegisterDelayedCallback(func() {
 		st := queryStatus(t, env)

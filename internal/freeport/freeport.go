@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // lowest is the lowest port Pick chooses from.
@@ -52,7 +53,8 @@ func Pick(host string, n int) ([]int, error) {
 
 // ephemeralStart is the first port of the kernel's ephemeral range, 0 if
 // it cannot be read.
-func ephemeralStart() int {
+// ephemeralStart is read once: the range does not change under a process.
+var ephemeralStart = sync.OnceValue(func() int {
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
 		return 0
@@ -66,4 +68,4 @@ func ephemeralStart() int {
 		return 0
 	}
 	return lo
-}
+})

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/flotilla-gitops/flotilla/internal/freeport"
 )
 
 const (
@@ -158,7 +160,7 @@ type clusterEnv struct {
 
 // startEtcd starts a single-member etcd without fsync and waits for /health.
 func startEtcd(ctx context.Context, t testing.TB, env clusterEnv) (string, error) {
-	ports, err := freePorts(2)
+	ports, err := freeport.Pick("127.0.0.1", 2)
 	if err != nil {
 		return "", err
 	}
@@ -213,7 +215,7 @@ func startCluster(ctx context.Context, t testing.TB, env clusterEnv, idx int) (*
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	ports, err := freePorts(1)
+	ports, err := freeport.Pick("127.0.0.1", 1)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

@@ -12,7 +12,7 @@ import (
 // the test if no port can be had.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ports, err := freePorts(1)
+	ports, err := freeport.Pick("127.0.0.1", 1)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
@@ -24,14 +24,9 @@ func FreePort(t testing.TB) int {
 // ports never repeat. It fails the test if the ports cannot be had.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ports, err := freePorts(n)
+	ports, err := freeport.Pick("127.0.0.1", n)
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 	return ports
-}
-
-// freePorts is FreePorts without the testing.TB, for use from goroutines.
-func freePorts(n int) ([]int, error) {
-	return freeport.Pick("127.0.0.1", n)
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-gitops/flotilla/internal/freeport"
 )
 
 const (
@@ -56,7 +58,7 @@ func (e clusterEnv) kwokStageFiles() ([]string, error) {
 // registers the fake Node, and waits until the controllers run, the
 // scheduler is healthy and the Node is Ready.
 func startSim(ctx context.Context, t testing.TB, env clusterEnv, c *Cluster, dir string, files clusterFiles) error {
-	ports, err := freePorts(3)
+	ports, err := freeport.Pick("127.0.0.1", 3)
 	if err != nil {
 		return err
 	}

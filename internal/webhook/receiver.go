@@ -214,6 +214,11 @@ func providerOf(req *http.Request) (Provider, bool) {
 	if !ok {
 		return "", false
 	}
+	return Known(name)
+}
+
+// Known returns the provider named name, if it is one of Providers.
+func Known(name string) (Provider, bool) {
 	for _, p := range Providers {
 		if string(p) == name {
 			return p, true
@@ -291,15 +296,13 @@ func (r *Receiver) targets(ctx context.Context, ev *Event) ([]Target, error) {
 			add(k)
 		}
 	}
-	if len(keys) > 0 {
-		// GitRepo workflows started by older versions carry the URL as
-		// written until they next check the remote.
-		for _, u := range ev.RepoURLs {
-			add(u)
-		}
-	}
 	if len(keys) == 0 {
 		return nil, nil
+	}
+	// GitRepo workflows started by older versions may carry the URL as
+	// written.
+	for _, u := range ev.RepoURLs {
+		add(u)
 	}
 	ts, err := r.cfg.Targets(ctx, keys)
 	if err != nil {
@@ -360,9 +363,6 @@ func (r *Receiver) authenticate(log *zap.Logger, h http.Header, body []byte, ev 
 		}
 		vouched[t.String()] = withSecret
 		ok = append(ok, t)
-	}
-	if len(ok) == 0 {
-		return nil, nil
 	}
 	return ok, vouched
 }
