@@ -21,6 +21,8 @@ type BatchInput struct {
 	// Rollout is the ID of the rollout the batch reports to.
 	Rollout string        `json:"rollout"`
 	Work    []clusterWork `json:"work"`
+	// Typed: deploys report an outcome per bundle (versionTypedOutcomes).
+	Typed bool `json:"typed,omitempty"`
 }
 
 // RolloutBatchWorkflow works a batch of clusters for a large rollout (ID
@@ -36,7 +38,7 @@ func RolloutBatchWorkflow(ctx workflow.Context, in BatchInput) error {
 		superseded = true
 		stop()
 	})
-	run := &runner{gitRepo: in.GitRepo, commit: in.Commit, workflowID: in.Rollout, stopCtx: stopCtx,
+	run := &runner{gitRepo: in.GitRepo, commit: in.Commit, workflowID: in.Rollout, stopCtx: stopCtx, typed: in.Typed,
 		superseded: func() bool { return superseded },
 		report: func(ctx workflow.Context, rep clusterReport) {
 			err := workflow.SignalExternalWorkflow(ctx, in.Rollout, "", signalClusterReport, rep).Get(ctx, nil)
@@ -60,7 +62,7 @@ func RolloutBatchWorkflow(ctx workflow.Context, in BatchInput) error {
 // rollouts) or to batch children (large ones), and tracks what is in
 // flight.
 type dispatcher struct {
-	r        *rollout
+	r        *rolloutRun
 	ctx      workflow.Context
 	run      *runner
 	wg       workflow.WaitGroup
@@ -77,7 +79,7 @@ type dispatcher struct {
 	stopCtx  workflow.Context
 }
 
-func (r *rollout) newDispatcher(ctx, stopCtx workflow.Context) *dispatcher {
+func (r *rolloutRun) newDispatcher(ctx, stopCtx workflow.Context) *dispatcher {
 	d := &dispatcher{r: r, ctx: ctx, run: r.runner(stopCtx), wg: workflow.NewWaitGroup(ctx), children: map[string]bool{}, stopCtx: stopCtx}
 	if r.batching {
 		workflow.Go(ctx, func(ctx workflow.Context) {
@@ -110,7 +112,7 @@ func (d *dispatcher) dispatch(works []clusterWork) {
 				d.pending, d.flushing = nil, false
 				if err != nil || d.r.superseded {
 					for _, w := range works {
-						d.r.fold(clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: bundleNames(w.Deploy)})
+						d.r.fold(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: bundleNames(w.Deploy)})
 					}
 					return
 				}
@@ -149,7 +151,7 @@ func (d *dispatcher) startBatches(works []clusterWork) {
 			),
 		})
 		d.children[id] = true
-		in := BatchInput{GitRepo: d.r.in.GitRepo, Commit: d.r.in.Commit, Rollout: d.r.id, Work: chunk}
+		in := BatchInput{GitRepo: d.r.in.GitRepo, Commit: d.r.in.Commit, Rollout: d.r.id, Work: chunk, Typed: d.r.typed}
 		d.start(func(ctx workflow.Context) {
 			err := workflow.ExecuteChildWorkflow(cctx, RolloutBatchWorkflow, in).Get(ctx, nil)
 			delete(d.children, id)
@@ -160,8 +162,8 @@ func (d *dispatcher) startBatches(works []clusterWork) {
 			// rollout, so the rollout never waits on a lost batch.
 			for _, w := range chunk {
 				for _, b := range w.Deploy {
-					if d.r.sched.running(b.Name, w.Cluster) {
-						d.r.fold(clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: []string{b.Name}})
+					if d.r.sched.Running(b.Name, w.Cluster) {
+						d.r.fold(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: []string{b.Name}})
 					}
 				}
 			}
@@ -204,8 +206,8 @@ func batchSummary(works []clusterWork) string {
 }
 
 // approve releases partitions waiting for approval.
-func (r *rollout) approve(ctx workflow.Context, a protocol.Approve) (protocol.ApproveResult, error) {
-	approved := r.sched.approve(a.Bundle, a.Partition)
+func (r *rolloutRun) approve(ctx workflow.Context, a protocol.Approve) (protocol.ApproveResult, error) {
+	approved := r.sched.Approve(a.Bundle, a.Partition)
 	if len(approved) > 0 {
 		r.changed++
 		workflow.GetLogger(ctx).Info("Partitions approved", "partitions", approved)
@@ -213,11 +215,11 @@ func (r *rollout) approve(ctx workflow.Context, a protocol.Approve) (protocol.Ap
 	return protocol.ApproveResult{Approved: approved}, nil
 }
 
-func (r *rollout) validateApproval(ctx workflow.Context, a protocol.Approve) error {
+func (r *rolloutRun) validateApproval(ctx workflow.Context, a protocol.Approve) error {
 	if r.sched == nil {
 		return fmt.Errorf("rollout %s is not deploying yet (phase %s); try again", r.id, r.st.Phase)
 	}
-	if !r.sched.hasPartition(a.Bundle, a.Partition) {
+	if !r.sched.HasPartition(a.Bundle, a.Partition) {
 		what := "no partition requires approval"
 		if a.Partition != "" {
 			what = "no partition " + a.Partition + " requires approval"

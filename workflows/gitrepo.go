@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/webhook"
@@ -90,6 +91,9 @@ func GitRepoWorkflow(ctx workflow.Context, in GitRepoInput) error {
 		return err
 	}
 	workflow.Go(ctx, g.poll)
+	if workflow.GetVersion(ctx, versionFailureRetry, workflow.DefaultVersion, 1) == 1 {
+		workflow.Go(ctx, g.retryFailures)
+	}
 	return g.loop(ctx, in)
 }
 
@@ -121,6 +125,8 @@ type gitRepo struct {
 	repoKey string
 	// backoff: this run's poller backs off on failures (versionPollBackoff).
 	backoff bool
+	// finished counts finished rollouts, so the retry timer is set anew.
+	finished int
 }
 
 type signal struct {
@@ -490,6 +496,7 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 
 func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err error) {
 	g.running, g.superseding, g.s.LastRollout = "", false, id
+	g.finished++
 	switch {
 	case err != nil:
 		g.s.Error = "rollout " + id + ": " + activityMessage(err)
@@ -532,7 +539,7 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 	if g.s.Error != "" {
 		state = "Error"
 	}
-	clusters := clustersOf(g.s.Deployments)
+	clusters := rollout.ClustersOf(g.s.Deployments)
 	if !fitsClusterAttr(clusters) {
 		// Too many for the 2 KiB attribute: the rollout's batches list
 		// them.
@@ -602,9 +609,51 @@ func shortCommit(c string) string {
 	return c
 }
 
-// unsettled reports deployments worth refreshing on the next poll.
+// retryFailures starts a rollout when the backoff of the earliest failed
+// deployment is over: the rollout retries the deployments whose backoff
+// is over and leaves the others alone. A halted rollout is not retried
+// (a new commit, spec or sync is).
+func (g *gitRepo) retryFailures(ctx workflow.Context) {
+	for {
+		seen := g.finished
+		at := nextRetry(g.s.Inventory)
+		if at.IsZero() || len(g.s.Halts) > 0 {
+			_ = workflow.Await(ctx, func() bool { return g.finished != seen })
+			continue
+		}
+		if wait := at.Sub(workflow.Now(ctx)); wait > 0 {
+			timerCtx, cancel := workflow.WithCancel(ctx)
+			timer := workflow.NewTimerWithOptions(timerCtx, wait, workflow.TimerOptions{Summary: "retry failed deployments"})
+			_ = workflow.Await(ctx, func() bool { return timer.IsReady() || g.finished != seen })
+			cancel()
+			if !timer.IsReady() {
+				continue // a rollout finished: the next retry may have moved
+			}
+		}
+		g.s.Dirty = true
+		_ = workflow.Await(ctx, func() bool { return g.finished != seen })
+	}
+}
+
+// nextRetry is when the earliest failed deployment is due to be retried
+// (zero when none failed).
+func nextRetry(inv []InventoryEntry) time.Time {
+	var at time.Time
+	for _, e := range inv {
+		if f := e.Failure; f != nil && (at.IsZero() || f.Next.Before(at)) {
+			at = f.Next
+		}
+	}
+	return at
+}
+
+// unsettled reports deployments worth refreshing on the next poll; those
+// retried on a backoff of their own are not.
 func unsettled(deps []status.Deployment) bool {
 	for _, d := range deps {
+		if d.NextRetry != "" {
+			continue
+		}
 		switch d.State {
 		case status.NotReady, status.WaitApplied, status.Pending:
 			return true

@@ -176,7 +176,7 @@ func TestGitRepoWorkflow_RollsOutRetargetsAndDeletes(t *testing.T) {
 func TestGitRepoWorkflow_InvalidSpecIsRejected(t *testing.T) {
 	env, _ := gitRepoEnv()
 	bad := testGitRepo(false)
-	bad.Spec.Targets = []api.GitTarget{{ClusterName: "Not_A_Name"}}
+	bad.Spec.Targets = []api.TargetSelector{{ClusterName: "Not_A_Name"}}
 	var rejected error
 	env.RegisterDelayedCallback(func() {
 		env.UpdateWorkflow(protocol.UpdateApply, "bad", &testsuite.TestUpdateCallback{

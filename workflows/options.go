@@ -124,4 +124,11 @@ const (
 	// versionRolloutStrategy: rollouts follow each bundle's rollout
 	// strategy, dependsOn and approvals, and fan out through batches.
 	versionRolloutStrategy = "rollout-strategy"
+	// versionTypedOutcomes: deploys report a typed outcome per bundle;
+	// bundles are retried on their own, failures with a backoff kept in
+	// the inventory.
+	versionTypedOutcomes = "typed-outcomes"
+	// versionFailureRetry: GitRepo runs start a rollout when the backoff
+	// of a failed deployment is over.
+	versionFailureRetry = "failure-retry"
 )

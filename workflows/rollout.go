@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -14,6 +13,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
@@ -65,7 +65,7 @@ const (
 // clusters no longer targeted and bundles gone from Git. Each cluster is
 // worked independently, so one unreachable cluster delays only itself.
 func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (RolloutResult, error) {
-	r := &rollout{in: in, id: workflow.GetInfo(ctx).WorkflowExecution.ID,
+	r := &rolloutRun{in: in, id: workflow.GetInfo(ctx).WorkflowExecution.ID,
 		st: status.Rollout{Commit: in.Commit, Generation: in.Generation, Phase: phaseRendering}}
 	r.st.ID = r.id
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (status.Rollout, error) { return r.st, nil }); err != nil {
@@ -85,7 +85,7 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (RolloutResult, erro
 	return r.run(ctx, stopCtx)
 }
 
-type rollout struct {
+type rolloutRun struct {
 	// offline are the clusters whose agent stopped heartbeating when the
 	// rollout resolved its targets: their deploys wait in their queues.
 	offline    map[string]bool
@@ -94,28 +94,32 @@ type rollout struct {
 	st         status.Rollout
 	superseded bool
 	inventory  []InventoryEntry
-	// byKey indexes st.Deployments by bundle@cluster; invAt indexes
-	// inventory by bundle@cluster/namespace/release.
-	byKey map[string]int
-	invAt map[string]int
-	sched *scheduler
+	// track folds outcomes into st.Deployments and the inventory once the
+	// plan is made.
+	track *rollout.Tracker
+	sched *rollout.Scheduler
 	// changed counts state changes; the orchestration loop wakes on it.
 	changed int
 	// batching: cluster work runs in RolloutBatchWorkflow children.
 	batching bool
-	ctx      workflow.Context
+	// typed: deploys report an outcome per bundle (versionTypedOutcomes).
+	typed bool
+	ctx   workflow.Context
 	// state and shown are the last State search attribute and current
 	// details written.
 	state, shown string
 }
 
-func (r *rollout) result() RolloutResult {
+func (r *rolloutRun) result() RolloutResult {
+	if r.track != nil {
+		r.inventory, r.st.Deployments = r.track.Inventory, r.track.Deployments
+	}
 	return RolloutResult{Commit: r.in.Commit, Generation: r.in.Generation, Inventory: r.inventory,
 		Deployments: r.st.Deployments, Superseded: r.superseded, Error: r.st.Error,
 		Halts: r.st.Halts, Waits: r.st.Waits}
 }
 
-func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
+func (r *rolloutRun) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 	logger := workflow.GetLogger(ctx)
 	r.inventory = r.in.Inventory
 	var bundles []activities.Bundle
@@ -173,15 +177,16 @@ func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 
 	// Step 3: plan (pure), then work the clusters as the rollout strategy
 	// allows.
-	p := makePlan(targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
+	r.typed = workflow.GetVersion(ctx, versionTypedOutcomes, workflow.DefaultVersion, 1) == 1
+	p := rollout.MakePlan(targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
+	r.track = rollout.NewTracker(p, targets.Backoff)
 	r.inventory, r.st.Deployments = p.Inventory, p.Deployments
-	r.index()
 	for _, e := range p.Dropped {
 		logger.Info("Cluster not registered; leaving its release alone", "bundle", e.Bundle, "cluster", e.Cluster, "release", e.Release)
 	}
 	// Large rollouts list their clusters on their batches instead (the
 	// attribute is limited to 2 KiB).
-	if clusters := clustersOf(p.Deployments); fitsClusterAttr(clusters) {
+	if clusters := rollout.ClustersOf(p.Deployments); fitsClusterAttr(clusters) {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyCluster.ValueSet(clusters))
 	}
 	r.st.Phase = phaseDeploying
@@ -207,61 +212,30 @@ func (r *rollout) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 }
 
 // runner returns the runner of this rollout's own cluster work.
-func (r *rollout) runner(stopCtx workflow.Context) *runner {
+func (r *rolloutRun) runner(stopCtx workflow.Context) *runner {
 	return &runner{gitRepo: r.in.GitRepo, commit: r.in.Commit, workflowID: r.id, stopCtx: stopCtx,
 		superseded: func() bool { return r.superseded },
-		report:     func(_ workflow.Context, rep clusterReport) { r.fold(rep) },
-		mark:       r.mark}
-}
-
-// index maps deployment keys to their place in r.st.Deployments.
-func (r *rollout) index() {
-	r.byKey = make(map[string]int, len(r.st.Deployments))
-	for i, d := range r.st.Deployments {
-		r.byKey[d.Key()] = i
-	}
-	r.indexInventory()
-}
-
-// indexInventory maps inventory entries to their place in r.inventory,
-// so recording a result does not scan the whole inventory.
-func (r *rollout) indexInventory() {
-	r.invAt = make(map[string]int, len(r.inventory))
-	for i, e := range r.inventory {
-		r.invAt[inventoryKey(e.key(), e.Namespace, e.Release)] = i
-	}
-}
-
-func inventoryKey(key, namespace, release string) string {
-	return key + "/" + namespace + "/" + release
-}
-
-// stateOf is a deployment's current state in this rollout.
-func (r *rollout) stateOf(bundle, cluster string) (status.State, bool) {
-	i, ok := r.byKey[bundle+"@"+cluster]
-	if !ok {
-		return "", false
-	}
-	return r.st.Deployments[i].State, true
+		report:     r.fold, typed: r.typed,
+		mark: r.mark}
 }
 
 // fold applies a cluster's report to the rollout's state.
-func (r *rollout) fold(rep clusterReport) {
+func (r *rolloutRun) fold(ctx workflow.Context, rep clusterReport) {
 	r.changed++
-	r.record(rep.Deployments)
-	r.forget(rep.Cluster, rep.Removed)
+	r.track.Record(rep.Deployments, workflow.Now(ctx))
+	r.track.Forget(rep.Cluster, rep.Removed)
 	if r.sched == nil {
 		return
 	}
 	for _, d := range rep.Deployments {
-		if d.State == status.OutOfSync && strings.HasPrefix(d.Message, rolledBackPrefix) {
-			continue // a rollback's report
+		if d.State == status.OutOfSync {
+			continue // a rollback's report: deploys never report OutOfSync
 		}
-		r.sched.finish(d, rep.Final)
+		r.sched.Finish(d, rep.Final)
 	}
 	if rep.GaveUp {
 		for _, b := range rep.Bundles {
-			r.sched.giveUp(b, rep.Cluster)
+			r.sched.GiveUp(b, rep.Cluster)
 		}
 	}
 	if r.superseded {
@@ -270,8 +244,8 @@ func (r *rollout) fold(rep clusterReport) {
 		// rollout decides what happens next.
 		return
 	}
-	for _, bs := range r.sched.checkFailures() {
-		workflow.GetLogger(r.ctx).Warn("Rollout halted", "bundle", bs.name, "reason", bs.halted.Message)
+	for _, h := range r.sched.CheckFailures() {
+		workflow.GetLogger(ctx).Warn("Rollout halted", "bundle", h.Bundle, "reason", h.Message)
 	}
 }
 
@@ -279,12 +253,14 @@ func (r *rollout) fold(rep clusterReport) {
 // scheduler releases them, until nothing more can start without an
 // approval, a window or a newer change; halted bundles with
 // rollbackOnFailure are then rolled back.
-func (r *rollout) orchestrate(ctx, stopCtx workflow.Context, p plan, targets activities.TargetsResult) {
+func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, targets activities.TargetsResult) {
 	r.ctx = ctx
-	r.sched = newScheduler(p, targets.Strategies, r.inventory)
-	for _, u := range r.sched.units {
-		if u.held != "" {
-			r.setState(u.bundle.Name, u.cluster, status.OutOfSync, u.held)
+	r.sched = rollout.NewScheduler(p, targets.Strategies, r.inventory, workflow.Now(ctx))
+	for _, h := range r.sched.Holds() {
+		if h.Reason != "" {
+			r.track.SetState(status.Key{Bundle: h.Bundle.Name, Cluster: h.Cluster}, status.OutOfSync, h.Reason)
+		} else {
+			r.track.Hold(h)
 		}
 	}
 	agents := map[string]bool{}
@@ -302,7 +278,7 @@ func (r *rollout) orchestrate(ctx, stopCtx workflow.Context, p plan, targets act
 			for {
 				var rep clusterReport
 				reports.Receive(ctx, &rep)
-				r.fold(rep)
+				r.fold(ctx, rep)
 			}
 		})
 	}
@@ -322,33 +298,33 @@ func (r *rollout) orchestrate(ctx, stopCtx workflow.Context, p plan, targets act
 	cancelTimer := func() {}
 	defer func() { cancelTimer() }()
 	for {
-		dec := r.sched.next(workflow.Now(ctx), r.stateOf)
-		r.st.Waits, r.st.Partitions = dec.waits, dec.partitions
-		r.st.Halts = r.halts()
-		d.dispatch(r.works(dec.start, agents))
+		dec := r.sched.Next(workflow.Now(ctx), r.track.StateOf)
+		r.st.Waits, r.st.Partitions = dec.Waits, dec.Partitions
+		r.st.Halts = r.sched.Halts(r.track.Deployment)
+		d.dispatch(r.works(dec.Start, agents))
 		r.upsertState(ctx)
 		r.details(ctx)
 		if r.superseded {
 			break
 		}
-		if !r.sched.busy() && d.inflight == 0 {
+		if !r.sched.Busy() && d.inflight == 0 {
 			// Bundles that halted since the last rollback are rolled back
 			// once nothing runs.
 			if works := r.rollbackWorks(agents); len(works) > 0 {
 				d.dispatch(works)
 				continue
 			}
-			if !waitsForEvent(dec.waits) {
+			if !waitsForEvent(dec.Waits) {
 				break
 			}
 		}
 		seen := r.changed
-		if !dec.wake.Equal(timerAt) {
+		if !dec.Wake.Equal(timerAt) {
 			cancelTimer()
-			timer, timerAt, cancelTimer = nil, dec.wake, func() {}
-			if !dec.wake.IsZero() {
+			timer, timerAt, cancelTimer = nil, dec.Wake, func() {}
+			if !dec.Wake.IsZero() {
 				timerCtx, cancel := workflow.WithCancel(stopCtx)
-				timer, cancelTimer = workflow.NewTimerWithOptions(timerCtx, dec.wake.Sub(workflow.Now(ctx)),
+				timer, cancelTimer = workflow.NewTimerWithOptions(timerCtx, dec.Wake.Sub(workflow.Now(ctx)),
 					workflow.TimerOptions{Summary: "wait for deployment window"}), cancel
 			}
 		}
@@ -360,7 +336,7 @@ func (r *rollout) orchestrate(ctx, stopCtx workflow.Context, p plan, targets act
 		}
 	}
 	d.wait(ctx)
-	r.st.Halts = r.halts()
+	r.st.Halts = r.sched.Halts(r.track.Deployment)
 }
 
 // waitsForEvent reports whether a wait can end without a cluster changing:
@@ -374,33 +350,33 @@ func waitsForEvent(waits []status.Wait) bool {
 	return false
 }
 
-// works groups started units by cluster, in cluster order.
-func (r *rollout) works(start []int, agents map[string]bool) []clusterWork {
-	return r.groupByCluster(start, agents, func(w *clusterWork, u unit) {
-		w.Deploy = append(w.Deploy, u.bundle)
-		if t := r.sched.readyTimeout(u.bundle.Name); t > w.ReadyTimeout {
+// works groups started units by cluster, in cluster order, and marks
+// them WaitApplied.
+func (r *rolloutRun) works(start []rollout.Unit, agents map[string]bool) []clusterWork {
+	return groupByCluster(start, agents, func(w *clusterWork, u rollout.Unit) {
+		w.Deploy = append(w.Deploy, u.Bundle)
+		if t := r.sched.ReadyTimeout(u.Bundle.Name); t > w.ReadyTimeout {
 			w.ReadyTimeout = t
 		}
 		msg := ""
-		if r.offline[u.cluster] {
-			msg = "cluster " + u.cluster + ": agent offline; the deploy waits in task queue " + protocol.ClusterQueue(u.cluster) + " until the agent is back"
+		if r.offline[u.Cluster] {
+			msg = "cluster " + u.Cluster + ": agent offline; the deploy waits in task queue " + protocol.ClusterQueue(u.Cluster) + " until the agent is back"
 		}
-		r.setState(u.bundle.Name, u.cluster, status.WaitApplied, msg)
+		r.track.SetState(status.Key{Bundle: u.Bundle.Name, Cluster: u.Cluster}, status.WaitApplied, msg)
 	})
 }
 
 // groupByCluster builds one clusterWork per cluster of units, in cluster
 // order, adding each unit with add.
-func (r *rollout) groupByCluster(units []int, agents map[string]bool, add func(w *clusterWork, u unit)) []clusterWork {
+func groupByCluster(units []rollout.Unit, agents map[string]bool, add func(w *clusterWork, u rollout.Unit)) []clusterWork {
 	byCluster := map[string]*clusterWork{}
 	var order []string
-	for _, i := range units {
-		u := r.sched.units[i]
-		w, ok := byCluster[u.cluster]
+	for _, u := range units {
+		w, ok := byCluster[u.Cluster]
 		if !ok {
-			w = &clusterWork{Cluster: u.cluster, Agent: agents[u.cluster]}
-			byCluster[u.cluster] = w
-			order = append(order, u.cluster)
+			w = &clusterWork{Cluster: u.Cluster, Agent: agents[u.Cluster]}
+			byCluster[u.Cluster] = w
+			order = append(order, u.Cluster)
 		}
 		add(w, u)
 	}
@@ -412,64 +388,19 @@ func (r *rollout) groupByCluster(units []int, agents map[string]bool, add func(w
 	return out
 }
 
-// rolledBackPrefix starts the message of a deployment rolled back.
-const rolledBackPrefix = "rolled back"
-
 // rollbackWorks lists the rollbacks of halted bundles that asked for them
-// and were not rolled back yet, and marks those bundles rolled back.
-func (r *rollout) rollbackWorks(agents map[string]bool) []clusterWork {
-	var units []int
-	for _, bs := range r.sched.bundles {
-		if bs.halted != nil && bs.plan.RollbackOnFailure && !bs.rolledBack {
-			bs.rolledBack = true
-			units = append(units, r.sched.unitsToRollBack(bs)...)
-		}
-	}
-	return r.groupByCluster(units, agents, func(w *clusterWork, u unit) {
-		w.Rollback = append(w.Rollback, activities.RollbackRelease{Bundle: u.bundle.Name, Release: u.bundle.Release,
-			Namespace: u.bundle.Namespace, From: u.bundle.DeploymentID, To: u.prevID})
+// and were not rolled back yet.
+func (r *rolloutRun) rollbackWorks(agents map[string]bool) []clusterWork {
+	return groupByCluster(r.sched.Rollbacks(), agents, func(w *clusterWork, u rollout.Unit) {
+		w.Rollback = append(w.Rollback, activities.RollbackRelease{Bundle: u.Bundle.Name, Release: u.Bundle.Release,
+			Namespace: u.Bundle.Namespace, From: u.Bundle.DeploymentID, To: u.PrevID})
 	})
-}
-
-// halts reports the halted bundles, with what their rollback did.
-func (r *rollout) halts() []status.Halt {
-	var out []status.Halt
-	for _, bs := range r.sched.bundles {
-		if bs.halted == nil {
-			continue
-		}
-		h := *bs.halted
-		h.RolledBack, h.RollbackErrors = nil, nil
-		for _, i := range bs.units {
-			u := r.sched.units[i]
-			if st, ok := r.stateOf(bs.name, u.cluster); ok && st == status.OutOfSync {
-				d := r.st.Deployments[r.byKey[bs.name+"@"+u.cluster]]
-				if strings.HasPrefix(d.Message, rolledBackPrefix) {
-					h.RolledBack = append(h.RolledBack, u.cluster)
-				} else if strings.HasPrefix(d.Message, rollbackFailedPrefix) {
-					h.RollbackErrors = append(h.RollbackErrors, d.Message)
-				}
-			}
-		}
-		out = append(out, h)
-	}
-	return out
-}
-
-// rollbackFailedPrefix starts the message of a failed rollback.
-const rollbackFailedPrefix = "rollback failed"
-
-// setState sets one deployment's state and message.
-func (r *rollout) setState(bundle, cluster string, st status.State, msg string) {
-	if i, ok := r.byKey[bundle+"@"+cluster]; ok {
-		r.st.Deployments[i].State, r.st.Deployments[i].Message = st, msg
-	}
 }
 
 // upsertState keeps the rollout's State search attribute current:
 // Rolling, WaitingForApproval, Halted while running, then the summary
 // state.
-func (r *rollout) upsertState(ctx workflow.Context) {
+func (r *rolloutRun) upsertState(ctx workflow.Context) {
 	state := "Rolling"
 	switch {
 	case len(r.st.Halts) > 0:
@@ -496,7 +427,7 @@ func waitsFor(waits []status.Wait, kind string) bool {
 }
 
 // details shows the rollout's progress in the Temporal UI.
-func (r *rollout) details(ctx workflow.Context) {
+func (r *rolloutRun) details(ctx workflow.Context) {
 	r.st.Progress = status.Progress(r.st.Deployments, r.st.Partitions, r.st.Waits)
 	if r.st.Progress != r.shown {
 		r.shown = r.st.Progress
@@ -504,53 +435,14 @@ func (r *rollout) details(ctx workflow.Context) {
 	}
 }
 
-// mark sets the state of every deployment on cluster that is not final.
-func (r *rollout) mark(cluster string, st status.State, msg string) {
-	for i := range r.st.Deployments {
-		d := &r.st.Deployments[i]
-		if d.Cluster == cluster && d.State != status.OutOfSync && (r.sched == nil || r.sched.running(d.Bundle, cluster)) {
-			d.State, d.Message = st, msg
-		}
+// mark sets the state of cluster's deployments in flight (every bundle's,
+// or those named).
+func (r *rolloutRun) mark(cluster string, bundles []string, st status.State, msg string) {
+	var running func(bundle, cluster string) bool
+	if r.sched != nil {
+		running = r.sched.Running
 	}
-}
-
-// record stores deployment results and the applied IDs in the inventory.
-func (r *rollout) record(results []status.Deployment) {
-	for _, res := range results {
-		if i, ok := r.byKey[res.Key()]; ok {
-			r.st.Deployments[i] = res
-		}
-		if i, ok := r.invAt[inventoryKey(res.Key(), res.Namespace, res.Release)]; ok && res.AppliedDeploymentID != "" {
-			r.inventory[i].DeploymentID = res.AppliedDeploymentID
-		}
-	}
-}
-
-// forget drops cleaned releases ("<namespace>/<release>") from the inventory.
-func (r *rollout) forget(cluster string, removed []string) {
-	if len(removed) == 0 {
-		return
-	}
-	gone := map[string]bool{}
-	for _, rel := range removed {
-		gone[rel] = true
-	}
-	kept := r.inventory[:0]
-	for _, e := range r.inventory {
-		if e.Cluster == cluster && gone[e.Namespace+"/"+e.Release] && !r.wanted(e) {
-			continue
-		}
-		kept = append(kept, e)
-	}
-	r.inventory = kept
-	r.indexInventory()
-}
-
-// wanted reports whether the rollout deploys e (so a cleanup of an older
-// entry with the same release must not drop it).
-func (r *rollout) wanted(e InventoryEntry) bool {
-	i, ok := r.byKey[e.key()]
-	return ok && r.st.Deployments[i].Release == e.Release && r.st.Deployments[i].Namespace == e.Namespace
+	r.track.Mark(cluster, bundles, running, st, msg)
 }
 
 // clusterError turns an activity failure on a cluster into a message that

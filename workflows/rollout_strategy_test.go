@@ -962,7 +962,7 @@ func TestRolloutStrategy_MixedDeployResultSettles(t *testing.T) {
 	assert.Equal(t, map[string]status.State{"a@c1": status.Ready, "b@c1": status.WaitApplied}, func() map[string]status.State {
 		out := map[string]status.State{}
 		for _, d := range res.Deployments {
-			out[d.Key()] = d.State
+			out[d.Key().String()] = d.State
 		}
 		return out
 	}())

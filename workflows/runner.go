@@ -2,28 +2,13 @@ package workflows
 
 import (
 	"strings"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
-
-// clusterWork is what a rollout does on one cluster in one step.
-type clusterWork struct {
-	Cluster string `json:"cluster"`
-	// Agent: the cluster's agent serves its own task queue.
-	Agent  bool `json:"agent,omitempty"`
-	Paused bool `json:"paused,omitempty"`
-	// Deploy are the bundles to deploy; ReadyTimeout bounds the wait for
-	// them to become Ready (0: the default).
-	Deploy       []activities.Bundle `json:"deploy,omitempty"`
-	ReadyTimeout time.Duration       `json:"readyTimeout,omitempty"`
-	Cleanup      []InventoryEntry    `json:"cleanup,omitempty"`
-	// Rollback returns releases to the deployment they ran before.
-	Rollback []activities.RollbackRelease `json:"rollback,omitempty"`
-}
 
 // clusterReport is the outcome of one clusterWork, folded into the
 // rollout's state (directly, or signalled by a batch).
@@ -58,7 +43,10 @@ type runner struct {
 	// report receives every outcome; marks live progress (WaitApplied
 	// with a message) when not nil.
 	report func(ctx workflow.Context, r clusterReport)
-	mark   func(cluster string, st status.State, msg string)
+	mark   func(cluster string, bundles []string, st status.State, msg string)
+	// typed: deploys report an outcome per bundle (versionTypedOutcomes):
+	// a bundle's failure or missing content never holds the others back.
+	typed bool
 }
 
 func (r *runner) run(ctx workflow.Context, w clusterWork) {
@@ -66,7 +54,11 @@ func (r *runner) run(ctx workflow.Context, w clusterWork) {
 		r.rollback(ctx, w)
 		return
 	}
-	if len(w.Deploy) > 0 && !r.deploy(ctx, w) {
+	deploy := r.deploy
+	if r.typed {
+		deploy = r.deployEach
+	}
+	if len(w.Deploy) > 0 && !deploy(ctx, w) {
 		return // the cluster is not reachable: cleanups wait too
 	}
 	if len(w.Cleanup) > 0 {
@@ -90,7 +82,7 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 			r.report(ctx, gaveUp)
 			return false
 		}
-		r.setMark(w.Cluster, status.WaitApplied, "")
+		r.setMark(w.Cluster, nil, status.WaitApplied, "")
 		res = activities.DeployResult{}
 		opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
 		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
@@ -102,7 +94,7 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 			msg = clusterError(w.Cluster, w.Agent, err)
 		}
 		gaveUp.Message = msg
-		r.setMark(w.Cluster, status.WaitApplied, msg)
+		r.setMark(w.Cluster, nil, status.WaitApplied, msg)
 		// The timer belongs to stopCtx (a newer change cancels it) but is
 		// waited on in this goroutine's own context.
 		if workflow.NewTimer(r.stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
@@ -110,10 +102,16 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 			return false
 		}
 	}
-	// Wait for readiness of what is not Ready yet; a newer change cancels
-	// the wait.
+	r.awaitReady(ctx, w, res.Deployments)
+	return true
+}
+
+// awaitReady reports deployments and waits for those NotReady to become
+// Ready (a newer change cancels the wait), then reports them again.
+func (r *runner) awaitReady(ctx workflow.Context, w clusterWork, deps []status.Deployment) {
+	var ca *activities.ClusterActivities
 	var notReady []activities.Bundle
-	for _, d := range res.Deployments {
+	for _, d := range deps {
 		if d.State == status.NotReady {
 			for _, b := range w.Deploy {
 				if b.Name == d.Bundle {
@@ -123,24 +121,24 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 		}
 	}
 	if len(notReady) == 0 || r.superseded() {
-		r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: res.Deployments, Final: true})
-		return true
+		r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: deps, Final: true})
+		return
 	}
-	r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: res.Deployments})
+	r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: deps})
 	timeout := w.ReadyTimeout
 	if timeout <= 0 {
 		timeout = defaultReadyTimeout
 	}
 	opts := withSummary(waitReadyOptions, "wait for "+strings.Join(bundleNames(notReady), ", ")+" on "+w.Cluster+" to be Ready")
 	opts.StartToCloseTimeout = timeout + waitReadyGrace
-	in.Bundles = notReady
+	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: notReady}
 	var ready activities.DeployResult
 	err := workflow.ExecuteActivity(onCluster(r.stopCtx, w.Cluster, w.Agent, opts), ca.WaitReady,
 		activities.WaitReadyInput{DeployInput: in, Timeout: timeout}).Get(ctx, &ready)
 	if err != nil {
 		// What the deploy saw stands; the ready wait did not end well.
 		ready.Deployments = nil
-		for _, d := range res.Deployments {
+		for _, d := range deps {
 			if d.State == status.NotReady {
 				d.Message = clusterError(w.Cluster, w.Agent, err)
 				ready.Deployments = append(ready.Deployments, d)
@@ -148,7 +146,91 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 		}
 	}
 	r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: ready.Deployments, Final: true})
-	return true
+}
+
+// deployEach deploys the cluster's bundles, each on its own: bundles
+// whose deploy could not be tried (the cluster or the content store did
+// not answer) are retried with a short backoff while the others go on to
+// their readiness wait. A bundle that failed, or a cluster that refused
+// the credentials, is reported as it is: the GitRepo retries it with the
+// failure backoff. It returns false when the cluster was not reached.
+func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
+	var ca *activities.ClusterActivities
+	pending := w.Deploy
+	var done []status.Deployment
+	for attempt := 0; len(pending) > 0; attempt++ {
+		names := bundleNames(pending)
+		if r.superseded() || attempt == maxClusterAttempts {
+			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: names,
+				Message: r.lastMessage(w.Cluster, names)})
+			return false
+		}
+		r.setMark(w.Cluster, names, status.WaitApplied, "")
+		in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: pending}
+		var res activities.DeployResult
+		opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
+		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
+		var msg string
+		switch {
+		case err != nil:
+			msg = clusterError(w.Cluster, w.Agent, err)
+		case res.Retry:
+			msg = res.Message
+		default:
+			var settled []status.Deployment
+			pending, settled, msg = splitTransient(pending, res.Deployments)
+			if len(settled) > 0 {
+				r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: settled})
+				done = append(done, settled...)
+			}
+		}
+		if len(pending) == 0 {
+			break
+		}
+		r.setMark(w.Cluster, bundleNames(pending), status.WaitApplied, msg)
+		if workflow.NewTimer(r.stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
+			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: bundleNames(pending), Message: msg})
+			return false
+		}
+	}
+	r.awaitReady(ctx, w, done)
+	return !unauthorized(done)
+}
+
+// splitTransient splits a deploy's results into the bundles to try again
+// (their deploy could not be tried: Unreachable, ContentUnavailable) and
+// the settled deployments; msg is the last transient failure's message.
+func splitTransient(tried []activities.Bundle, deps []status.Deployment) (again []activities.Bundle, settled []status.Deployment, msg string) {
+	transient := map[string]bool{}
+	for _, d := range deps {
+		if d.Outcome.Transient() {
+			transient[d.Bundle] = true
+			msg = d.Message
+		} else {
+			settled = append(settled, d)
+		}
+	}
+	for _, b := range tried {
+		if transient[b.Name] {
+			again = append(again, b)
+		}
+	}
+	return again, settled, msg
+}
+
+// unauthorized reports whether the cluster refused the credentials.
+func unauthorized(deps []status.Deployment) bool {
+	for _, d := range deps {
+		if d.Outcome == outcome.Unauthorized {
+			return true
+		}
+	}
+	return false
+}
+
+// lastMessage is what a given-up cluster's deployments show.
+func (r *runner) lastMessage(cluster string, bundles []string) string {
+	return "cluster " + cluster + ": gave up on " + strings.Join(bundles, ", ") + " in this rollout; the next rollout tries again"
 }
 
 func (r *runner) cleanup(ctx workflow.Context, w clusterWork) {
@@ -156,7 +238,7 @@ func (r *runner) cleanup(ctx workflow.Context, w clusterWork) {
 	in := activities.CleanupInput{Cluster: w.Cluster, GitRepo: r.gitRepo, WorkflowID: r.workflowID}
 	var names []string
 	for _, e := range w.Cleanup {
-		in.Releases = append(in.Releases, e.release())
+		in.Releases = append(in.Releases, e.Removal())
 		names = append(names, e.Bundle)
 	}
 	opts := withSummary(clusterOptions, "remove "+strings.Join(names, ", ")+" from "+w.Cluster)
@@ -194,6 +276,16 @@ func (r *runner) rollback(ctx workflow.Context, w clusterWork) {
 	var res activities.DeployResult
 	err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Rollback, in).Get(ctx, &res)
 	rep := clusterReport{Cluster: w.Cluster, Deployments: res.Deployments, Final: true}
+	for i, d := range rep.Deployments {
+		// The release runs what it was rolled back to, or still what the
+		// halted rollout deployed: the applied ID tells which.
+		rep.Deployments[i].Rollback = outcome.RollbackFailed
+		for _, rb := range w.Rollback {
+			if rb.Bundle == d.Bundle && d.AppliedDeploymentID == rb.To {
+				rep.Deployments[i].Rollback = outcome.RolledBack
+			}
+		}
+	}
 	if err != nil {
 		rep.Message = clusterError(w.Cluster, w.Agent, err)
 		// The activity reported nothing: every release's rollback failed,
@@ -202,15 +294,15 @@ func (r *runner) rollback(ctx workflow.Context, w clusterWork) {
 		for _, rb := range w.Rollback {
 			rep.Deployments = append(rep.Deployments, status.Deployment{Bundle: rb.Bundle, Cluster: w.Cluster,
 				Release: rb.Release, Namespace: rb.Namespace, DeploymentID: rb.From, AppliedDeploymentID: rb.From,
-				State: status.OutOfSync, Message: rollbackFailedPrefix + ": bundle " + rb.Bundle + ": " + rep.Message})
+				State: status.OutOfSync, Rollback: outcome.RollbackFailed, Message: "rollback failed: bundle " + rb.Bundle + ": " + rep.Message})
 		}
 	}
 	r.report(ctx, rep)
 }
 
-func (r *runner) setMark(cluster string, st status.State, msg string) {
+func (r *runner) setMark(cluster string, bundles []string, st status.State, msg string) {
 	if r.mark != nil {
-		r.mark(cluster, st, msg)
+		r.mark(cluster, bundles, st, msg)
 	}
 }
 

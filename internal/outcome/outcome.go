@@ -124,3 +124,15 @@ func unreachable(err error) bool {
 	}
 	return false
 }
+
+// Rollback is what rolling a release back to its previous deployment did.
+type Rollback string
+
+// Rollback outcomes.
+const (
+	// RolledBack: the release runs its previous deployment again.
+	RolledBack Rollback = "RolledBack"
+	// RollbackFailed: the release still runs what the halted rollout
+	// deployed.
+	RollbackFailed Rollback = "RollbackFailed"
+)

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
 )
 
 // State is the state of one bundle on one cluster, with Fleet's names.
@@ -70,10 +72,28 @@ type Deployment struct {
 	Missing           int `json:"missing,omitempty"`
 	NotReadyResources int `json:"notReadyResources,omitempty"`
 	Unknown           int `json:"unknown,omitempty"`
+	// Outcome classifies why the deployment is not Ready where the cause
+	// is a failure (ErrApplied, WaitApplied); empty otherwise.
+	Outcome outcome.Class `json:"outcome,omitempty"`
+	// Attempts counts the failed deploys of DeploymentID in a row, and
+	// NextRetry (RFC 3339) is when the next one is due; both are set
+	// while a failure is retried with backoff.
+	Attempts  int    `json:"attempts,omitempty"`
+	NextRetry string `json:"nextRetry,omitempty"`
+	// Rollback is what the rollback of a halted rollout did here.
+	Rollback outcome.Rollback `json:"rollback,omitempty"`
 }
 
+// Key identifies one bundle on one cluster.
+type Key struct {
+	Bundle  string `json:"bundle"`
+	Cluster string `json:"cluster"`
+}
+
+func (k Key) String() string { return k.Bundle + "@" + k.Cluster }
+
 // Key identifies the deployment.
-func (d Deployment) Key() string { return d.Bundle + "@" + d.Cluster }
+func (d Deployment) Key() Key { return Key{Bundle: d.Bundle, Cluster: d.Cluster} }
 
 // Counts counts deployments per state.
 type Counts map[State]int

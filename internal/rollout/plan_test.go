@@ -1,34 +1,32 @@
-package workflows
+package rollout
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
-func bundles(names ...string) []activities.Bundle {
-	var out []activities.Bundle
+func bundles(names ...string) []Bundle {
+	var out []Bundle
 	for _, n := range names {
-		out = append(out, activities.Bundle{Name: n, Release: n, Namespace: "default", DeploymentID: "s-" + n + ":h"})
+		out = append(out, Bundle{Name: n, Release: n, Namespace: "default", DeploymentID: "s-" + n + ":h"})
 	}
 	return out
 }
 
-func targets(registered []string, matched ...string) activities.TargetsResult {
-	r := activities.TargetsResult{Registered: registered}
+func targets(registered []string, matched ...string) Targets {
+	r := Targets{Registered: registered}
 	for _, m := range matched {
-		r.Matched = append(r.Matched, activities.TargetCluster{Name: m})
+		r.Matched = append(r.Matched, TargetCluster{Name: m})
 	}
 	return r
 }
 
 // each gives every matched cluster the same bundles.
-func each(tr activities.TargetsResult, bs []activities.Bundle) activities.TargetsResult {
+func each(tr Targets, bs []Bundle) Targets {
 	for i := range tr.Matched {
 		tr.Matched[i].Bundles = bs
 	}
@@ -43,8 +41,8 @@ func TestMakePlan(t *testing.T) {
 	all := []string{"c1", "c2", "c3"}
 	tests := []struct {
 		name        string
-		bundles     []activities.Bundle
-		targets     activities.TargetsResult
+		bundles     []Bundle
+		targets     Targets
 		inv         []InventoryEntry
 		keepAll     bool
 		wantDeploy  map[string][]string
@@ -88,7 +86,7 @@ func TestMakePlan(t *testing.T) {
 		},
 		{
 			name:       "renamed bundle keeping its release is not uninstalled",
-			bundles:    []activities.Bundle{{Name: "new", Release: "app", Namespace: "default", DeploymentID: "s-new:h"}},
+			bundles:    []Bundle{{Name: "new", Release: "app", Namespace: "default", DeploymentID: "s-new:h"}},
 			targets:    targets(all, "c1"),
 			inv:        []InventoryEntry{{Bundle: "old", Cluster: "c1", Release: "app", Namespace: "default"}},
 			wantDeploy: map[string][]string{"c1": {"new"}},
@@ -105,7 +103,7 @@ func TestMakePlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := makePlan(each(tt.targets, tt.bundles), tt.inv, tt.keepAll)
+			p := MakePlan(each(tt.targets, tt.bundles), tt.inv, tt.keepAll)
 			deploy, cleanup := map[string][]string{}, map[string][]string{}
 			for _, w := range p.Work {
 				for _, b := range w.Deploy {
@@ -133,7 +131,7 @@ func TestMakePlan(t *testing.T) {
 func TestMakePlan_KeepsAppliedIDAndPausedClusters(t *testing.T) {
 	tr := targets([]string{"c1", "c2"}, "c1", "c2")
 	tr.Matched[1].Paused = true
-	p := makePlan(each(tr, bundles("a")), []InventoryEntry{entry("a", "c1"), entry("a", "c2"), entry("b", "c2")}, false)
+	p := MakePlan(each(tr, bundles("a")), []InventoryEntry{entry("a", "c1"), entry("a", "c2"), entry("b", "c2")}, false)
 	require.Len(t, p.Work, 2)
 	assert.Equal(t, "c2", p.Work[1].Cluster)
 	assert.Empty(t, p.Work[1].Deploy, "a paused cluster gets no deploys")
@@ -152,11 +150,11 @@ func TestMakePlan_KeepsAppliedIDAndPausedClusters(t *testing.T) {
 
 func TestMakePlan_PerClusterOptionsAndTemplateErrors(t *testing.T) {
 	tr := targets([]string{"c1", "c2"}, "c1", "c2")
-	tr.Matched[0].Bundles = []activities.Bundle{{Name: "a", Release: "a", Namespace: "dev", DeploymentID: "s-a:dev"}}
+	tr.Matched[0].Bundles = []Bundle{{Name: "a", Release: "a", Namespace: "dev", DeploymentID: "s-a:dev"}}
 	tr.Matched[1].Bundles = nil
 	tr.Errors = []status.Deployment{{Bundle: "a", Cluster: "c2", Release: "a", Namespace: "prod", State: status.ErrApplied,
 		Message: "bundle a: cluster c2: helm.values: template failed"}}
-	p := makePlan(tr, []InventoryEntry{entry("a", "c2")}, false)
+	p := MakePlan(tr, []InventoryEntry{entry("a", "c2")}, false)
 	require.Len(t, p.Work, 1, "nothing to do on c2: the failed bundle keeps what runs there")
 	assert.Equal(t, "c1", p.Work[0].Cluster)
 	assert.Equal(t, "s-a:dev", p.Work[0].Deploy[0].DeploymentID)
@@ -165,18 +163,4 @@ func TestMakePlan_PerClusterOptionsAndTemplateErrors(t *testing.T) {
 	assert.Equal(t, status.ErrApplied, p.Deployments[1].State)
 	assert.Contains(t, p.Deployments[1].Message, "cluster c2")
 	assert.Len(t, p.Inventory, 2, "c2's release stays in the inventory")
-}
-
-func TestFitsClusterAttr(t *testing.T) {
-	names := func(n int) []string {
-		out := make([]string, n)
-		for i := range out {
-			out[i] = fmt.Sprintf("vc-%04d", i)
-		}
-		return out
-	}
-	assert.True(t, fitsClusterAttr(nil))
-	assert.True(t, fitsClusterAttr(names(100)), "a full batch of short names fits")
-	assert.False(t, fitsClusterAttr(names(200)), "200 names of 7 characters exceed Temporal's 2 KiB")
-	assert.False(t, fitsClusterAttr(names(1000)))
 }

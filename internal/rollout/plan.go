@@ -1,0 +1,181 @@
+package rollout
+
+import (
+	"sort"
+
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// Plan is the pure decision of a rollout: what to deploy and clean where.
+type Plan struct {
+	Work []ClusterWork
+	// Inventory is the inventory once every step succeeds... minus the
+	// cleanups, which are removed as they succeed.
+	Inventory []InventoryEntry
+	// Dropped are entries on clusters that are not registered now; they
+	// stay in the inventory (the cluster may come back) and nothing is done
+	// there.
+	Dropped []InventoryEntry
+	// Deployments is the initial status of every desired deployment.
+	Deployments []status.Deployment
+}
+
+// planner carries MakePlan's intermediate state.
+type planner struct {
+	registered, paused, agent map[string]bool
+	work                      map[string]*ClusterWork
+	desired                   map[status.Key]InventoryEntry
+	// held are bundles that failed to compute for a cluster (a template
+	// error): the cluster keeps whatever it runs, an error never
+	// uninstalls.
+	held map[status.Key]bool
+	p    Plan
+}
+
+// MakePlan decides a rollout. keepAll forces keepResources on cleanups (a
+// GitRepo deleted with keepResources set after the releases were made).
+// Each matched cluster lists the bundles it gets, with its own options.
+func MakePlan(targets Targets, inv []InventoryEntry, keepAll bool) Plan {
+	pl := &planner{registered: set(targets.Registered), paused: map[string]bool{}, agent: set(targets.Agents),
+		work: map[string]*ClusterWork{}, desired: map[status.Key]InventoryEntry{}, held: map[status.Key]bool{}}
+	for _, d := range targets.Errors {
+		pl.held[d.Key()] = true
+		pl.p.Deployments = append(pl.p.Deployments, d)
+	}
+	for _, tc := range targets.Matched {
+		pl.addMatched(tc)
+	}
+	kept := pl.keep(inv, keepAll)
+	pl.finish(kept)
+	return pl.p
+}
+
+func set(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+func (pl *planner) get(c string) *ClusterWork {
+	if w, ok := pl.work[c]; ok {
+		return w
+	}
+	w := &ClusterWork{Cluster: c, Paused: pl.paused[c], Agent: pl.agent[c]}
+	pl.work[c] = w
+	return w
+}
+
+// addMatched wants every bundle of a matched cluster there.
+func (pl *planner) addMatched(tc TargetCluster) {
+	pl.paused[tc.Name] = tc.Paused
+	w := pl.get(tc.Name)
+	for _, b := range tc.Bundles {
+		e := InventoryEntry{Bundle: b.Name, Cluster: tc.Name, Release: b.Release, Namespace: b.Namespace,
+			KeepResources: b.KeepResources, DeleteNamespace: b.DeleteNamespace}
+		pl.desired[e.Key()] = e
+		d := status.Deployment{Bundle: b.Name, Cluster: tc.Name, Release: b.Release, Namespace: b.Namespace,
+			DeploymentID: b.DeploymentID, State: status.Pending, Resources: b.Resources}
+		if tc.Paused {
+			d.State, d.Message = status.OutOfSync, "cluster "+tc.Name+" is paused"
+		} else {
+			w.Deploy = append(w.Deploy, b)
+		}
+		pl.p.Deployments = append(pl.p.Deployments, d)
+	}
+}
+
+// keep decides the fate of each inventory entry: kept as is, kept and
+// cleaned up, or replaced by a bundle that now deploys its release.
+func (pl *planner) keep(inv []InventoryEntry, keepAll bool) map[ReleaseRef]InventoryEntry {
+	// Releases the rollout deploys: an old entry for the same release (a
+	// bundle renamed, releaseName kept) is replaced, never uninstalled
+	// after the new bundle deployed it.
+	type placed struct{ cluster, namespace, release string }
+	deploying := map[placed]bool{}
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	for _, e := range pl.desired {
+		deploying[placed{e.Cluster, e.Namespace, e.Release}] = true
+	}
+	kept := map[ReleaseRef]InventoryEntry{}
+	for _, e := range inv {
+		want, ok := pl.desired[e.Key()]
+		moved := !ok || want.Release != e.Release || want.Namespace != e.Namespace
+		switch {
+		case !pl.registered[e.Cluster]:
+			// Not listed now (removed, or between two runs of its
+			// workflow): keep the entry, do nothing there.
+			pl.p.Dropped = append(pl.p.Dropped, e)
+		case pl.paused[e.Cluster] || pl.held[e.Key()]:
+			// A paused cluster keeps what it runs, and so does a bundle
+			// that could not be computed for the cluster.
+		case moved && deploying[placed{e.Cluster, e.Namespace, e.Release}]:
+			continue // replaced by the bundle that now deploys this release
+		case moved:
+			if keepAll {
+				e.KeepResources = true
+			}
+			pl.get(e.Cluster).Cleanup = append(pl.get(e.Cluster).Cleanup, e)
+		}
+		kept[e.Ref()] = e
+	}
+	return kept
+}
+
+// finish builds the plan's inventory (kept entries, then desired ones
+// carrying what the kept entry knew) and its work, in a stable order.
+func (pl *planner) finish(kept map[ReleaseRef]InventoryEntry) {
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	for _, e := range pl.desired {
+		if old, ok := kept[e.Ref()]; ok {
+			e.DeploymentID, e.Failure = old.DeploymentID, old.Failure
+		}
+		kept[e.Ref()] = e
+	}
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	for _, e := range kept {
+		pl.p.Inventory = append(pl.p.Inventory, e)
+	}
+	SortInventory(pl.p.Inventory)
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	for _, w := range pl.work {
+		if len(w.Deploy) > 0 || len(w.Cleanup) > 0 || w.Paused {
+			SortInventory(w.Cleanup)
+			pl.p.Work = append(pl.p.Work, *w)
+		}
+	}
+	sort.Slice(pl.p.Work, func(i, j int) bool { return pl.p.Work[i].Cluster < pl.p.Work[j].Cluster })
+	status.Sort(pl.p.Deployments)
+}
+
+// SortInventory orders entries by bundle, cluster, namespace and release.
+func SortInventory(inv []InventoryEntry) {
+	sort.Slice(inv, func(i, j int) bool {
+		a, b := inv[i], inv[j]
+		if a.Bundle != b.Bundle {
+			return a.Bundle < b.Bundle
+		}
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Release < b.Release
+	})
+}
+
+// ClustersOf lists the clusters of deployments, sorted and unique.
+func ClustersOf(deps []status.Deployment) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range deps {
+		if !seen[d.Cluster] {
+			seen[d.Cluster] = true
+			out = append(out, d.Cluster)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

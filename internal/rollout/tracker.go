@@ -1,0 +1,187 @@
+package rollout
+
+import (
+	"time"
+
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// Backoff is how long a deployment that failed waits before its next
+// attempt: Initial after the first failure, doubling up to Max, then
+// every Max.
+type Backoff struct {
+	Initial time.Duration `json:"initial,omitempty"`
+	Max     time.Duration `json:"max,omitempty"`
+}
+
+// Default failure backoff: 30 s doubling up to 10 min.
+const (
+	DefaultBackoffInitial = 30 * time.Second
+	DefaultBackoffMax     = 10 * time.Minute
+)
+
+// Delay is the wait after the attempts-th failure in a row (1-based).
+func (b Backoff) Delay(attempts int) time.Duration {
+	initial, limit := b.Initial, b.Max
+	if initial <= 0 {
+		initial = DefaultBackoffInitial
+	}
+	if limit <= 0 {
+		limit = DefaultBackoffMax
+	}
+	d := initial
+	for i := 1; i < attempts && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// Tracker folds the outcomes a rollout receives into its deployments'
+// status and its inventory.
+type Tracker struct {
+	Deployments []status.Deployment
+	Inventory   []InventoryEntry
+	backoff     Backoff
+	byKey       map[status.Key]int
+	invAt       map[ReleaseRef]int
+}
+
+// NewTracker tracks the deployments and inventory of a plan.
+func NewTracker(p Plan, backoff Backoff) *Tracker {
+	t := &Tracker{Deployments: p.Deployments, Inventory: p.Inventory, backoff: backoff}
+	t.byKey = make(map[status.Key]int, len(t.Deployments))
+	for i, d := range t.Deployments {
+		t.byKey[d.Key()] = i
+	}
+	t.indexInventory()
+	return t
+}
+
+func (t *Tracker) indexInventory() {
+	t.invAt = make(map[ReleaseRef]int, len(t.Inventory))
+	for i, e := range t.Inventory {
+		t.invAt[e.Ref()] = i
+	}
+}
+
+// Deployment returns the deployment of a bundle on a cluster.
+func (t *Tracker) Deployment(k status.Key) (status.Deployment, bool) {
+	i, ok := t.byKey[k]
+	if !ok {
+		return status.Deployment{}, false
+	}
+	return t.Deployments[i], true
+}
+
+// StateOf is a deployment's current state.
+func (t *Tracker) StateOf(bundle, cluster string) (status.State, bool) {
+	d, ok := t.Deployment(status.Key{Bundle: bundle, Cluster: cluster})
+	return d.State, ok
+}
+
+// SetState sets one deployment's state and message.
+func (t *Tracker) SetState(k status.Key, st status.State, msg string) {
+	if i, ok := t.byKey[k]; ok {
+		t.Deployments[i].State, t.Deployments[i].Message = st, msg
+	}
+}
+
+// Hold shows a unit that waits for the retry of its failure.
+func (t *Tracker) Hold(h Hold) {
+	i, ok := t.byKey[status.Key{Bundle: h.Bundle.Name, Cluster: h.Cluster}]
+	if !ok || h.Retry == nil {
+		return
+	}
+	d := &t.Deployments[i]
+	f := h.Retry
+	d.State, d.Message, d.Outcome = f.State, f.Message, f.Class
+	d.Attempts, d.NextRetry = f.Attempts, f.Next.UTC().Format(time.RFC3339)
+	d.AppliedDeploymentID = h.PrevID
+}
+
+// Record stores outcomes: each deployment's status, the deployment ID the
+// inventory records as applied and, for failures, the run of failed
+// attempts and when the next is due (now plus the backoff). A deployment
+// applied at its ID clears its failures.
+func (t *Tracker) Record(results []status.Deployment, now time.Time) {
+	for _, res := range results {
+		inv, hasInv := t.invAt[ReleaseRef{Key: res.Key(), Namespace: res.Namespace, Release: res.Release}]
+		if hasInv {
+			e := &t.Inventory[inv]
+			if res.AppliedDeploymentID != "" {
+				e.DeploymentID = res.AppliedDeploymentID
+			}
+			t.failure(e, &res, now)
+		}
+		if i, ok := t.byKey[res.Key()]; ok {
+			t.Deployments[i] = res
+		}
+	}
+}
+
+// failure updates an entry's run of failures from a result, and shows it
+// on the result.
+func (t *Tracker) failure(e *InventoryEntry, res *status.Deployment, now time.Time) {
+	switch {
+	case res.Outcome.Failed() || res.Outcome == outcome.Unauthorized:
+		attempts := 1
+		if f := e.Failure; f != nil && f.DeploymentID == res.DeploymentID {
+			attempts = f.Attempts + 1
+		}
+		next := now.Add(t.backoff.Delay(attempts))
+		e.Failure = &Failure{DeploymentID: res.DeploymentID, Class: res.Outcome, Attempts: attempts, Next: next,
+			Message: res.Message, State: res.State}
+		res.Attempts, res.NextRetry = attempts, next.UTC().Format(time.RFC3339)
+	case res.Rollback != "":
+		// A rollback changes what runs, not whether the ID failed.
+	case res.State == status.Ready || res.State == status.NotReady:
+		e.Failure = nil
+	}
+}
+
+// Forget drops cleaned releases ("<namespace>/<release>") of a cluster
+// from the inventory, unless the rollout deploys the same release.
+func (t *Tracker) Forget(cluster string, removed []string) {
+	if len(removed) == 0 {
+		return
+	}
+	gone := map[string]bool{}
+	for _, rel := range removed {
+		gone[rel] = true
+	}
+	kept := t.Inventory[:0]
+	for _, e := range t.Inventory {
+		if e.Cluster == cluster && gone[e.Namespace+"/"+e.Release] && !t.wanted(e) {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	t.Inventory = kept
+	t.indexInventory()
+}
+
+// wanted reports whether the rollout deploys e (so a cleanup of an older
+// entry with the same release must not drop it).
+func (t *Tracker) wanted(e InventoryEntry) bool {
+	d, ok := t.Deployment(e.Key())
+	return ok && d.Release == e.Release && d.Namespace == e.Namespace
+}
+
+// Mark sets the state of cluster's deployments that are in flight (every
+// bundle, or only those named) and not OutOfSync.
+func (t *Tracker) Mark(cluster string, bundles []string, running func(bundle, cluster string) bool, st status.State, msg string) {
+	names := map[string]bool{}
+	for _, b := range bundles {
+		names[b] = true
+	}
+	for i := range t.Deployments {
+		d := &t.Deployments[i]
+		if d.Cluster != cluster || d.State == status.OutOfSync || (len(names) > 0 && !names[d.Bundle]) {
+			continue
+		}
+		if running == nil || running(d.Bundle, cluster) {
+			d.State, d.Message = st, msg
+		}
+	}
+}
