@@ -82,9 +82,10 @@ lint: $(TOOLS)/workflowcheck ## gofmt, go vet, workflowcheck and golangci-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/workflowcheck ./workflows/...
-	@if $(MAKE) -s $(TOOLS)/golangci-lint >/dev/null 2>&1; then \
-		$(TOOLS)/golangci-lint run ./...; \
-	else echo "golangci-lint $(GOLANGCI_LINT_VER) did not install from the module proxy; skipped"; fi
+	@$(MAKE) -s $(TOOLS)/golangci-lint || { \
+		echo "make lint: FAILED: golangci-lint $(GOLANGCI_LINT_VER) could not be installed into $(TOOLS) from the Go module proxy (see the go install error above); lint does not pass without it" >&2; \
+		exit 1; }
+	$(TOOLS)/golangci-lint run ./...
 
 $(TOOLS)/workflowcheck:
 	GOBIN=$(TOOLS) $(GO) install go.temporal.io/sdk/contrib/tools/workflowcheck@$(WORKFLOWCHECK_VER)
