@@ -109,15 +109,10 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 // awaitReady reports deployments and waits for those NotReady to become
 // Ready (a newer change cancels the wait), then reports them again.
 func (r *runner) awaitReady(ctx workflow.Context, w clusterWork, deps []status.Deployment) {
-	var ca *activities.ClusterActivities
-	var notReady []activities.Bundle
+	var notReady []status.Deployment
 	for _, d := range deps {
 		if d.State == status.NotReady {
-			for _, b := range w.Deploy {
-				if b.Name == d.Bundle {
-					notReady = append(notReady, b)
-				}
-			}
+			notReady = append(notReady, d)
 		}
 	}
 	if len(notReady) == 0 || r.superseded() {
@@ -125,24 +120,37 @@ func (r *runner) awaitReady(ctx workflow.Context, w clusterWork, deps []status.D
 		return
 	}
 	r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: deps})
+	r.waitReady(ctx, w, notReady)
+}
+
+// waitReady waits for NotReady deployments to become Ready and reports
+// them, final.
+func (r *runner) waitReady(ctx workflow.Context, w clusterWork, notReady []status.Deployment) {
+	var ca *activities.ClusterActivities
+	var bundles []activities.Bundle
+	for _, d := range notReady {
+		for _, b := range w.Deploy {
+			if b.Name == d.Bundle {
+				bundles = append(bundles, b)
+			}
+		}
+	}
 	timeout := w.ReadyTimeout
 	if timeout <= 0 {
 		timeout = defaultReadyTimeout
 	}
-	opts := withSummary(waitReadyOptions, "wait for "+strings.Join(bundleNames(notReady), ", ")+" on "+w.Cluster+" to be Ready")
+	opts := withSummary(waitReadyOptions, "wait for "+strings.Join(bundleNames(bundles), ", ")+" on "+w.Cluster+" to be Ready")
 	opts.StartToCloseTimeout = timeout + waitReadyGrace
-	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: notReady}
+	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: bundles}
 	var ready activities.DeployResult
 	err := workflow.ExecuteActivity(onCluster(r.stopCtx, w.Cluster, w.Agent, opts), ca.WaitReady,
 		activities.WaitReadyInput{DeployInput: in, Timeout: timeout}).Get(ctx, &ready)
 	if err != nil {
 		// What the deploy saw stands; the ready wait did not end well.
 		ready.Deployments = nil
-		for _, d := range deps {
-			if d.State == status.NotReady {
-				d.Message = clusterError(w.Cluster, w.Agent, err)
-				ready.Deployments = append(ready.Deployments, d)
-			}
+		for _, d := range notReady {
+			d.Message = clusterError(w.Cluster, w.Agent, err)
+			ready.Deployments = append(ready.Deployments, d)
 		}
 	}
 	r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: ready.Deployments, Final: true})
@@ -157,7 +165,8 @@ func (r *runner) awaitReady(ctx workflow.Context, w clusterWork, deps []status.D
 func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 	var ca *activities.ClusterActivities
 	pending := w.Deploy
-	var done []status.Deployment
+	var notReady []status.Deployment
+	reached := true
 	for attempt := 0; len(pending) > 0; attempt++ {
 		names := bundleNames(pending)
 		if r.superseded() || attempt == maxClusterAttempts {
@@ -180,8 +189,11 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 			var settled []status.Deployment
 			pending, settled, msg = splitTransient(pending, res.Deployments)
 			if len(settled) > 0 {
-				r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: settled})
-				done = append(done, settled...)
+				// Settled deployments are reported once, as they are: final
+				// unless they wait for readiness.
+				r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: settled, Final: !hasNotReady(settled)})
+				notReady = append(notReady, notReadyOf(settled)...)
+				reached = reached && !unauthorized(settled)
 			}
 		}
 		if len(pending) == 0 {
@@ -193,9 +205,25 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 			return false
 		}
 	}
-	r.awaitReady(ctx, w, done)
-	return !unauthorized(done)
+	if len(notReady) > 0 && !r.superseded() {
+		r.waitReady(ctx, w, notReady)
+	} else if len(notReady) > 0 {
+		r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: notReady, Final: true})
+	}
+	return reached
 }
+
+func notReadyOf(deps []status.Deployment) []status.Deployment {
+	var out []status.Deployment
+	for _, d := range deps {
+		if d.State == status.NotReady {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func hasNotReady(deps []status.Deployment) bool { return len(notReadyOf(deps)) > 0 }
 
 // splitTransient splits a deploy's results into the bundles to try again
 // (their deploy could not be tried: Unreachable, ContentUnavailable) and
