@@ -4,8 +4,9 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/status"
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
+	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
 // GitRepoRef names a GitRepo.
@@ -36,7 +37,6 @@ type RenderInput struct {
 	Commit  string          `json:"commit"`
 }
 
-
 // The rollout's own types, shared by the activities that produce them and
 // the pure planner in internal/rollout.
 type (
@@ -66,10 +66,6 @@ type BundleTargetsInput struct {
 	Spec    api.GitRepoSpec `json:"spec"`
 	Bundles []Bundle        `json:"bundles"`
 }
-
-
-
-
 
 // NotifyInput asks to signal every GitRepo that clusters changed. When
 // WaitFor is set, the notification waits until that workflow is listed as
@@ -105,15 +101,17 @@ type RollbackInput struct {
 	Releases   []RollbackRelease `json:"releases"`
 }
 
-
-// DeployResult reports every bundle's deployment. Retry is set when the
-// cluster could not be reached; the rollout tries again later.
+// DeployResult reports every bundle's deployment, each with its outcome.
+// Retry is set when the cluster could not be reached (Class Unreachable):
+// nothing was tried, and the rollout tries again shortly. A cluster that
+// refused the credentials has Class Unauthorized and reports every bundle
+// WaitApplied with that outcome.
 type DeployResult struct {
 	Deployments []status.Deployment `json:"deployments"`
 	Retry       bool                `json:"retry,omitempty"`
+	Class       outcome.Class       `json:"class,omitempty"`
 	Message     string              `json:"message,omitempty"`
 }
-
 
 // CleanupInput removes releases a GitRepo no longer wants on a cluster.
 type CleanupInput struct {
@@ -126,7 +124,8 @@ type CleanupInput struct {
 // CleanupResult lists the releases removed; Retry and Message as in
 // DeployResult for those that were not.
 type CleanupResult struct {
-	Removed []string `json:"removed"`
-	Retry   bool     `json:"retry,omitempty"`
-	Message string   `json:"message,omitempty"`
+	Removed []string      `json:"removed"`
+	Retry   bool          `json:"retry,omitempty"`
+	Class   outcome.Class `json:"class,omitempty"`
+	Message string        `json:"message,omitempty"`
 }
