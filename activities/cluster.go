@@ -2,22 +2,17 @@ package activities
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/render"
@@ -34,115 +29,18 @@ const (
 // ClusterActivities deploy to, check, roll back and clean up clusters.
 // In push mode the controller's worker registers them once on the shared
 // push queue (protocol.PushQueue) and each call names its cluster; an
-// agent (pull mode) registers them on its cluster's queue with Cluster set.
+// agent (pull mode) registers them on its cluster's queue with Clusters
+// limited to that cluster.
 type ClusterActivities struct {
-	// Cluster, when set, is the only cluster served (an agent); calls for
-	// another cluster fail. Empty serves every cluster Config knows.
-	Cluster string
-	// Config returns a cluster's REST config (read from the kubeconfig
-	// store in push mode, in-cluster config for agents).
-	Config   func(cluster string) (*rest.Config, error)
+	// Clusters connects to the clusters served and caches their
+	// RESTClientGetters. For an agent it serves only the agent's cluster
+	// (ConnectionsOptions.Only); calls for another cluster fail.
+	Clusters *cluster.Connections
 	Deployer *deployer.Deployer
 	Content  *content.Store
 	Logger   *zap.Logger
 	// ReadyPoll is how often WaitReady re-checks. Default 500ms.
 	ReadyPoll time.Duration
-
-	mu     sync.Mutex
-	caches map[string]*getterCache
-}
-
-// getterCache holds the RESTClientGetters of one API endpoint and
-// credentials (a configKey), by namespace; they share one discovery cache.
-// Clusters registered with the same server and credentials (virtual
-// clusters on one API server) share it too: they are the same API.
-type getterCache struct {
-	base    *deployer.RESTClientGetter
-	getters map[string]genericclioptions.RESTClientGetter
-}
-
-// conn is one activity call's connection to a cluster: the kubeconfig is
-// read once per call, not once per bundle or poll.
-type conn struct {
-	c       *ClusterActivities
-	cluster string
-	cfg     *rest.Config
-	key     string
-}
-
-func (c *ClusterActivities) connect(cluster string) (*conn, error) {
-	if c.Cluster != "" && cluster != c.Cluster {
-		return nil, fmt.Errorf("cluster %s: this worker serves only cluster %s", cluster, c.Cluster)
-	}
-	cfg, err := c.Config(cluster)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", cluster, err)
-	}
-	return &conn{c: c, cluster: cluster, cfg: cfg, key: configKey(cfg)}, nil
-}
-
-// getter returns a cached RESTClientGetter for namespace, so discovery
-// and OpenAPI schemas are read once per API server, not once per deploy
-// or namespace.
-func (k *conn) getter(namespace string) (genericclioptions.RESTClientGetter, error) {
-	c := k.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.caches == nil {
-		c.caches = map[string]*getterCache{}
-	}
-	// A re-added kubeconfig (new server, token or certificate) has a new
-	// key and so a new cache; the key stays in memory only.
-	gc := c.caches[k.key]
-	if gc == nil {
-		base, err := deployer.NewRESTClientGetter(k.cfg, "default")
-		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", k.cluster, err)
-		}
-		gc = &getterCache{base: base, getters: map[string]genericclioptions.RESTClientGetter{}}
-		c.caches[k.key] = gc
-	}
-	if g, ok := gc.getters[namespace]; ok {
-		return g, nil
-	}
-	g := gc.base.ForNamespace(namespace)
-	gc.getters[namespace] = g
-	return g, nil
-}
-
-// configKey identifies a REST config's server and credentials.
-func configKey(cfg *rest.Config) string {
-	h := sha256.New()
-	for _, part := range [][]byte{[]byte(cfg.Host), []byte(cfg.BearerToken), cfg.CertData, cfg.KeyData, cfg.CAData,
-		[]byte(cfg.Username), []byte(cfg.Password)} {
-		h.Write(part)
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// reachable checks the API server answers, so an unreachable cluster is
-// reported as such rather than as a Helm error per bundle.
-func (k *conn) reachable(ctx context.Context) error {
-	cfg := rest.CopyConfig(k.cfg)
-	cfg.Timeout = 5 * time.Second
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	if _, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
-		return fmt.Errorf("API server %s unreachable: %w", cfg.Host, err)
-	}
-	return nil
-}
-
-// open connects and checks the API server answers.
-func (c *ClusterActivities) open(ctx context.Context, cluster string) (*conn, error) {
-	k, err := c.connect(cluster)
-	if err != nil {
-		return nil, err
-	}
-	return k, k.reachable(ctx)
 }
 
 // Deploy makes the cluster run each bundle at its deployment ID. A
@@ -154,7 +52,7 @@ func (c *ClusterActivities) open(ctx context.Context, cluster string) (*conn, er
 // returns Retry, and the rollout tries again.
 func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployResult, error) {
 	defer keepAlive(ctx)()
-	k, err := c.open(ctx, in.Cluster)
+	k, err := c.Clusters.Open(ctx, in.Cluster)
 	if err != nil {
 		return c.retry(in, err), nil
 	}
@@ -177,29 +75,29 @@ func (c *ClusterActivities) retry(in DeployInput, err error) DeployResult {
 	return res
 }
 
-func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInput, b Bundle) (status.Deployment, error) {
-	d := status.Deployment{Bundle: b.Name, Cluster: k.cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
+func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in DeployInput, b Bundle) (status.Deployment, error) {
+	d := status.Deployment{Bundle: b.Name, Cluster: k.Name(), Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
 	rel, opts, err := c.release(ctx, in, b)
 	if err != nil {
-		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.cluster, b.Name, err)
+		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.Name(), b.Name, err)
 		return d, nil
 	}
-	getter, err := k.getter(b.Namespace)
+	getter, err := k.Getter(b.Namespace)
 	if err != nil {
 		return d, err
 	}
 	res, err := c.Deployer.Deploy(ctx, getter, rel)
 	if errors.Is(err, deployer.ErrInvalidRelease) {
-		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.cluster, b.Name, err)
+		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.Name(), b.Name, err)
 		d.AppliedDeploymentID = res.Previous
-		c.Logger.Warn("Bundle not applied", zap.String("bundle", b.Name), zap.String("cluster", k.cluster),
+		c.Logger.Warn("Bundle not applied", zap.String("bundle", b.Name), zap.String("cluster", k.Name()),
 			zap.String("release", b.Namespace+"/"+b.Release), zap.String("workflowID", in.WorkflowID), zap.Error(err))
 		return d, nil
 	}
 	if err != nil {
 		return d, fmt.Errorf("bundle %s: %w", b.Name, err)
 	}
-	fields := []zap.Field{zap.String("bundle", b.Name), zap.String("cluster", k.cluster),
+	fields := []zap.Field{zap.String("bundle", b.Name), zap.String("cluster", k.Name()),
 		zap.String("release", b.Namespace+"/"+b.Release), zap.Int("revision", res.Revision),
 		zap.String("deploymentID", b.DeploymentID), zap.String("workflowID", in.WorkflowID)}
 	switch {
@@ -218,8 +116,8 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *conn, in DeployInp
 }
 
 // observe fills in readiness and resource counts.
-func (c *ClusterActivities) observe(ctx context.Context, k *conn, d status.Deployment, opts deployer.ReadyOptions) (status.Deployment, error) {
-	getter, err := k.getter(d.Namespace)
+func (c *ClusterActivities) observe(ctx context.Context, k *cluster.Conn, d status.Deployment, opts deployer.ReadyOptions) (status.Deployment, error) {
+	getter, err := k.Getter(d.Namespace)
 	if err != nil {
 		return d, err
 	}
@@ -227,17 +125,23 @@ func (c *ClusterActivities) observe(ctx context.Context, k *conn, d status.Deplo
 	if err != nil {
 		return d, fmt.Errorf("bundle %s: %w", d.Bundle, err)
 	}
+	return observed(k, d, st), nil
+}
+
+// observed fills in d's readiness and resource counts from the status of
+// its release.
+func observed(k *cluster.Conn, d status.Deployment, st deployer.Status) status.Deployment {
 	d.AppliedDeploymentID = st.DeploymentID
 	d.Resources, d.ReadyResources = st.Resources, st.Ready
 	d.Missing, d.NotReadyResources, d.Unknown = st.MissingCount, st.NotReadyCount, st.UnknownCount
 	d.State, d.Message = status.Ready, ""
 	if st.DeploymentID != d.DeploymentID && d.DeploymentID != "" {
-		d.State, d.Message = status.WaitApplied, fmt.Sprintf("cluster %s: release runs %s", k.cluster, st.DeploymentID)
+		d.State, d.Message = status.WaitApplied, fmt.Sprintf("cluster %s: release runs %s", k.Name(), st.DeploymentID)
 	} else if notReady := append(st.Missing, st.NotReady...); len(notReady) > 0 {
 		d.State = status.NotReady
-		d.Message = fmt.Sprintf("cluster %s: %s", k.cluster, strings.Join(notReady, "; "))
+		d.Message = fmt.Sprintf("cluster %s: %s", k.Name(), strings.Join(notReady, "; "))
 	}
-	return d, nil
+	return d
 }
 
 // release builds the Helm release of a bundle from the content store.
@@ -287,51 +191,43 @@ func deployedBy(ctx context.Context) string {
 // timeout (or the activity's deadline) passes, or the rollout cancels it;
 // it reports what it saw last either way, heartbeating as it goes.
 func (c *ClusterActivities) WaitReady(ctx context.Context, in WaitReadyInput) (DeployResult, error) {
-	poll := c.ReadyPoll
-	if poll <= 0 {
-		poll = 500 * time.Millisecond
+	var deadline time.Time
+	if d, ok := ctx.Deadline(); ok {
+		deadline = d.Add(-2 * time.Second)
 	}
-	deadline, ok := ctx.Deadline()
-	if ok {
-		deadline = deadline.Add(-2 * time.Second)
+	if limit := time.Now().Add(in.Timeout); in.Timeout > 0 && (deadline.IsZero() || limit.Before(deadline)) {
+		deadline = limit
 	}
-	if limit := time.Now().Add(in.Timeout); in.Timeout > 0 && (!ok || limit.Before(deadline)) {
-		deadline, ok = limit, true
-	}
-	k, err := c.connect(in.Cluster)
+	k, err := c.Clusters.Connect(in.Cluster)
 	if err != nil {
 		return DeployResult{}, err
 	}
 	// Only the bundles' options are needed to judge readiness, not their
 	// rendered releases.
-	opts := make([]deployer.ReadyOptions, len(in.Bundles))
+	awaited := make([]deployer.Awaited, len(in.Bundles))
 	for i, b := range in.Bundles {
+		awaited[i] = deployer.Awaited{Namespace: b.Namespace, Name: b.Release, DeploymentID: b.DeploymentID}
 		if o, err := c.Content.GetOptions(b.OptionsHash); err == nil {
-			opts[i] = render.ReadyOptions(o)
+			awaited[i].Ready = render.ReadyOptions(o)
 		}
 	}
-	for {
-		var out DeployResult
-		ready := true
-		for i, b := range in.Bundles {
-			d := status.Deployment{Bundle: b.Name, Cluster: k.cluster, Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
-			d, err := c.observe(ctx, k, d, opts[i])
-			if err != nil {
-				d.State, d.Message = status.NotReady, fmt.Sprintf("cluster %s: %v", k.cluster, err)
-			}
-			ready = ready && d.State == status.Ready
-			out.Deployments = append(out.Deployments, d)
-		}
-		activity.RecordHeartbeat(ctx)
-		if ready || ctx.Err() != nil || (ok && time.Now().After(deadline)) {
-			return out, nil
-		}
-		select {
-		case <-ctx.Done():
-			return out, nil
-		case <-time.After(poll):
-		}
+	poll := c.ReadyPoll
+	if poll <= 0 {
+		poll = 500 * time.Millisecond
 	}
+	seen := c.Deployer.WaitAll(ctx, k.Getter, awaited, deployer.WaitOptions{
+		Interval: poll, Deadline: deadline, Progress: func([]deployer.Observed) { activity.RecordHeartbeat(ctx) }})
+	var out DeployResult
+	for i, b := range in.Bundles {
+		d := status.Deployment{Bundle: b.Name, Cluster: k.Name(), Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
+		if err := seen[i].Err; err != nil {
+			d.State, d.Message = status.NotReady, fmt.Sprintf("cluster %s: bundle %s: %v", k.Name(), b.Name, err)
+		} else {
+			d = observed(k, d, seen[i].Status)
+		}
+		out.Deployments = append(out.Deployments, d)
+	}
+	return out, nil
 }
 
 // Cleanup removes releases: helm uninstall, or with keepResources only
@@ -339,14 +235,14 @@ func (c *ClusterActivities) WaitReady(ctx context.Context, in WaitReadyInput) (D
 func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (CleanupResult, error) {
 	defer keepAlive(ctx)()
 	var out CleanupResult
-	k, err := c.open(ctx, in.Cluster)
+	k, err := c.Clusters.Open(ctx, in.Cluster)
 	if err != nil {
 		out.Retry, out.Message = true, fmt.Sprintf("cluster %s: %v", in.Cluster, err)
 		return out, nil
 	}
 	for _, r := range in.Releases {
 		if err := c.cleanupOne(ctx, k, in, r); err != nil {
-			out.Retry, out.Message = true, fmt.Sprintf("cluster %s: release %s/%s: %v", k.cluster, r.Namespace, r.Release, err)
+			out.Retry, out.Message = true, fmt.Sprintf("cluster %s: release %s/%s: %v", k.Name(), r.Namespace, r.Release, err)
 			continue
 		}
 		out.Removed = append(out.Removed, r.Namespace+"/"+r.Release)
@@ -356,8 +252,8 @@ func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (Clean
 	return out, nil
 }
 
-func (c *ClusterActivities) cleanupOne(ctx context.Context, k *conn, in CleanupInput, r Release) error {
-	getter, err := k.getter(r.Namespace)
+func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in CleanupInput, r Release) error {
+	getter, err := k.Getter(r.Namespace)
 	if err != nil {
 		return err
 	}
@@ -379,7 +275,7 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *conn, in CleanupI
 		}
 	}
 	if id != "" {
-		c.Logger.Info("Removed bundle", zap.String("bundle", r.Bundle), zap.String("cluster", k.cluster),
+		c.Logger.Info("Removed bundle", zap.String("bundle", r.Bundle), zap.String("cluster", k.Name()),
 			zap.String("release", r.Namespace+"/"+r.Release), zap.Bool("keepResources", r.KeepResources),
 			zap.String("deploymentID", id), zap.String("workflowID", in.WorkflowID))
 	}
@@ -393,7 +289,10 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *conn, in CleanupI
 // runs the halted rollout's deployment is left alone.
 func (c *ClusterActivities) Rollback(ctx context.Context, in RollbackInput) (DeployResult, error) {
 	defer keepAlive(ctx)()
-	k, err := c.open(ctx, in.Cluster)
+	k, err := c.Clusters.Connect(in.Cluster)
+	if err == nil {
+		err = k.Reachable(ctx)
+	}
 	var out DeployResult
 	for _, r := range in.Releases {
 		d := status.Deployment{Bundle: r.Bundle, Cluster: in.Cluster, Release: r.Release, Namespace: r.Namespace,
@@ -415,8 +314,8 @@ func (c *ClusterActivities) Rollback(ctx context.Context, in RollbackInput) (Dep
 	return out, nil
 }
 
-func (c *ClusterActivities) rollbackOne(ctx context.Context, k *conn, in RollbackInput, r RollbackRelease) error {
-	getter, err := k.getter(r.Namespace)
+func (c *ClusterActivities) rollbackOne(ctx context.Context, k *cluster.Conn, in RollbackInput, r RollbackRelease) error {
+	getter, err := k.Getter(r.Namespace)
 	if err != nil {
 		return err
 	}

@@ -198,8 +198,10 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	queue := protocol.ClusterQueue(o.Cluster)
 	w := worker.New(c, queue, worker.Options{MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities})
 	w.RegisterActivity(&activities.ClusterActivities{
-		Cluster:  o.Cluster,
-		Config:   func(string) (*rest.Config, error) { return cfg, nil },
+		Clusters: cluster.NewConnections(cluster.ConnectionsOptions{
+			Config: func(string) (*rest.Config, error) { return cfg, nil },
+			Only:   o.Cluster,
+		}),
 		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
 		Content:  cs,
 		Logger:   logger,

@@ -63,7 +63,7 @@ func registerController(w worker.Worker, c client.Client, st *stores, agents *ac
 	w.RegisterActivity(agents)
 	w.RegisterActivity(&activities.Activities{Client: c, Secrets: st.secrets, Content: st.content, Git: st.git, Charts: st.charts, Logger: logger})
 	w.RegisterActivity(&activities.ClusterActivities{
-		Config:   st.clusters.RESTConfig,
+		Clusters: cluster.NewConnections(cluster.ConnectionsOptions{Config: st.clusters.RESTConfig}),
 		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
 		Content:  st.content,
 		Logger:   logger,
