@@ -10,4 +10,10 @@
 // directories but never include kubeconfig content, tokens or passwords.
 // Names are validated before they become file names, so a name cannot
 // escape the store's directory.
+//
+// Connections turns those kubeconfigs (or an agent's in-cluster config)
+// into connections to clusters, with the RESTClientGetters Helm uses cached
+// per API server and credentials. Registry lists the registered clusters
+// and cluster groups, which live in Temporal as entity workflows, through
+// the Temporal client (never the workflow or activity packages).
 package cluster
