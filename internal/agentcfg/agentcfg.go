@@ -185,9 +185,55 @@ func Resolve(cluster string, d Defaults, c Controller, own *protocol.AgentConfig
 		own = &protocol.AgentConfig{}
 	}
 	e := Effective{Cluster: cluster, ChartDigest: chartDigest}
+	e.resolvePod(d, c, own)
+	e.resolveConnection(d, c, own)
+
+	s, err := readSecrets(d, c)
+	errs := []error{err} // errors.Join drops nils
+	if e.TLSSecret != "" {
+		// The cluster's own Secret holds the TLS files.
+		s.CA, s.Cert, s.Key = "", "", ""
+		errs = append(errs, e.checkTLSSecret()...)
+	}
+	e.TLS = c.TLS || s.CA != "" || s.Cert != "" || e.TLSServerName != "" || e.TLSSecret != ""
+
+	if e.TemporalAddress == "" {
+		errs = append(errs, errors.New("no Temporal address for the agent: set temporal.address in the agent defaults"))
+	}
+	if msgs := validation.IsDNS1123Label(e.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q: %s", e.Namespace, strings.Join(msgs, "; ")))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Effective{}, Secrets{}, fmt.Errorf("%w for cluster %s: %w", ErrInvalid, cluster, err)
+	}
+	e.SecretsHash = hashOf(s)
+	return e, s, nil
+}
+
+// resolvePod resolves where and how the agent's pod runs: namespace,
+// image, scheduling, resources and environment.
+func (e *Effective) resolvePod(d Defaults, c Controller, own *protocol.AgentConfig) {
 	e.Namespace = first(own.Namespace, d.Namespace, DefaultNamespace)
 	e.Image = first(own.Image, d.Image, DefaultImageRepository+":"+imageTag(c.Version))
 	e.ImagePullPolicy = corev1.PullPolicy(first(string(d.ImagePullPolicy), string(corev1.PullIfNotPresent)))
+	e.Tolerations = tolerations(builtinTolerations, d.Tolerations, own.Tolerations)
+	e.Affinity = d.Affinity
+	if own.Affinity != nil {
+		e.Affinity = own.Affinity
+	}
+	e.NodeSelector = mergeMaps(d.NodeSelector, own.NodeSelector)
+	e.Resources = d.Resources
+	if len(own.Resources.Limits) > 0 || len(own.Resources.Requests) > 0 {
+		e.Resources = own.Resources
+	}
+	e.Env = mergeEnv(d.Env, own.Env)
+	e.PriorityClassName = first(own.PriorityClassName, d.PriorityClassName)
+}
+
+// resolveConnection resolves how the agent reaches Temporal and the
+// content registry, and how often it heartbeats. It does not set TLS,
+// which also depends on the secrets.
+func (e *Effective) resolveConnection(d Defaults, c Controller, own *protocol.AgentConfig) {
 	e.TemporalAddress = first(own.TemporalAddress, d.Temporal.Address, c.TemporalAddress)
 	e.TemporalNamespace = first(own.TemporalNamespace, d.Temporal.Namespace, c.TemporalNamespace, "default")
 	e.TLSServerName = first(own.TLSServerName, d.Temporal.ServerName, c.TLSServerName)
@@ -205,46 +251,21 @@ func Resolve(cluster string, d Defaults, c Controller, own *protocol.AgentConfig
 		hb = DefaultHeartbeatInterval
 	}
 	e.HeartbeatInterval = hb.String()
-	e.Tolerations = tolerations(builtinTolerations, d.Tolerations, own.Tolerations)
-	e.Affinity = d.Affinity
-	if own.Affinity != nil {
-		e.Affinity = own.Affinity
-	}
-	e.NodeSelector = mergeMaps(d.NodeSelector, own.NodeSelector)
-	e.Resources = d.Resources
-	if len(own.Resources.Limits) > 0 || len(own.Resources.Requests) > 0 {
-		e.Resources = own.Resources
-	}
-	e.Env = mergeEnv(d.Env, own.Env)
-	e.PriorityClassName = first(own.PriorityClassName, d.PriorityClassName)
+}
 
-	s, err := readSecrets(d, c)
-	errs := []error{err} // errors.Join drops nils
-	if e.TLSSecret != "" {
-		// The cluster's own Secret holds the TLS files.
-		s.CA, s.Cert, s.Key = "", "", ""
-		if msgs := validation.IsDNS1123Subdomain(e.TLSSecret); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("TLS secret %q: %s", e.TLSSecret, strings.Join(msgs, "; ")))
-		}
-		for _, k := range e.TLSSecretKeys {
-			if !slices.Contains([]string{"ca.crt", "tls.crt", "tls.key"}, k) {
-				errs = append(errs, fmt.Errorf("TLS secret key %q: want ca.crt, tls.crt or tls.key", k))
-			}
+// checkTLSSecret reports what is wrong with the name and keys of the
+// cluster's own TLS Secret.
+func (e *Effective) checkTLSSecret() []error {
+	var errs []error
+	if msgs := validation.IsDNS1123Subdomain(e.TLSSecret); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("TLS secret %q: %s", e.TLSSecret, strings.Join(msgs, "; ")))
+	}
+	for _, k := range e.TLSSecretKeys {
+		if !slices.Contains([]string{"ca.crt", "tls.crt", "tls.key"}, k) {
+			errs = append(errs, fmt.Errorf("TLS secret key %q: want ca.crt, tls.crt or tls.key", k))
 		}
 	}
-	e.TLS = c.TLS || s.CA != "" || s.Cert != "" || e.TLSServerName != "" || e.TLSSecret != ""
-
-	if e.TemporalAddress == "" {
-		errs = append(errs, errors.New("no Temporal address for the agent: set temporal.address in the agent defaults"))
-	}
-	if msgs := validation.IsDNS1123Label(e.Namespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("namespace %q: %s", e.Namespace, strings.Join(msgs, "; ")))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return Effective{}, Secrets{}, fmt.Errorf("%w for cluster %s: %w", ErrInvalid, cluster, err)
-	}
-	e.SecretsHash = hashOf(s)
-	return e, s, nil
+	return errs
 }
 
 // Hash is the agent's deployment ID: the sha256 of the canonical JSON of
