@@ -255,63 +255,82 @@ func (k *Kustomizer) checkLocal(bundleDir string) error {
 			// kustomize reports it, naming the file.
 			continue
 		}
-		fail := func(field, ref string) error {
+		if field, ref, ok := remoteKustomizationRef(kust); ok {
 			return &ValidationError{Bundle: k.bundle, Path: path.Join(bundleDir, file), Field: field,
 				Err: fmt.Errorf("%q is remote; kustomize may only use files of the bundle", ref)}
 		}
 		dir := path.Dir(file)
 		for _, field := range kustDirFields {
 			for _, ref := range kustStrings(kust[field]) {
-				if remoteKustomizeRef(ref) {
-					return fail(field, ref)
-				}
 				if sub, ok := k.kustomizationIn(path.Join(dir, ref)); ok {
 					queue = append(queue, sub)
 				}
 			}
 		}
-		for _, field := range kustFileFields {
-			for _, ref := range kustStrings(kust[field]) {
-				if remoteKustomizeRef(ref) {
-					return fail(field, ref)
-				}
+	}
+	return nil
+}
+
+// remoteKustomizationRef returns the first reference in kust that
+// kustomize would fetch over the network, and the field that holds it.
+// It does not follow references to other kustomizations.
+func remoteKustomizationRef(kust map[string]any) (field, ref string, ok bool) {
+	for _, field := range slices.Concat(kustDirFields, kustFileFields) {
+		for _, ref := range kustStrings(kust[field]) {
+			if remoteKustomizeRef(ref) {
+				return field, ref, true
 			}
 		}
-		for _, field := range []string{"patches", "patchesJson6902", "replacements"} {
-			for i, item := range kustList(kust[field]) {
-				if m, ok := item.(map[string]any); ok {
-					if ref, ok := m["path"].(string); ok && remoteKustomizeRef(ref) {
-						return fail(fmt.Sprintf("%s[%d].path", field, i), ref)
-					}
-				}
-			}
-		}
-		if m, ok := kust["openapi"].(map[string]any); ok {
-			if ref, ok := m["path"].(string); ok && remoteKustomizeRef(ref) {
-				return fail("openapi.path", ref)
-			}
-		}
-		for _, field := range []string{"configMapGenerator", "secretGenerator"} {
-			for i, item := range kustList(kust[field]) {
-				m, ok := item.(map[string]any)
-				if !ok {
-					continue
-				}
-				refs := append(kustStrings(m["files"]), kustStrings(m["envs"])...)
-				if env, ok := m["env"].(string); ok {
-					refs = append(refs, env)
-				}
-				for _, ref := range refs {
-					// files entries may be "key=path".
-					_, p, _ := strings.Cut(ref, "=")
-					if remoteKustomizeRef(ref) || remoteKustomizeRef(p) {
-						return fail(fmt.Sprintf("%s[%d]", field, i), ref)
-					}
+	}
+	if field, ref, ok := remotePathRef(kust); ok {
+		return field, ref, true
+	}
+	return remoteGeneratorRef(kust)
+}
+
+// remotePathRef checks the "path" of patches, replacements and the
+// OpenAPI schema.
+func remotePathRef(kust map[string]any) (field, ref string, ok bool) {
+	for _, field := range []string{"patches", "patchesJson6902", "replacements"} {
+		for i, item := range kustList(kust[field]) {
+			if m, ok := item.(map[string]any); ok {
+				if ref, ok := m["path"].(string); ok && remoteKustomizeRef(ref) {
+					return fmt.Sprintf("%s[%d].path", field, i), ref, true
 				}
 			}
 		}
 	}
-	return nil
+	if m, ok := kust["openapi"].(map[string]any); ok {
+		if ref, ok := m["path"].(string); ok && remoteKustomizeRef(ref) {
+			return "openapi.path", ref, true
+		}
+	}
+	return "", "", false
+}
+
+// remoteGeneratorRef checks the files, envs and env of ConfigMap and
+// Secret generators.
+func remoteGeneratorRef(kust map[string]any) (field, ref string, ok bool) {
+	for _, field := range []string{"configMapGenerator", "secretGenerator"} {
+		for i, item := range kustList(kust[field]) {
+			m, ok := item.(map[string]any)
+			if !ok {
+				continue
+			}
+			refs := append(kustStrings(m["files"]), kustStrings(m["envs"])...)
+			if env, ok := m["env"].(string); ok {
+				refs = append(refs, env)
+			}
+			for _, ref := range refs {
+				// files entries may be "key=path".
+				_, p, _ := strings.Cut(ref, "=")
+				if remoteKustomizeRef(ref) || remoteKustomizeRef(p) {
+					return fmt.Sprintf("%s[%d]", field, i), ref, true
+				}
+			}
+		}
+	}
+	return "", "", false
 }
 
 // kustomizationIn returns the kustomization file of dir, if dir holds one
