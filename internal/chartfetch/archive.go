@@ -98,21 +98,13 @@ func untar(data []byte, maxUnpacked int64) ([]File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidArchive, err)
 		}
-		switch hdr.Typeflag {
-		case tar.TypeDir, tar.TypeXGlobalHeader:
-			continue
-		case tar.TypeReg:
-		default:
-			return nil, fmt.Errorf("%w: entry %q is not a regular file (type %q)", ErrInvalidArchive, hdr.Name, hdr.Typeflag)
-		}
-		name, err := cleanArchivePath(hdr.Name)
+		name, ok, err := regularEntry(hdr, seen)
 		if err != nil {
 			return nil, err
 		}
-		if seen[name] {
-			return nil, fmt.Errorf("%w: duplicate entry %q", ErrInvalidArchive, name)
+		if !ok {
+			continue
 		}
-		seen[name] = true
 		if hdr.Size > remaining {
 			return nil, fmt.Errorf("%w: unpacks to more than %d bytes", ErrInvalidArchive, maxUnpacked)
 		}
@@ -131,6 +123,29 @@ func untar(data []byte, maxUnpacked int64) ([]File, error) {
 	}
 	sortFiles(files)
 	return files, nil
+}
+
+// regularEntry returns the cleaned name of a regular file's entry and
+// records it in seen; ok is false for entries untar skips (directories and
+// global headers). It rejects other entry types, unsafe paths and names
+// already in seen.
+func regularEntry(hdr *tar.Header, seen map[string]bool) (name string, ok bool, err error) {
+	switch hdr.Typeflag {
+	case tar.TypeDir, tar.TypeXGlobalHeader:
+		return "", false, nil
+	case tar.TypeReg:
+	default:
+		return "", false, fmt.Errorf("%w: entry %q is not a regular file (type %q)", ErrInvalidArchive, hdr.Name, hdr.Typeflag)
+	}
+	name, err = cleanArchivePath(hdr.Name)
+	if err != nil {
+		return "", false, err
+	}
+	if seen[name] {
+		return "", false, fmt.Errorf("%w: duplicate entry %q", ErrInvalidArchive, name)
+	}
+	seen[name] = true
+	return name, true, nil
 }
 
 // cleanArchivePath checks and normalises an archive entry name.

@@ -163,6 +163,16 @@ func (f *Fetcher) storeRef(key, source, digest string) error {
 	return f.writeCacheFile(f.cachePath("refs", hashKey(key)+".json"), data)
 }
 
+// store caches an archive and records that key gave it; source is as
+// for storeRef.
+func (f *Fetcher) store(key, source string, data []byte) error {
+	digest, err := f.storeBlob(data)
+	if err != nil {
+		return err
+	}
+	return f.storeRef(key, source, digest)
+}
+
 // cachedBlobForKey returns the archive recorded for key, if both the record
 // and the archive are cached.
 func (f *Fetcher) cachedBlobForKey(key string) ([]byte, bool) {

@@ -220,11 +220,7 @@ func (f *Fetcher) fetchURL(ctx context.Context, raw string) ([]byte, error) {
 		}
 	}
 	if !cached {
-		digest, err := f.storeBlob(data)
-		if err != nil {
-			return nil, err
-		}
-		if err := f.storeRef(key, redactURL(clean), digest); err != nil {
+		if err := f.store(key, redactURL(clean), data); err != nil {
 			return nil, err
 		}
 	}
@@ -542,15 +538,7 @@ func (f *Fetcher) get(ctx context.Context, origURL string, a *Auth, limit int64)
 
 // client returns the HTTP client for a's TLS settings.
 func (f *Fetcher) client(a *Auth) (*http.Client, error) {
-	base := f.HTTPClient
-	if base == nil {
-		f.mu.Lock()
-		if f.defaultClient == nil {
-			f.defaultClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
-		}
-		base = f.defaultClient
-		f.mu.Unlock()
-	}
+	base := f.baseClient()
 	if a == nil || (len(a.CABundle) == 0 && !a.InsecureSkipTLSVerify) {
 		return base, nil
 	}
@@ -562,6 +550,38 @@ func (f *Fetcher) client(a *Auth) (*http.Client, error) {
 	if ok {
 		return c, nil
 	}
+	tr, err := tlsTransport(base, a)
+	if err != nil {
+		return nil, err
+	}
+	nc := &http.Client{Transport: tr, CheckRedirect: base.CheckRedirect, Jar: base.Jar, Timeout: base.Timeout}
+	f.mu.Lock()
+	if f.tlsClients == nil {
+		f.tlsClients = map[string]*http.Client{}
+	}
+	f.tlsClients[key] = nc
+	f.mu.Unlock()
+	return nc, nil
+}
+
+// baseClient returns HTTPClient, or else the Fetcher's own default client
+// (created on first use).
+func (f *Fetcher) baseClient() *http.Client {
+	if f.HTTPClient != nil {
+		return f.HTTPClient
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.defaultClient == nil {
+		f.defaultClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	return f.defaultClient
+}
+
+// tlsTransport returns a copy of base's transport that trusts a's CA bundle
+// (besides the system roots) and skips verification if a says so. base's
+// transport must be an *http.Transport.
+func tlsTransport(base *http.Client, a *Auth) (*http.Transport, error) {
 	rt := base.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
@@ -587,12 +607,5 @@ func (f *Fetcher) client(a *Auth) (*http.Client, error) {
 	}
 	cfg.InsecureSkipVerify = a.InsecureSkipTLSVerify // asked for by the repository's configuration
 	tr.TLSClientConfig = cfg
-	nc := &http.Client{Transport: tr, CheckRedirect: base.CheckRedirect, Jar: base.Jar, Timeout: base.Timeout}
-	f.mu.Lock()
-	if f.tlsClients == nil {
-		f.tlsClients = map[string]*http.Client{}
-	}
-	f.tlsClients[key] = nc
-	f.mu.Unlock()
-	return nc, nil
+	return tr, nil
 }

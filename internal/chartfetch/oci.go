@@ -30,27 +30,20 @@ func (f *Fetcher) fetchOCI(ctx context.Context, ref, version string) ([]byte, er
 	}
 	a := f.auth(base)
 	fp := authFingerprint(a)
-
-	target := f.mirror(base)
-	plainHTTP := a != nil && a.PlainHTTP
-	switch schemeOf(target) {
-	case "oci", "https":
-	case "http":
-		plainHTTP = true
-	default:
-		return nil, fmt.Errorf("%w: mirror of %s is not an oci:// or http(s):// URL", ErrUnsupportedSource, base)
+	repoRef, plainHTTP, err := f.ociRepository(base, a)
+	if err != nil {
+		return nil, err
 	}
-	_, repoRef, _ := strings.Cut(target, "://")
-	host, _, _ := strings.Cut(repoRef, "/")
 
-	var key, pullRef string
+	// A digest or an exact version names the archive: look in the cache
+	// before asking the registry anything. suffix completes the pull
+	// reference.
+	var key, suffix string
 	switch {
 	case digest != "":
-		key = cacheKey("oci", base+"@"+digest, fp)
-		pullRef = repoRef + "@" + digest
+		key, suffix = cacheKey("oci", base+"@"+digest, fp), "@"+digest
 	case isExactVersion(version):
-		key = cacheKey("oci", base, version, fp)
-		pullRef = repoRef + ":" + version
+		key, suffix = cacheKey("oci", base, version, fp), ":"+version
 	}
 	if key != "" {
 		if data, ok := f.cachedBlobForKey(key); ok {
@@ -58,49 +51,91 @@ func (f *Fetcher) fetchOCI(ctx context.Context, ref, version string) ([]byte, er
 		}
 	}
 
+	host, _, _ := strings.Cut(repoRef, "/")
 	client, err := f.registryClient(ctx, host, a, plainHTTP)
 	if err != nil {
 		return nil, err
 	}
+	repo := ociRepo{base: base, ref: repoRef, client: client, maxArchive: f.maxArchive()}
 	if key == "" {
-		tags, err := client.Tags(repoRef)
+		tag, err := repo.resolveTag(ctx, version)
 		if err != nil {
-			return nil, ociError(ctx, fmt.Sprintf("listing tags of %s", base), err)
+			return nil, err
 		}
-		tag, err := pickTag(tags, version)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", base, err)
-		}
-		key = cacheKey("oci", base, tag, fp)
-		pullRef = repoRef + ":" + tag
+		key, suffix = cacheKey("oci", base, tag, fp), ":"+tag
 		if data, ok := f.cachedBlobForKey(key); ok {
 			return data, nil
 		}
 	}
 
-	res, err := client.Pull(pullRef)
-	if err != nil {
-		err = ociError(ctx, "pulling "+strings.Replace(pullRef, repoRef, base, 1), err)
-		if errors.Is(err, ErrNotFound) && digest == "" {
-			// Name what exists, as far as the registry tells.
-			if tags, terr := client.Tags(repoRef); terr == nil {
-				err = fmt.Errorf("%w (available: %s)", err, listVersions(tags))
-			}
-		}
-		return nil, err
-	}
-	data := res.Chart.Data
-	if int64(len(data)) > f.maxArchive() {
-		return nil, fmt.Errorf("%w: %s is larger than the limit of %d bytes", ErrInvalidArchive, base, f.maxArchive())
-	}
-	sum, err := f.storeBlob(data)
+	data, err := repo.pull(ctx, suffix)
 	if err != nil {
 		return nil, err
 	}
-	if err := f.storeRef(key, redactURL(base)+" "+version, sum); err != nil {
+	if err := f.store(key, redactURL(base)+" "+version, data); err != nil {
 		return nil, err
 	}
 	return data, nil
+}
+
+// ociRepository returns where to pull base from: the repository reference
+// (host/path/name) of its mirror, if any, and whether to use plain HTTP
+// (a's setting, or an http:// mirror).
+func (f *Fetcher) ociRepository(base string, a *Auth) (repoRef string, plainHTTP bool, err error) {
+	target := f.mirror(base)
+	plainHTTP = a != nil && a.PlainHTTP
+	switch schemeOf(target) {
+	case "oci", "https":
+	case "http":
+		plainHTTP = true
+	default:
+		return "", false, fmt.Errorf("%w: mirror of %s is not an oci:// or http(s):// URL", ErrUnsupportedSource, base)
+	}
+	_, repoRef, _ = strings.Cut(target, "://")
+	return repoRef, plainHTTP, nil
+}
+
+// ociRepo is the OCI repository of one fetch. Errors name base, not the
+// mirror pulled from.
+type ociRepo struct {
+	base       string // oci://host/path/name, as the bundle names it
+	ref        string // host/path/name to pull from: base's or its mirror's
+	client     *registry.Client
+	maxArchive int64 // the largest archive pull accepts, in bytes
+}
+
+// resolveTag lists the repository's tags and picks the newest one matching
+// version, as pickTag does.
+func (r ociRepo) resolveTag(ctx context.Context, version string) (string, error) {
+	tags, err := r.client.Tags(r.ref)
+	if err != nil {
+		return "", ociError(ctx, fmt.Sprintf("listing tags of %s", r.base), err)
+	}
+	tag, err := pickTag(tags, version)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", r.base, err)
+	}
+	return tag, nil
+}
+
+// pull pulls the chart archive at suffix (":tag" or "@digest"), and
+// rejects one larger than maxArchive. When a tag is not found, the error
+// lists the versions the repository holds, as far as the registry tells.
+func (r ociRepo) pull(ctx context.Context, suffix string) ([]byte, error) {
+	res, err := r.client.Pull(r.ref + suffix)
+	if err == nil {
+		if int64(len(res.Chart.Data)) > r.maxArchive {
+			return nil, fmt.Errorf("%w: %s is larger than the limit of %d bytes", ErrInvalidArchive, r.base, r.maxArchive)
+		}
+		return res.Chart.Data, nil
+	}
+	err = ociError(ctx, "pulling "+r.base+suffix, err)
+	if errors.Is(err, ErrNotFound) && strings.HasPrefix(suffix, ":") {
+		if tags, terr := r.client.Tags(r.ref); terr == nil {
+			err = fmt.Errorf("%w (available: %s)", err, listVersions(tags))
+		}
+	}
+	return nil, err
 }
 
 // splitOCIRef splits an oci:// reference into the repository part and an
