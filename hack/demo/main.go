@@ -23,15 +23,27 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
+// demoFlags are the command-line flags of the demo.
+type demoFlags struct {
+	bin, stateDir, examples            string
+	devListen, uiListen, webhookListen string
+}
+
+func parseFlags() demoFlags {
+	var f demoFlags
+	flag.StringVar(&f.bin, "bin", "bin", "directory holding flotilla-worker and flotilla")
+	flag.StringVar(&f.stateDir, "state-dir", ".flotilla", "the worker's state directory")
+	flag.StringVar(&f.examples, "examples", "examples", "directory holding demo-repo/ and demo.yaml")
+	flag.StringVar(&f.devListen, "dev-listen", "127.0.0.1:7233", "Temporal frontend address")
+	flag.StringVar(&f.uiListen, "ui-listen", "127.0.0.1:8233", "Temporal UI address")
+	flag.StringVar(&f.webhookListen, "webhook-listen", "127.0.0.1:8080", "Git webhook receiver address")
+	flag.Parse()
+	return f
+}
+
 func main() {
 	testing.Init() // the harness asks testing.Short()
-	bin := flag.String("bin", "bin", "directory holding flotilla-worker and flotilla")
-	stateDir := flag.String("state-dir", ".flotilla", "the worker's state directory")
-	examples := flag.String("examples", "examples", "directory holding demo-repo/ and demo.yaml")
-	devListen := flag.String("dev-listen", "127.0.0.1:7233", "Temporal frontend address")
-	uiListen := flag.String("ui-listen", "127.0.0.1:8233", "Temporal UI address")
-	webhookListen := flag.String("webhook-listen", "127.0.0.1:8080", "Git webhook receiver address")
-	flag.Parse()
+	f := parseFlags()
 
 	r := &runner{}
 	defer r.close()
@@ -40,54 +52,9 @@ func main() {
 
 	fmt.Println("Starting a local demo cluster (kube-apiserver, etcd, controller-manager, scheduler, kwok)...")
 	cluster := testenv.StartClusters(r, 1, testenv.Options{Sim: true})[0]
-
-	files, err := readTree(filepath.Join(*examples, "demo-repo"))
-	if err != nil {
-		r.Fatalf("%v", err)
-	}
-	git := testenv.NewGitServer(r, testenv.GitServerOptions{})
-	repo := git.CreateRepo(r, "demo-repo", files)
-	fmt.Printf("Serving %s/demo-repo as %s\n", *examples, repo.URL())
-
-	worker := exec.CommandContext(ctx, filepath.Join(*bin, "flotilla-worker"), "--dev", "--state-dir", *stateDir,
-		"--dev-listen", *devListen, "--ui-listen", *uiListen, "--webhook-listen", *webhookListen, "--log-format", "console")
-	worker.Stdout, worker.Stderr = os.Stdout, os.Stderr
-	worker.Cancel = func() error { return worker.Process.Signal(syscall.SIGTERM) }
-	worker.WaitDelay = 15 * time.Second
-	if err := worker.Start(); err != nil {
-		r.Fatalf("start worker: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- worker.Wait() }()
-
-	cli := func(stdin string, args ...string) error {
-		args = append([]string{"--temporal-address", *devListen, "--state-dir", *stateDir}, args...)
-		var err error
-		for attempt := 0; attempt < 60; attempt++ { // the server may still be starting
-			cmd := exec.CommandContext(ctx, filepath.Join(*bin, "flotilla"), args...)
-			cmd.Stdin, cmd.Stdout = strings.NewReader(stdin), os.Stdout
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			if err = cmd.Run(); err == nil || !strings.Contains(stderr.String(), "unreachable") {
-				if err != nil {
-					err = fmt.Errorf("flotilla %s: %s", strings.Join(args, " "), stderr.String())
-				}
-				return err
-			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		return err
-	}
-	manifest, err := os.ReadFile(filepath.Join(*examples, "demo.yaml"))
-	if err != nil {
-		r.Fatalf("%v", err)
-	}
-	if err := cli("", "cluster", "add", "demo", "--kubeconfig", cluster.KubeconfigPath, "--label", "env=demo"); err != nil {
-		r.Fatalf("%v", err)
-	}
-	if err := cli(strings.ReplaceAll(string(manifest), "REPO_URL", repo.URL()), "apply", "-f", "-"); err != nil {
-		r.Fatalf("%v", err)
-	}
+	repoURL := serveDemoRepo(r, f.examples)
+	done := startWorker(ctx, r, f)
+	applyDemo(ctx, r, f, cluster.KubeconfigPath, repoURL)
 	fmt.Printf(`
 Flotilla is running.
   Temporal UI:   http://%s  (workflows gitrepo/fleet-default/demo, rollout/..., cluster/demo)
@@ -96,7 +63,7 @@ Flotilla is running.
   Demo cluster:  kubectl --kubeconfig %s get configmaps,deployments -A
   Webhooks:      POST http://%s/ (README "Webhooks")
 Press Ctrl-C to stop.
-`, *uiListen, cluster.KubeconfigPath, *webhookListen)
+`, f.uiListen, cluster.KubeconfigPath, f.webhookListen)
 
 	select {
 	case <-ctx.Done():
@@ -108,6 +75,71 @@ Press Ctrl-C to stop.
 			r.Fatalf("worker exited: %v", err)
 		}
 	}
+}
+
+// serveDemoRepo serves <examples>/demo-repo from a local Git server and
+// returns its URL.
+func serveDemoRepo(r *runner, examples string) string {
+	files, err := readTree(filepath.Join(examples, "demo-repo"))
+	if err != nil {
+		r.Fatalf("%v", err)
+	}
+	git := testenv.NewGitServer(r, testenv.GitServerOptions{})
+	repo := git.CreateRepo(r, "demo-repo", files)
+	fmt.Printf("Serving %s/demo-repo as %s\n", examples, repo.URL())
+	return repo.URL()
+}
+
+// startWorker starts flotilla-worker --dev; the channel receives its exit.
+// Cancelling ctx stops it with SIGTERM.
+func startWorker(ctx context.Context, r *runner, f demoFlags) <-chan error {
+	worker := exec.CommandContext(ctx, filepath.Join(f.bin, "flotilla-worker"), "--dev", "--state-dir", f.stateDir,
+		"--dev-listen", f.devListen, "--ui-listen", f.uiListen, "--webhook-listen", f.webhookListen, "--log-format", "console")
+	worker.Stdout, worker.Stderr = os.Stdout, os.Stderr
+	worker.Cancel = func() error { return worker.Process.Signal(syscall.SIGTERM) }
+	worker.WaitDelay = 15 * time.Second
+	if err := worker.Start(); err != nil {
+		r.Fatalf("start worker: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- worker.Wait() }()
+	return done
+}
+
+// applyDemo registers the demo cluster and applies examples/demo.yaml with
+// the GitRepo pointing at repoURL.
+func applyDemo(ctx context.Context, r *runner, f demoFlags, kubeconfig, repoURL string) {
+	manifest, err := os.ReadFile(filepath.Join(f.examples, "demo.yaml"))
+	if err != nil {
+		r.Fatalf("%v", err)
+	}
+	if err := f.cli(ctx, "", "cluster", "add", "demo", "--kubeconfig", kubeconfig, "--label", "env=demo"); err != nil {
+		r.Fatalf("%v", err)
+	}
+	if err := f.cli(ctx, strings.ReplaceAll(string(manifest), "REPO_URL", repoURL), "apply", "-f", "-"); err != nil {
+		r.Fatalf("%v", err)
+	}
+}
+
+// cli runs the flotilla CLI with stdin, retrying while the worker's
+// Temporal server is still starting (the CLI reports it unreachable).
+func (f demoFlags) cli(ctx context.Context, stdin string, args ...string) error {
+	args = append([]string{"--temporal-address", f.devListen, "--state-dir", f.stateDir}, args...)
+	var err error
+	for attempt := 0; attempt < 60; attempt++ { // the server may still be starting
+		cmd := exec.CommandContext(ctx, filepath.Join(f.bin, "flotilla"), args...)
+		cmd.Stdin, cmd.Stdout = strings.NewReader(stdin), os.Stdout
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err = cmd.Run(); err == nil || !strings.Contains(stderr.String(), "unreachable") {
+			if err != nil {
+				err = fmt.Errorf("flotilla %s: %s", strings.Join(args, " "), stderr.String())
+			}
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return err
 }
 
 // readTree reads every file under dir into path → content.
