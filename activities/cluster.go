@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
@@ -43,24 +44,29 @@ type ClusterActivities struct {
 	ReadyPoll time.Duration
 }
 
-// Deploy makes the cluster run each bundle at its deployment ID. A
-// release already at the ID is left alone (no Helm call beyond reading
+// Deploy makes the cluster run each bundle at its deployment ID, each on
+// its own, and reports a typed outcome per bundle (see internal/outcome).
+// A release already at the ID is left alone (no Helm call beyond reading
 // it); otherwise it is installed or upgraded and "Deployed bundle" is
-// logged once. A bundle whose objects are invalid (bad label or
-// annotation, cluster-scoped object in a forced namespace) is ErrApplied
-// on this cluster and nothing of it is applied. An unreachable cluster
-// returns Retry, and the rollout tries again.
+// logged once. A bundle that fails (BundleFailed, Invalid) or whose
+// content cannot be read (ContentUnavailable) does not stop the others.
+// A cluster that does not answer returns Retry (Unreachable) and one that
+// refuses the credentials reports every bundle Unauthorized: nothing is
+// tried there.
 func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployResult, error) {
 	defer keepAlive(ctx)()
 	k, err := c.Clusters.Open(ctx, in.Cluster)
 	if err != nil {
-		return c.retry(in, err), nil
+		return c.unreached(in, in.Bundles, err), nil
 	}
 	var out DeployResult
-	for _, b := range in.Bundles {
-		d, err := c.deployOne(ctx, k, in, b)
-		if err != nil {
-			return c.retry(in, err), nil
+	for i, b := range in.Bundles {
+		d, gone := c.deployOne(ctx, k, in, b)
+		if gone != nil {
+			// The cluster stopped answering: what is left is not tried.
+			res := c.unreached(in, in.Bundles[i:], gone)
+			res.Deployments = append(out.Deployments, res.Deployments...)
+			return res, nil
 		}
 		out.Deployments = append(out.Deployments, d)
 		activity.RecordHeartbeat(ctx, b.Name)
@@ -68,34 +74,47 @@ func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployR
 	return out, nil
 }
 
-func (c *ClusterActivities) retry(in DeployInput, err error) DeployResult {
+// unreached is the result of a deploy of bundles to a cluster that did
+// not answer (Retry: the rollout tries again shortly) or refused the
+// credentials (every bundle WaitApplied, retried on the failure backoff).
+func (c *ClusterActivities) unreached(in DeployInput, bundles []Bundle, err error) DeployResult {
 	msg := fmt.Sprintf("cluster %s: %v", in.Cluster, err)
-	res := DeployResult{Retry: true, Message: msg}
-	c.Logger.Warn("Cluster not reachable", zap.String("cluster", in.Cluster), zap.String("workflowID", in.WorkflowID), zap.Error(err))
-	return res
+	fields := []zap.Field{zap.String("cluster", in.Cluster), zap.String("workflowID", in.WorkflowID), zap.Error(err)}
+	if outcome.Classify(err) != outcome.Unauthorized {
+		c.Logger.Warn("Cluster not reachable", fields...)
+		return DeployResult{Retry: true, Class: outcome.Unreachable, Message: msg}
+	}
+	c.Logger.Warn("Cluster refused credentials", fields...)
+	out := DeployResult{Class: outcome.Unauthorized, Message: msg}
+	for _, b := range bundles {
+		out.Deployments = append(out.Deployments, status.Deployment{Bundle: b.Name, Cluster: in.Cluster, Release: b.Release,
+			Namespace: b.Namespace, DeploymentID: b.DeploymentID, State: status.WaitApplied, Outcome: outcome.Unauthorized, Message: msg})
+	}
+	return out
 }
 
-func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in DeployInput, b Bundle) (status.Deployment, error) {
-	d := status.Deployment{Bundle: b.Name, Cluster: k.Name(), Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
-	rel, opts, err := c.release(ctx, in, b)
+// deployOne deploys one bundle and reports its outcome. gone is set, and
+// nothing reported, when the cluster itself stopped answering.
+func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in DeployInput, b Bundle) (d status.Deployment, gone error) {
+	d = status.Deployment{Bundle: b.Name, Cluster: k.Name(), Release: b.Release, Namespace: b.Namespace, DeploymentID: b.DeploymentID}
+	rel, opts, class, err := c.release(ctx, in, b)
 	if err != nil {
-		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.Name(), b.Name, err)
-		return d, nil
+		return c.failed(in, d, class, err), nil
 	}
 	getter, err := k.Getter(b.Namespace)
 	if err != nil {
 		return d, err
 	}
 	res, err := c.Deployer.Deploy(ctx, getter, rel)
-	if errors.Is(err, deployer.ErrInvalidRelease) {
-		d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", k.Name(), b.Name, err)
-		d.AppliedDeploymentID = res.Previous
-		c.Logger.Warn("Bundle not applied", zap.String("bundle", b.Name), zap.String("cluster", k.Name()),
-			zap.String("release", b.Namespace+"/"+b.Release), zap.String("workflowID", in.WorkflowID), zap.Error(err))
-		return d, nil
-	}
 	if err != nil {
-		return d, fmt.Errorf("bundle %s: %w", b.Name, err)
+		class := outcome.Classify(err)
+		if errors.Is(err, deployer.ErrInvalidRelease) {
+			class = outcome.Invalid
+		} else if perr := k.Reachable(ctx); perr != nil {
+			return d, perr // the cluster, not the bundle, failed
+		}
+		d.AppliedDeploymentID = res.Previous
+		return c.failed(in, d, class, err), nil
 	}
 	fields := []zap.Field{zap.String("bundle", b.Name), zap.String("cluster", k.Name()),
 		zap.String("release", b.Namespace+"/"+b.Release), zap.Int("revision", res.Revision),
@@ -112,7 +131,34 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in D
 		c.Logger.Info("Confirmed interrupted deploy", append(fields, zap.Int32("attempt", activity.GetInfo(ctx).Attempt))...)
 	}
 	d.AppliedDeploymentID = b.DeploymentID
-	return c.observe(ctx, k, d, render.ReadyOptions(opts))
+	seen, err := c.observe(ctx, k, d, render.ReadyOptions(opts))
+	if err != nil {
+		// Deployed, but its readiness could not be read: deploy again (a
+		// no-op at the same ID) to read it.
+		return c.failed(in, d, outcome.Unreachable, err), nil
+	}
+	return seen, nil
+}
+
+// failed reports a bundle's failure on a cluster: its state and message
+// from the outcome class, and a log line.
+func (c *ClusterActivities) failed(in DeployInput, d status.Deployment, class outcome.Class, err error) status.Deployment {
+	d.Outcome = class
+	d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", d.Cluster, d.Bundle, err)
+	fields := []zap.Field{zap.String("bundle", d.Bundle), zap.String("cluster", d.Cluster),
+		zap.String("release", d.Namespace+"/"+d.Release), zap.String("deploymentID", d.DeploymentID),
+		zap.String("class", string(class)), zap.String("workflowID", in.WorkflowID), zap.Error(err)}
+	switch class {
+	case outcome.ContentUnavailable:
+		d.State, d.Message = status.WaitApplied, fmt.Sprintf("cluster %s: bundle %s: content unavailable: %v", d.Cluster, d.Bundle, err)
+		c.Logger.Warn("Content unavailable", fields...)
+	case outcome.Unreachable, outcome.Unauthorized:
+		d.State = status.WaitApplied
+		c.Logger.Warn("Bundle not deployed", fields...)
+	default:
+		c.Logger.Warn("Bundle failed", fields...)
+	}
+	return d
 }
 
 // observe fills in readiness and resource counts.
@@ -144,19 +190,21 @@ func observed(k *cluster.Conn, d status.Deployment, st deployer.Status) status.D
 	return d
 }
 
-// release builds the Helm release of a bundle from the content store.
-func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundle) (deployer.Release, bundle.Options, error) {
+// release builds the Helm release of a bundle from the content store. A
+// store or registry that cannot deliver the content is ContentUnavailable;
+// content that cannot be made into a release is BundleFailed.
+func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundle) (deployer.Release, bundle.Options, outcome.Class, error) {
 	m, err := c.Content.GetManifest(b.ManifestID)
 	if err != nil {
-		return deployer.Release{}, bundle.Options{}, err
+		return deployer.Release{}, bundle.Options{}, outcome.ContentUnavailable, err
 	}
 	opts, err := c.Content.GetOptions(b.OptionsHash)
 	if err != nil {
-		return deployer.Release{}, opts, err
+		return deployer.Release{}, opts, outcome.ContentUnavailable, err
 	}
 	rel, err := render.Release(bundle.Bundle{Name: b.Name, Dir: b.Path, ManifestID: b.ManifestID}, m, opts, b.DeploymentID)
 	if err != nil {
-		return deployer.Release{}, opts, err
+		return deployer.Release{}, opts, outcome.BundleFailed, err
 	}
 	// The plan's release and namespace were computed from the same
 	// options; they win so cleanup and status always agree with it.
@@ -164,7 +212,7 @@ func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundl
 	rel.Labels = map[string]string{LabelBundle: b.Name}
 	rel.Annotations = map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}
 	rel.Description = deployedBy(ctx)
-	return rel, opts, nil
+	return rel, opts, outcome.OK, nil
 }
 
 // interrupted reports whether Deploy, called by the activity execution
@@ -237,12 +285,14 @@ func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (Clean
 	var out CleanupResult
 	k, err := c.Clusters.Open(ctx, in.Cluster)
 	if err != nil {
-		out.Retry, out.Message = true, fmt.Sprintf("cluster %s: %v", in.Cluster, err)
+		out.Retry, out.Class, out.Message = true, outcome.Classify(err), fmt.Sprintf("cluster %s: %v", in.Cluster, err)
 		return out, nil
 	}
 	for _, r := range in.Releases {
 		if err := c.cleanupOne(ctx, k, in, r); err != nil {
-			out.Retry, out.Message = true, fmt.Sprintf("cluster %s: release %s/%s: %v", k.Name(), r.Namespace, r.Release, err)
+			// Each release on its own: the others are still removed.
+			out.Retry, out.Class = true, outcome.Classify(err)
+			out.Message = fmt.Sprintf("cluster %s: release %s/%s: %v", k.Name(), r.Namespace, r.Release, err)
 			continue
 		}
 		out.Removed = append(out.Removed, r.Namespace+"/"+r.Release)
@@ -284,27 +334,28 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in 
 
 // Rollback returns releases to the deployment they ran before a halted
 // rollout (Helm rollback to the newest revision carrying that deployment
-// ID). Each release is reported OutOfSync, "rolled back to ...", or with
-// "rollback failed: ..." naming the cluster; a release that no longer
-// runs the halted rollout's deployment is left alone.
+// ID). Each release is reported OutOfSync with a typed outcome: RolledBack
+// ("rolled back to ...") or RollbackFailed (the error, naming the
+// cluster); a release that no longer runs the halted rollout's deployment
+// is left alone. When the cluster cannot be reached, every release's
+// rollback fails with that error.
 func (c *ClusterActivities) Rollback(ctx context.Context, in RollbackInput) (DeployResult, error) {
 	defer keepAlive(ctx)()
-	k, err := c.Clusters.Connect(in.Cluster)
-	if err == nil {
-		err = k.Reachable(ctx)
-	}
+	k, connErr := c.Clusters.Open(ctx, in.Cluster)
 	var out DeployResult
 	for _, r := range in.Releases {
 		d := status.Deployment{Bundle: r.Bundle, Cluster: in.Cluster, Release: r.Release, Namespace: r.Namespace,
 			DeploymentID: r.From, State: status.OutOfSync}
+		err := connErr
 		if err == nil {
 			err = c.rollbackOne(ctx, k, in, r)
 		}
 		if err != nil {
+			d.Rollback, d.Outcome = outcome.RollbackFailed, outcome.Classify(err)
 			d.Message = fmt.Sprintf("rollback failed: cluster %s: bundle %s: %v", in.Cluster, r.Bundle, err)
 			d.AppliedDeploymentID = r.From
-			err = nil
 		} else {
+			d.Rollback = outcome.RolledBack
 			d.Message = fmt.Sprintf("rolled back to %s on cluster %s: rollout halted", r.To, in.Cluster)
 			d.AppliedDeploymentID = r.To
 		}

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
+
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 )
 
@@ -139,6 +141,9 @@ func (k *Conn) Reachable(ctx context.Context) error {
 		return err
 	}
 	if _, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+		if outcome.Classify(err) == outcome.Unauthorized {
+			return fmt.Errorf("API server %s refused the credentials: %w", cfg.Host, err)
+		}
 		return fmt.Errorf("API server %s unreachable: %w", cfg.Host, err)
 	}
 	return nil
