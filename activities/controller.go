@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
 )
 
 // Activities are the controller's activities: Git, rendering and the
@@ -34,6 +35,9 @@ type Activities struct {
 	// to render.
 	Charts *chartfetch.Fetcher
 	Logger *zap.Logger
+	// Retry paces the retries of deployments that failed (rollouts get it
+	// with their targets). Optional: default 30s doubling to 10m.
+	Retry rollout.Backoff
 }
 
 // reader returns the bundle reader of one render of a GitRepo: remote

@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/workflows"
 )
@@ -31,13 +32,10 @@ type stores struct {
 	charts   *chartfetch.Fetcher
 }
 
-func openStores(dir string, mirrors map[string]string, reg *content.Registry) (*stores, error) {
-	cs, err := content.New(filepath.Join(dir, "content"))
+func openStores(dir string, mirrors map[string]string, registry registryFlags) (*stores, error) {
+	cs, err := registry.openContent(dir)
 	if err != nil {
 		return nil, err
-	}
-	if reg != nil {
-		cs = cs.WithRemote(reg)
 	}
 	return &stores{
 		clusters: cluster.NewStore(filepath.Join(dir, "clusters")),
@@ -53,7 +51,7 @@ func openStores(dir string, mirrors map[string]string, reg *content.Registry) (*
 // controller's worker: one worker serves every cluster whose kubeconfig is
 // in the store, each call naming its cluster, so a fleet of thousands of
 // clusters needs no worker (and no task queue poller) per cluster.
-func registerController(w worker.Worker, c client.Client, st *stores, agents *activities.AgentActivities, logger *zap.Logger) {
+func registerController(w worker.Worker, c client.Client, st *stores, agents *activities.AgentActivities, retry rollout.Backoff, logger *zap.Logger) {
 	w.RegisterWorkflow(workflows.GitRepoWorkflow)
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
 	w.RegisterWorkflow(workflows.RolloutBatchWorkflow)
@@ -61,7 +59,7 @@ func registerController(w worker.Worker, c client.Client, st *stores, agents *ac
 	w.RegisterWorkflow(workflows.ClusterGroupWorkflow)
 	w.RegisterWorkflow(workflows.ClusterTokenWorkflow)
 	w.RegisterActivity(agents)
-	w.RegisterActivity(&activities.Activities{Client: c, Secrets: st.secrets, Content: st.content, Git: st.git, Charts: st.charts, Logger: logger})
+	w.RegisterActivity(&activities.Activities{Client: c, Secrets: st.secrets, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, Logger: logger})
 	w.RegisterActivity(&activities.ClusterActivities{
 		Clusters: cluster.NewConnections(cluster.ConnectionsOptions{Config: st.clusters.RESTConfig}),
 		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),

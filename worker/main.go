@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
@@ -93,7 +94,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer c.Close()
+	return runController(ctx, o, c, logger)
+}
 
+// runController serves the health and metrics endpoints, runs the
+// controller's worker and the webhook receiver, and returns when ctx is
+// done.
+func runController(ctx context.Context, o options, c client.Client, logger *zap.Logger) error {
 	p := &probe{}
 	p.setReady(false, "starting")
 	if err := serveHTTP(ctx, o.HTTPListen, p, logger); err != nil {
@@ -103,11 +110,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	reg, err := o.Registry.open()
-	if err != nil {
-		return err
-	}
-	st, err := openStores(o.DevSrv.StateDir, mirrors, reg)
+	st, err := openStores(o.DevSrv.StateDir, mirrors, o.Registry)
 	if err != nil {
 		return err
 	}
@@ -119,7 +122,7 @@ func run(ctx context.Context, o options) error {
 		MaxConcurrentActivityExecutionSize:     o.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: o.MaxConcurrentWorkflowTasks,
 	})
-	registerController(w, c, st, agents, logger)
+	registerController(w, c, st, agents, o.Retry, logger)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/devserver"
 	"github.com/flotilla-gitops/flotilla/internal/logging"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
@@ -32,6 +33,9 @@ type options struct {
 	HTTPListen    string
 	Webhook       webhookFlags
 
+	// Retry paces the retries of deployments that failed.
+	Retry rollout.Backoff
+
 	TaskQueue                  string
 	MaxConcurrentActivities    int
 	MaxConcurrentWorkflowTasks int
@@ -49,6 +53,8 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.ChartMirrors, "chart-mirror", nil, "fetch remote Helm charts whose URL starts with FROM from TO instead (air-gapped mirrors): FROM=TO, repeatable")
 	o.Registry.bindFlags(fs, "needed by agents that do not share this host's state dir")
 	fs.StringVar(&o.AgentDefaults, "agent-defaults", "", "YAML file of defaults for agents installed with `cluster add --install-agent` (image, Temporal address, tolerations, resources, ...)")
+	fs.DurationVar(&o.Retry.Initial, "retry-backoff", rollout.DefaultBackoffInitial, "wait before retrying a bundle that failed on a cluster (ErrApplied) or a cluster that refused the credentials; doubles with each failure in a row")
+	fs.DurationVar(&o.Retry.Max, "retry-backoff-max", rollout.DefaultBackoffMax, "longest wait between retries of a failed bundle; it is retried at this pace for as long as it fails")
 	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
 	o.Webhook.bindFlags(fs)
 	o.Log.BindFlags(fs)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"path/filepath"
+
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-gitops/flotilla/internal/content"
@@ -31,4 +33,21 @@ func (r registryFlags) open() (*content.Registry, error) {
 	}
 	return content.NewRegistry(content.RegistryOptions{URL: r.URL, PlainHTTP: r.PlainHTTP, CAFile: r.CAFile,
 		Username: r.Username, Password: r.Password})
+}
+
+// openContent opens the content store under the state directory dir,
+// backed by the registry when one is configured.
+func (r registryFlags) openContent(dir string) (*content.Store, error) {
+	reg, err := r.open()
+	if err != nil {
+		return nil, err
+	}
+	cs, err := content.New(filepath.Join(dir, "content"))
+	if err != nil {
+		return nil, err
+	}
+	if reg != nil {
+		cs = cs.WithRemote(reg)
+	}
+	return cs, nil
 }
