@@ -167,11 +167,13 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 	pending := w.Deploy
 	var notReady []status.Deployment
 	reached := true
+	msg := ""
 	for attempt := 0; len(pending) > 0; attempt++ {
 		names := bundleNames(pending)
 		if r.superseded() || attempt == maxClusterAttempts {
-			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: names,
-				Message: r.lastMessage(w.Cluster, names)})
+			// Give the bundles up for this rollout (they stay WaitApplied);
+			// the GitRepo's next poll starts a fresh one.
+			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: names, Message: msg})
 			return false
 		}
 		r.setMark(w.Cluster, names, status.WaitApplied, "")
@@ -179,7 +181,6 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 		var res activities.DeployResult
 		opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
 		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
-		var msg string
 		switch {
 		case err != nil:
 			msg = clusterError(w.Cluster, w.Agent, err)
@@ -254,11 +255,6 @@ func unauthorized(deps []status.Deployment) bool {
 		}
 	}
 	return false
-}
-
-// lastMessage is what a given-up cluster's deployments show.
-func (r *runner) lastMessage(cluster string, bundles []string) string {
-	return "cluster " + cluster + ": gave up on " + strings.Join(bundles, ", ") + " in this rollout; the next rollout tries again"
 }
 
 func (r *runner) cleanup(ctx workflow.Context, w clusterWork) {
