@@ -120,33 +120,58 @@ func (r *rolloutRun) result() RolloutResult {
 }
 
 func (r *rolloutRun) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
-	logger := workflow.GetLogger(ctx)
 	r.inventory = r.in.Inventory
-	var bundles []activities.Bundle
-	var targets activities.TargetsResult
-	var a *activities.Activities
-
 	// Step 1: render the commit (skipped when deleting: nothing is wanted).
-	if !r.in.Delete {
-		var rendered activities.RenderResult
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, renderOptions), a.Render,
-			activities.RenderInput{GitRepo: r.in.GitRepo, Spec: r.in.Spec, Commit: r.in.Commit}).Get(ctx, &rendered)
-		if err != nil {
-			// A commit that cannot be rendered changes nothing: never clean
-			// up because a fleet.yaml is broken.
-			r.st.Error, r.st.Phase = activityMessage(err), phaseDone
-			logger.Warn("Rollout not started: render failed", "error", r.st.Error)
-			res := r.result()
-			var ae *temporal.ApplicationError
-			res.Permanent = errors.As(err, &ae) && ae.NonRetryable()
-			return res, nil
-		}
-		bundles = rendered.Bundles
+	bundles, failed := r.render(ctx)
+	if failed != nil {
+		return *failed, nil
 	}
-
 	// Step 2: resolve targets. A deleted GitRepo still needs the list of
 	// registered clusters to know which it can clean.
 	r.st.Phase = phaseTargeting
+	targets, err := r.resolveTargets(ctx, bundles)
+	if err != nil {
+		r.st.Error, r.st.Phase = activityMessage(err), phaseDone
+		return r.result(), nil
+	}
+	// Step 3: plan (pure).
+	p := r.plan(ctx, targets)
+	// Step 4: work the clusters as the rollout strategy allows.
+	r.st.Phase = phaseDeploying
+	r.work(ctx, stopCtx, p, targets)
+	r.st.Phase = phaseDone
+	r.upsertState(ctx)
+	r.details(ctx)
+	return r.result(), nil
+}
+
+// render renders the commit's bundles. A commit that cannot be rendered
+// changes nothing (never clean up because a fleet.yaml is broken): the
+// rollout ends with the result failed.
+func (r *rolloutRun) render(ctx workflow.Context) ([]activities.Bundle, *RolloutResult) {
+	if r.in.Delete {
+		return nil, nil
+	}
+	var a *activities.Activities
+	var rendered activities.RenderResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, renderOptions), a.Render,
+		activities.RenderInput{GitRepo: r.in.GitRepo, Spec: r.in.Spec, Commit: r.in.Commit}).Get(ctx, &rendered)
+	if err == nil {
+		return rendered.Bundles, nil
+	}
+	r.st.Error, r.st.Phase = activityMessage(err), phaseDone
+	workflow.GetLogger(ctx).Warn("Rollout not started: render failed", "error", r.st.Error)
+	res := r.result()
+	var ae *temporal.ApplicationError
+	res.Permanent = errors.As(err, &ae) && ae.NonRetryable()
+	return nil, &res
+}
+
+// resolveTargets finds the clusters each bundle goes to, with their
+// options (nothing is wanted anywhere when deleting).
+func (r *rolloutRun) resolveTargets(ctx workflow.Context, bundles []activities.Bundle) (activities.TargetsResult, error) {
+	var a *activities.Activities
+	var targets activities.TargetsResult
 	targetList := r.in.Spec.EffectiveTargets()
 	if r.in.Delete {
 		targetList = nil
@@ -156,59 +181,55 @@ func (r *rolloutRun) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 		// bundle everywhere.
 		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.ListTargets,
 			activities.TargetsInput{Targets: targetList}).Get(ctx, &targets); err != nil {
-			r.st.Error, r.st.Phase = activityMessage(err), phaseDone
-			return r.result(), nil
+			return targets, err
 		}
 		for i := range targets.Matched {
 			targets.Matched[i].Bundles = bundles
 		}
-	} else {
-		var bt activities.TargetsResult
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.TargetBundles,
-			activities.BundleTargetsInput{GitRepo: r.in.GitRepo, Spec: r.in.Spec, Bundles: bundles}).Get(ctx, &bt); err != nil {
-			r.st.Error, r.st.Phase = activityMessage(err), phaseDone
-			return r.result(), nil
-		}
-		targets = bt
+	} else if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.TargetBundles,
+		activities.BundleTargetsInput{GitRepo: r.in.GitRepo, Spec: r.in.Spec, Bundles: bundles}).Get(ctx, &targets); err != nil {
+		return activities.TargetsResult{}, err
 	}
 	if r.in.Delete {
 		targets.Matched, targets.Errors = nil, nil
 	}
+	return targets, nil
+}
 
-	// Step 3: plan (pure), then work the clusters as the rollout strategy
-	// allows.
+// plan decides what to deploy and clean where, and starts tracking it.
+func (r *rolloutRun) plan(ctx workflow.Context, targets activities.TargetsResult) rollout.Plan {
 	r.typed = workflow.GetVersion(ctx, versionTypedOutcomes, workflow.DefaultVersion, 1) == 1
 	p := rollout.MakePlan(targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
 	r.track = rollout.NewTracker(p, targets.Backoff)
 	r.inventory, r.st.Deployments = p.Inventory, p.Deployments
 	for _, e := range p.Dropped {
-		logger.Info("Cluster not registered; leaving its release alone", "bundle", e.Bundle, "cluster", e.Cluster, "release", e.Release)
+		workflow.GetLogger(ctx).Info("Cluster not registered; leaving its release alone", "bundle", e.Bundle, "cluster", e.Cluster, "release", e.Release)
 	}
 	// Large rollouts list their clusters on their batches instead (the
 	// attribute is limited to 2 KiB).
 	if clusters := rollout.ClustersOf(p.Deployments); fitsClusterAttr(clusters) {
 		_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyCluster.ValueSet(clusters))
 	}
-	r.st.Phase = phaseDeploying
-	if workflow.GetVersion(ctx, versionRolloutStrategy, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-		// Rollouts started before rollout strategies: every cluster at once.
-		wg := workflow.NewWaitGroup(ctx)
-		run := r.runner(stopCtx)
-		for _, w := range p.Work {
-			wg.Add(1)
-			workflow.Go(ctx, func(ctx workflow.Context) {
-				defer wg.Done()
-				run.run(ctx, w)
-			})
-		}
-		wg.Wait(ctx)
-	} else {
+	return p
+}
+
+// work deploys and cleans up as the plan says.
+func (r *rolloutRun) work(ctx, stopCtx workflow.Context, p rollout.Plan, targets activities.TargetsResult) {
+	if workflow.GetVersion(ctx, versionRolloutStrategy, workflow.DefaultVersion, 1) != workflow.DefaultVersion {
 		r.orchestrate(ctx, stopCtx, p, targets)
+		return
 	}
-	r.st.Phase = phaseDone
-	r.upsertState(ctx)
-	r.details(ctx)
-	return r.result(), nil
+	// Rollouts started before rollout strategies: every cluster at once.
+	wg := workflow.NewWaitGroup(ctx)
+	run := r.runner(stopCtx)
+	for _, w := range p.Work {
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			run.run(ctx, w)
+		})
+	}
+	wg.Wait(ctx)
 }
 
 // runner returns the runner of this rollout's own cluster work.
@@ -254,6 +275,51 @@ func (r *rolloutRun) fold(ctx workflow.Context, rep clusterReport) {
 // approval, a window or a newer change; halted bundles with
 // rollbackOnFailure are then rolled back.
 func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, targets activities.TargetsResult) {
+	agents := r.prepare(ctx, p, targets)
+	d := r.newDispatcher(ctx, stopCtx)
+	var cleanups []clusterWork
+	for _, w := range p.Work {
+		if len(w.Cleanup) > 0 {
+			cleanups = append(cleanups, clusterWork{Cluster: w.Cluster, Agent: agents[w.Cluster], Cleanup: w.Cleanup})
+		}
+	}
+	d.dispatch(cleanups)
+	windows := &windowTimer{stopCtx: stopCtx, cancel: func() {}}
+	defer func() { windows.cancel() }()
+	for {
+		dec := r.sched.Next(workflow.Now(ctx), r.track.StateOf)
+		r.st.Waits, r.st.Partitions = dec.Waits, dec.Partitions
+		r.st.Halts = r.sched.Halts(r.track.Deployment)
+		d.dispatch(r.works(dec.Start, agents))
+		r.upsertState(ctx)
+		r.details(ctx)
+		if r.superseded {
+			break
+		}
+		if !r.sched.Busy() && d.inflight == 0 {
+			// Bundles that halted since the last rollback are rolled back
+			// once nothing runs.
+			if works := r.rollbackWorks(agents); len(works) > 0 {
+				d.dispatch(works)
+				continue
+			}
+			if !waitsForEvent(dec.Waits) {
+				break
+			}
+		}
+		seen := r.changed
+		windows.set(ctx, dec.Wake)
+		_ = workflow.Await(ctx, func() bool { return r.changed != seen || r.superseded || windows.ready() })
+		windows.fired()
+	}
+	d.wait(ctx)
+	r.st.Halts = r.sched.Halts(r.track.Deployment)
+}
+
+// prepare builds the scheduler of a plan, shows the units held back,
+// and, for large rollouts, starts taking their batches' reports. It
+// returns the clusters served by agents.
+func (r *rolloutRun) prepare(ctx workflow.Context, p rollout.Plan, targets activities.TargetsResult) map[string]bool {
 	r.ctx = ctx
 	r.sched = rollout.NewScheduler(p, targets.Strategies, r.inventory, workflow.Now(ctx))
 	for _, h := range r.sched.Holds() {
@@ -282,61 +348,43 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 			}
 		})
 	}
-	d := r.newDispatcher(ctx, stopCtx)
-	var cleanups []clusterWork
-	for _, w := range p.Work {
-		if len(w.Cleanup) > 0 {
-			cleanups = append(cleanups, clusterWork{Cluster: w.Cluster, Agent: agents[w.Cluster], Cleanup: w.Cleanup})
-		}
+	return agents
+}
+
+// windowTimer wakes the rollout when the next deployment window opens;
+// it is replaced only when that time changes, so waking on other events
+// adds no timers to the history.
+type windowTimer struct {
+	stopCtx workflow.Context
+	timer   workflow.Future
+	at      time.Time
+	cancel  func()
+}
+
+// set makes the timer fire at wake (zero: never).
+func (t *windowTimer) set(ctx workflow.Context, wake time.Time) {
+	if t.cancel == nil {
+		t.cancel = func() {}
 	}
-	d.dispatch(cleanups)
-	// timer wakes the loop when the next window opens, at timerAt; it is
-	// replaced only when that time changes, so waking on other events
-	// adds no timers to the history.
-	var timer workflow.Future
-	var timerAt time.Time
-	cancelTimer := func() {}
-	defer func() { cancelTimer() }()
-	for {
-		dec := r.sched.Next(workflow.Now(ctx), r.track.StateOf)
-		r.st.Waits, r.st.Partitions = dec.Waits, dec.Partitions
-		r.st.Halts = r.sched.Halts(r.track.Deployment)
-		d.dispatch(r.works(dec.Start, agents))
-		r.upsertState(ctx)
-		r.details(ctx)
-		if r.superseded {
-			break
-		}
-		if !r.sched.Busy() && d.inflight == 0 {
-			// Bundles that halted since the last rollback are rolled back
-			// once nothing runs.
-			if works := r.rollbackWorks(agents); len(works) > 0 {
-				d.dispatch(works)
-				continue
-			}
-			if !waitsForEvent(dec.Waits) {
-				break
-			}
-		}
-		seen := r.changed
-		if !dec.Wake.Equal(timerAt) {
-			cancelTimer()
-			timer, timerAt, cancelTimer = nil, dec.Wake, func() {}
-			if !dec.Wake.IsZero() {
-				timerCtx, cancel := workflow.WithCancel(stopCtx)
-				timer, cancelTimer = workflow.NewTimerWithOptions(timerCtx, dec.Wake.Sub(workflow.Now(ctx)),
-					workflow.TimerOptions{Summary: "wait for deployment window"}), cancel
-			}
-		}
-		_ = workflow.Await(ctx, func() bool {
-			return r.changed != seen || r.superseded || (timer != nil && timer.IsReady())
-		})
-		if timer != nil && timer.IsReady() {
-			timer, timerAt = nil, time.Time{}
-		}
+	if wake.Equal(t.at) {
+		return
 	}
-	d.wait(ctx)
-	r.st.Halts = r.sched.Halts(r.track.Deployment)
+	t.cancel()
+	t.timer, t.at, t.cancel = nil, wake, func() {}
+	if !wake.IsZero() {
+		timerCtx, cancel := workflow.WithCancel(t.stopCtx)
+		t.timer, t.cancel = workflow.NewTimerWithOptions(timerCtx, wake.Sub(workflow.Now(ctx)),
+			workflow.TimerOptions{Summary: "wait for deployment window"}), cancel
+	}
+}
+
+func (t *windowTimer) ready() bool { return t.timer != nil && t.timer.IsReady() }
+
+// fired forgets a timer that fired, so the next window sets a new one.
+func (t *windowTimer) fired() {
+	if t.ready() {
+		t.timer, t.at = nil, time.Time{}
+	}
 }
 
 // waitsForEvent reports whether a wait can end without a cluster changing:
