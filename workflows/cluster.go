@@ -30,90 +30,105 @@ type ClusterInput struct {
 // alter targeting tells the GitRepos, which re-evaluate their targets.
 // `flotilla cluster remove` ends it.
 func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
-	rec := in.Record
-	e := entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
-	ag := &agentWatch{rec: &rec, ensureDue: in.EnsureAgent}
-	e.busy = ag.pending
-	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ClusterRecord, error) { return rec, nil }); err != nil {
+	c := &clusterEntity{rec: in.Record}
+	c.e = entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent}
+	c.e.busy = c.ag.pending
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ClusterRecord, error) { return c.rec, nil }); err != nil {
 		return err
 	}
-	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply,
-		func(ctx workflow.Context, a protocol.ClusterApply) (protocol.ClusterRecord, error) {
-			next := rec
-			if a.SetLabels {
-				next.Labels = maps.Clone(a.Labels)
-				next.Annotations, next.TemplateValues = maps.Clone(a.Annotations), a.TemplateValues
-			}
-			if a.Paused != nil {
-				next.Paused = *a.Paused
-			}
-			if a.KubeconfigHash != "" {
-				next.KubeconfigHash, next.Context = a.KubeconfigHash, a.Context
-			}
-			if a.Agent != nil {
-				next.Agent = applyAgent(ctx, rec.Agent, *a.Agent)
-			}
-			// New agent settings are checked by EnsureAgent, which deploys
-			// only when the agent's effective hash changes.
-			settingsApplied := a.AgentSettings != nil && next.Agent != nil && next.Agent.Managed
-			if settingsApplied {
-				agent := *next.Agent
-				agent.Config = a.AgentSettings.Apply(agent.Config)
-				next.Agent = &agent
-			}
-			kubeconfigChanged := next.KubeconfigHash != rec.KubeconfigHash
-			e.change(ctx, &rec, next)
-			if a.Agent != nil && a.Agent.Managed || settingsApplied || kubeconfigChanged && ag.managed() {
-				ag.ensureDue = true
-			}
-			return rec, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a protocol.ClusterApply) error {
-			if a.Agent != nil && a.Agent.TokenID != "" && rec.Generation > 0 && !rec.Removed &&
-				(rec.Agent == nil || rec.Agent.TokenID != a.Agent.TokenID) {
-				return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+" is already registered; a registration token cannot take over an existing cluster (remove it first)", "InvalidSpec", nil)
-			}
-			managed := rec.Agent != nil && rec.Agent.Managed || a.Agent != nil && a.Agent.Managed
-			if a.AgentSettings != nil && !managed {
-				return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": agentNamespace, agentEnvVars, agentTolerations, agentAffinity and agentResources "+
-					"configure the agent Flotilla installs; add the cluster with `flotilla cluster add "+rec.Name+" --kubeconfig FILE --install-agent` first", "InvalidSpec", nil)
-			}
-			if a.Agent != nil && a.Agent.Managed && a.KubeconfigHash == "" && rec.KubeconfigHash == "" {
-				return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a managed agent is installed through the cluster's kubeconfig; add it with --kubeconfig", "InvalidSpec", nil)
-			}
-			return validateLabels(rec.Name, a.Labels)
-		}})
-	if err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, c.apply,
+		workflow.UpdateHandlerOptions{Validator: c.validateApply}); err != nil {
 		return err
 	}
-	err = workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateLabel,
-		func(ctx workflow.Context, l protocol.ClusterLabel) (protocol.ClusterRecord, error) {
-			next := rec
-			next.Labels = maps.Clone(rec.Labels)
-			if next.Labels == nil {
-				next.Labels = map[string]string{}
-			}
-			//workflowcheck:ignore deterministic: result does not depend on map order
-			maps.Copy(next.Labels, l.Set)
-			for _, k := range l.Remove {
-				delete(next.Labels, k)
-			}
-			e.change(ctx, &rec, next)
-			return rec, nil
-		},
-		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, l protocol.ClusterLabel) error {
-			return validateLabels(rec.Name, l.Set)
-		}})
-	if err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateLabel, c.label,
+		workflow.UpdateHandlerOptions{Validator: c.validateLabel}); err != nil {
 		return err
 	}
-	upsertCluster(ctx, rec)
-	ag.start(ctx)
-	removed, err := e.run(ctx, func() { rec.Removed = true })
+	upsertCluster(ctx, c.rec)
+	c.ag.start(ctx)
+	removed, err := c.e.run(ctx, func() { c.rec.Removed = true })
 	if err != nil || removed {
 		return err
 	}
-	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: rec}, Notified: !e.notifyDue, EnsureAgent: ag.ensureDue})
+	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: c.rec},
+		Notified: !c.e.notifyDue, EnsureAgent: c.ag.ensureDue})
+}
+
+// clusterEntity is the state of one ClusterWorkflow run.
+type clusterEntity struct {
+	rec protocol.ClusterRecord
+	e   entity
+	ag  *agentWatch
+}
+
+// apply takes a registration or an update of the cluster.
+func (c *clusterEntity) apply(ctx workflow.Context, a protocol.ClusterApply) (protocol.ClusterRecord, error) {
+	next := c.rec
+	if a.SetLabels {
+		next.Labels = maps.Clone(a.Labels)
+		next.Annotations, next.TemplateValues = maps.Clone(a.Annotations), a.TemplateValues
+	}
+	if a.Paused != nil {
+		next.Paused = *a.Paused
+	}
+	if a.KubeconfigHash != "" {
+		next.KubeconfigHash, next.Context = a.KubeconfigHash, a.Context
+	}
+	if a.Agent != nil {
+		next.Agent = applyAgent(ctx, c.rec.Agent, *a.Agent)
+	}
+	// New agent settings are checked by EnsureAgent, which deploys only
+	// when the agent's effective hash changes.
+	settingsApplied := a.AgentSettings != nil && next.Agent != nil && next.Agent.Managed
+	if settingsApplied {
+		agent := *next.Agent
+		agent.Config = a.AgentSettings.Apply(agent.Config)
+		next.Agent = &agent
+	}
+	kubeconfigChanged := next.KubeconfigHash != c.rec.KubeconfigHash
+	c.e.change(ctx, &c.rec, next)
+	if a.Agent != nil && a.Agent.Managed || settingsApplied || kubeconfigChanged && c.ag.managed() {
+		c.ag.ensureDue = true
+	}
+	return c.rec, nil
+}
+
+func (c *clusterEntity) validateApply(ctx workflow.Context, a protocol.ClusterApply) error {
+	rec := c.rec
+	if a.Agent != nil && a.Agent.TokenID != "" && rec.Generation > 0 && !rec.Removed &&
+		(rec.Agent == nil || rec.Agent.TokenID != a.Agent.TokenID) {
+		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+" is already registered; a registration token cannot take over an existing cluster (remove it first)", "InvalidSpec", nil)
+	}
+	managed := rec.Agent != nil && rec.Agent.Managed || a.Agent != nil && a.Agent.Managed
+	if a.AgentSettings != nil && !managed {
+		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": agentNamespace, agentEnvVars, agentTolerations, agentAffinity and agentResources "+
+			"configure the agent Flotilla installs; add the cluster with `flotilla cluster add "+rec.Name+" --kubeconfig FILE --install-agent` first", "InvalidSpec", nil)
+	}
+	if a.Agent != nil && a.Agent.Managed && a.KubeconfigHash == "" && rec.KubeconfigHash == "" {
+		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a managed agent is installed through the cluster's kubeconfig; add it with --kubeconfig", "InvalidSpec", nil)
+	}
+	return validateLabels(rec.Name, a.Labels)
+}
+
+// label sets and removes labels of the cluster.
+func (c *clusterEntity) label(ctx workflow.Context, l protocol.ClusterLabel) (protocol.ClusterRecord, error) {
+	next := c.rec
+	next.Labels = maps.Clone(c.rec.Labels)
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	maps.Copy(next.Labels, l.Set)
+	for _, k := range l.Remove {
+		delete(next.Labels, k)
+	}
+	c.e.change(ctx, &c.rec, next)
+	return c.rec, nil
+}
+
+func (c *clusterEntity) validateLabel(ctx workflow.Context, l protocol.ClusterLabel) error {
+	return validateLabels(c.rec.Name, l.Set)
 }
 
 func upsertCluster(ctx workflow.Context, rec protocol.ClusterRecord) {

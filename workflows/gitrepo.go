@@ -350,54 +350,69 @@ func (g *gitRepo) jitter(d time.Duration) time.Duration {
 }
 
 func (g *gitRepo) loop(ctx workflow.Context, in GitRepoInput) error {
-	logger := workflow.GetLogger(ctx)
 	for {
-		err := workflow.Await(ctx, func() bool {
-			if g.s.GitRepo == nil {
-				return g.s.Deleting
-			}
-			idle := g.running == ""
-			return g.s.ResolveDue ||
-				(idle && g.s.Deleting) ||
-				(idle && g.s.Dirty && !g.s.Paused && g.s.LatestCommit != "") ||
-				(!idle && g.started && !g.superseding && (g.s.Deleting || (g.s.Dirty && !g.s.Paused))) ||
-				(idle && g.continueAsNew(ctx))
-		})
-		if err != nil {
+		if err := workflow.Await(ctx, func() bool { return g.due(ctx) }); err != nil {
 			return err
 		}
-		switch {
-		case g.s.GitRepo == nil && g.s.Deleting:
-			return nil
-		case g.s.ResolveDue && !g.s.Deleting:
-			g.resolve(ctx)
-		case g.running != "" && g.started && !g.superseding:
-			g.superseding = true
-			logger.Info("Superseding rollout", "rollout", g.running)
-			_ = workflow.SignalExternalWorkflow(ctx, g.running, "", protocol.SignalSupersede, nil).Get(ctx, nil)
-		case g.running == "" && g.s.Deleting:
-			g.s.ResolveDue = false
-			g.startRollout(ctx, true)
-			if err := g.done.Get(ctx, nil); err != nil {
-				return err
-			}
-			logger.Info("GitRepo deleted", "gitrepo", g.ref.String())
-			return nil
-		case g.running == "" && g.s.Dirty && !g.s.Paused && g.s.LatestCommit != "":
-			g.startRollout(ctx, false)
-		case g.running == "" && g.continueAsNew(ctx):
-			if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-				return err
-			}
-			if g.drain(ctx) {
-				continue // act on them first; continue as new when idle again
-			}
-			in.State = &g.s
-			return workflow.NewContinueAsNewError(ctx, GitRepoWorkflow, in)
-		default:
-			g.s.ResolveDue = false
+		done, err := g.step(ctx, in)
+		if done || err != nil {
+			return err
 		}
 	}
+}
+
+// due reports whether the loop has something to do.
+func (g *gitRepo) due(ctx workflow.Context) bool {
+	if g.s.GitRepo == nil {
+		return g.s.Deleting
+	}
+	idle := g.running == ""
+	return g.s.ResolveDue ||
+		(idle && g.s.Deleting) ||
+		(idle && g.rolloutDue()) ||
+		(!idle && g.started && !g.superseding && (g.s.Deleting || (g.s.Dirty && !g.s.Paused))) ||
+		(idle && g.continueAsNew(ctx))
+}
+
+// rolloutDue: a change waits to be rolled out and may be.
+func (g *gitRepo) rolloutDue() bool { return g.s.Dirty && !g.s.Paused && g.s.LatestCommit != "" }
+
+// step does the one thing due, most urgent first; done reports that the
+// workflow ends (deleted, or continued as new with err).
+func (g *gitRepo) step(ctx workflow.Context, in GitRepoInput) (done bool, err error) {
+	logger := workflow.GetLogger(ctx)
+	switch {
+	case g.s.GitRepo == nil && g.s.Deleting:
+		return true, nil
+	case g.s.ResolveDue && !g.s.Deleting:
+		g.resolve(ctx)
+	case g.running != "" && g.started && !g.superseding:
+		g.superseding = true
+		logger.Info("Superseding rollout", "rollout", g.running)
+		_ = workflow.SignalExternalWorkflow(ctx, g.running, "", protocol.SignalSupersede, nil).Get(ctx, nil)
+	case g.running == "" && g.s.Deleting:
+		g.s.ResolveDue = false
+		g.startRollout(ctx, true)
+		if err := g.done.Get(ctx, nil); err != nil {
+			return true, err
+		}
+		logger.Info("GitRepo deleted", "gitrepo", g.ref.String())
+		return true, nil
+	case g.running == "" && g.rolloutDue():
+		g.startRollout(ctx, false)
+	case g.running == "" && g.continueAsNew(ctx):
+		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+			return true, err
+		}
+		if g.drain(ctx) {
+			return false, nil // act on them first; continue as new when idle again
+		}
+		in.State = &g.s
+		return true, workflow.NewContinueAsNewError(ctx, GitRepoWorkflow, in)
+	default:
+		g.s.ResolveDue = false
+	}
+	return false, nil
 }
 
 func (g *gitRepo) continueAsNew(ctx workflow.Context) bool {
