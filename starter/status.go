@@ -90,6 +90,28 @@ func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	if f != output.Table {
 		return output.Print(w, f, st, output.Rows{})
 	}
+	printHeader(w, st)
+	shown := map[string]bool{"": true}
+	if st.Error != "" {
+		fmt.Fprintf(w, "Error:    %s\n", st.Error)
+		shown[st.Error] = true
+	}
+	if st.Summary.Message != "" {
+		fmt.Fprintf(w, "Message:  %s\n", st.Summary.Message)
+		shown[st.Summary.Message] = true
+	}
+	printConditions(w, st, shown)
+	printWaits(w, st.Waits)
+	printHalts(w, st.Halts)
+	if err := printTables(w, f, st); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// printHeader prints what the GitRepo follows and where it stands.
+func printHeader(w io.Writer, st status.GitRepo) {
 	ref := st.Branch
 	if st.Revision != "" {
 		ref = st.Revision
@@ -122,18 +144,10 @@ func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	} else if st.LastRollout != "" {
 		fmt.Fprintf(w, "Rollout:  %s\n", st.LastRollout)
 	}
-	shown := map[string]bool{"": true}
-	if st.Error != "" {
-		fmt.Fprintf(w, "Error:    %s\n", st.Error)
-		shown[st.Error] = true
-	}
-	if st.Summary.Message != "" {
-		fmt.Fprintf(w, "Message:  %s\n", st.Summary.Message)
-		shown[st.Summary.Message] = true
-	}
-	printConditions(w, st, shown)
-	printWaits(w, st.Waits)
-	printHalts(w, st.Halts)
+}
+
+// printTables prints the bundles and the deployments.
+func printTables(w io.Writer, f output.Format, st status.GitRepo) error {
 	if len(st.Bundles) > 0 {
 		rows := output.Rows{Header: []string{"BUNDLE", "STATE", "CLUSTERS-READY", "RESOURCES-READY", "DEPLOYMENTS"}}
 		for _, b := range st.Bundles {
@@ -150,16 +164,13 @@ func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	rows := output.Rows{Header: []string{"BUNDLE", "CLUSTER", "STATE", "RESOURCES", "RELEASE", "MESSAGE"}}
 	for _, d := range deps {
 		rows.Rows = append(rows.Rows, []string{d.Bundle, d.Cluster, string(d.State),
-			fmt.Sprintf("%d/%d", d.ReadyResources, d.Resources), d.Namespace + "/" + d.Release, d.Message})
+			fmt.Sprintf("%d/%d", d.ReadyResources, d.Resources), d.Namespace + "/" + d.Release, deploymentMessage(d)})
 	}
-	if len(rows.Rows) > 0 {
-		fmt.Fprintln(w)
-		if err := output.Print(w, f, nil, rows); err != nil {
-			return err
-		}
+	if len(rows.Rows) == 0 {
+		return nil
 	}
 	fmt.Fprintln(w)
-	return nil
+	return output.Print(w, f, nil, rows)
 }
 
 // printConditions lists the conditions not in their happy state, each
@@ -232,4 +243,20 @@ func printHalts(w io.Writer, halts []status.Halt) {
 	for _, h := range halts {
 		fmt.Fprintf(w, "  %s\n", h.Describe())
 	}
+}
+
+// deploymentMessage is a deployment's message, with the attempts of a
+// failure that is retried and when the next attempt is due.
+func deploymentMessage(d status.Deployment) string {
+	if d.Attempts == 0 {
+		return d.Message
+	}
+	retry := fmt.Sprintf("attempt %d failed", d.Attempts)
+	if d.NextRetry != "" {
+		retry += ", next retry " + d.NextRetry
+	}
+	if d.Message == "" {
+		return retry
+	}
+	return d.Message + " (" + retry + ")"
 }
