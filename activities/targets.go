@@ -38,13 +38,10 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 			return TargetsResult{}, fmt.Errorf("bundle %s: %w", rb.Name, err)
 		}
 	}
-	var restrict []bundle.TargetSelector
-	for _, t := range in.Spec.EffectiveTargets() {
-		restrict = append(restrict, target.Selector(t))
-	}
+	restrict := in.Spec.EffectiveTargets()
 	tgs := targetGroups(groups)
 	local := a.Content.WithRemote(nil)
-	out := TargetsResult{Registered: []string{}, Matched: []TargetCluster{}}
+	out := TargetsResult{Registered: []string{}, Matched: []TargetCluster{}, Backoff: a.Retry}
 	targeted := make([][]bundle.Cluster, len(in.Bundles))
 	for _, c := range clusters {
 		out.Registered = append(out.Registered, c.Name)

@@ -240,7 +240,7 @@ func targetNames(b bundle.Bundle) []string {
 		}
 	}
 	if len(out) == 0 {
-		out = []string{render.DefaultTarget.Name}
+		out = []string{api.DefaultTarget.Name}
 	}
 	return out
 }

@@ -177,7 +177,7 @@ func BenchmarkFanout(b *testing.B) {
 	gr := api.GitRepo{TypeMeta: api.TypeMeta{APIVersion: api.Version, Kind: api.KindGitRepo},
 		Metadata: api.ObjectMeta{Name: "fanout", Namespace: api.DefaultNamespace},
 		Spec: api.GitRepoSpec{Repo: repo.URL(), DisablePolling: true,
-			Targets: []api.GitTarget{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fanout": "yes"}}}}}}
+			Targets: []api.TargetSelector{{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"fanout": "yes"}}}}}}
 	doc, err := yaml.Marshal(gr)
 	require.NoError(b, err)
 	docPath := writeTemp(b, "fanout.yaml", string(doc))

@@ -41,7 +41,7 @@ func BenchmarkRollout(b *testing.B) {
 	gr := api.GitRepo{TypeMeta: api.TypeMeta{APIVersion: api.Version, Kind: api.KindGitRepo},
 		Metadata: api.ObjectMeta{Name: "bench", Namespace: api.DefaultNamespace},
 		Spec: api.GitRepoSpec{Repo: repo.URL(), DisablePolling: true,
-			Targets: []api.GitTarget{{ClusterSelector: &metav1.LabelSelector{}}}}}
+			Targets: []api.TargetSelector{{ClusterSelector: &metav1.LabelSelector{}}}}}
 	doc, err := yaml.Marshal(gr)
 	require.NoError(b, err)
 	f.apply(b, string(doc))
@@ -71,7 +71,7 @@ func BenchmarkRollout(b *testing.B) {
 	}
 	for range iterations {
 		narrowed := gr
-		narrowed.Spec.Targets = []api.GitTarget{{ClusterName: clusters[0].Name}, {ClusterName: clusters[1].Name}}
+		narrowed.Spec.Targets = []api.TargetSelector{{ClusterName: clusters[0].Name}, {ClusterName: clusters[1].Name}}
 		start := time.Now()
 		applyBench(ctx, b, c, narrowed)
 		for releaseSecrets() > 0 {

@@ -102,7 +102,7 @@ func TestDecode_Defaults(t *testing.T) {
 	require.NoError(t, err)
 	spec := docs[0].GitRepo.Spec
 	assert.Equal(t, api.DefaultNamespace, docs[0].GitRepo.Metadata.Namespace)
-	assert.Equal(t, []api.GitTarget{{Name: "default", ClusterGroup: "default"}}, spec.EffectiveTargets())
+	assert.Equal(t, []api.TargetSelector{{Name: "default", ClusterGroup: "default"}}, spec.EffectiveTargets())
 	assert.Empty(t, spec.Branch, "an empty branch means the remote's HEAD")
 }
 

@@ -64,7 +64,7 @@ type GitRepoSpec struct {
 	// Paths are the directories (globs) scanned for bundles. Default ".".
 	Paths []string `json:"paths,omitempty"`
 	// Targets select clusters. Default: clusterGroup "default".
-	Targets []GitTarget `json:"targets,omitempty"`
+	Targets []TargetSelector `json:"targets,omitempty"`
 	// TargetNamespace forces every bundle's objects into this namespace.
 	TargetNamespace string `json:"targetNamespace,omitempty"`
 	// ClientSecretName names a basic-auth Secret (username/password, or a
@@ -100,9 +100,12 @@ type GitRepoSpec struct {
 	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
 }
 
-// GitTarget selects clusters. Its criteria are AND-ed; a target with none
-// matches nothing; clusterSelector {} matches every cluster.
-type GitTarget struct {
+// TargetSelector selects clusters: a GitRepo target, a fleet.yaml
+// overrideTargets entry, and the selector of a fleet.yaml target or
+// targetCustomization (bundle.Target embeds it). Its criteria are AND-ed;
+// one with none matches nothing; clusterSelector {} matches every cluster.
+// internal/target implements the matching.
+type TargetSelector struct {
 	Name                 string                `json:"name,omitempty"`
 	ClusterName          string                `json:"clusterName,omitempty"`
 	ClusterSelector      *metav1.LabelSelector `json:"clusterSelector,omitempty"`

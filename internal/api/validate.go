@@ -57,10 +57,15 @@ func (s GitRepoSpec) EffectivePaths() []string {
 	return s.Paths
 }
 
-// EffectiveTargets returns the targets (default clusterGroup "default").
-func (s GitRepoSpec) EffectiveTargets() []GitTarget {
+// DefaultTarget is the target of a GitRepo that names none, and of a
+// bundle without targets rendered without a GitRepo: the cluster group
+// "default".
+var DefaultTarget = TargetSelector{Name: "default", ClusterGroup: DefaultClusterGroup}
+
+// EffectiveTargets returns the targets (default DefaultTarget).
+func (s GitRepoSpec) EffectiveTargets() []TargetSelector {
 	if len(s.Targets) == 0 {
-		return []GitTarget{{Name: "default", ClusterGroup: DefaultClusterGroup}}
+		return []TargetSelector{DefaultTarget}
 	}
 	return s.Targets
 }
@@ -134,7 +139,7 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-func (t GitTarget) validate(p *field.Path) field.ErrorList {
+func (t TargetSelector) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if t.ClusterName != "" {
 		errs = append(errs, dnsLabel(p.Child("clusterName"), t.ClusterName)...)

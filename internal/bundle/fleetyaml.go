@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
 )
 
 // fleetYAML is the content of a fleet.yaml file: Fleet's FleetYAML, which
@@ -187,7 +189,7 @@ func (rd *reader) checkRollout(rs *RolloutStrategy) error {
 			field string
 			v     *intstr.IntOrString
 		}{f + ".maxUnavailable", p.MaxUnavailable})
-		sel := TargetSelector{Name: p.Name, ClusterName: p.ClusterName, ClusterSelector: p.ClusterSelector,
+		sel := api.TargetSelector{Name: p.Name, ClusterName: p.ClusterName, ClusterSelector: p.ClusterSelector,
 			ClusterGroup: p.ClusterGroup, ClusterGroupSelector: p.ClusterGroupSelector}
 		if err := rd.checkSelector(f, sel); err != nil {
 			return err
@@ -239,7 +241,7 @@ func checkIntOrPercent(v *intstr.IntOrString) error {
 	return nil
 }
 
-func (rd *reader) checkSelector(field string, t TargetSelector) error {
+func (rd *reader) checkSelector(field string, t api.TargetSelector) error {
 	for _, s := range []struct {
 		name string
 		sel  *metav1.LabelSelector

@@ -11,6 +11,8 @@ import (
 	"github.com/robfig/cron/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
 )
 
 // Spec is what fleet.yaml says about a bundle besides its deployment
@@ -31,7 +33,7 @@ type Spec struct {
 	// TargetCustomizationMode is FirstMatch (default) or AllMatches.
 	TargetCustomizationMode string `json:"targetCustomizationMode,omitempty"`
 	// OverrideTargets replace the GitRepo's targets for this bundle.
-	OverrideTargets []TargetSelector `json:"overrideTargets,omitempty"`
+	OverrideTargets []api.TargetSelector `json:"overrideTargets,omitempty"`
 	// DependsOn lists bundles that must be in an accepted state on a
 	// cluster before this bundle deploys there.
 	DependsOn []BundleRef `json:"dependsOn,omitempty"`
@@ -43,21 +45,10 @@ const (
 	AllMatches = "AllMatches"
 )
 
-// TargetSelector selects clusters, as a GitRepo target does. Its criteria
-// are AND-ed; one without criteria matches nothing; clusterSelector {}
-// matches every cluster.
-type TargetSelector struct {
-	Name                 string                `json:"name,omitempty"`
-	ClusterName          string                `json:"clusterName,omitempty"`
-	ClusterSelector      *metav1.LabelSelector `json:"clusterSelector,omitempty"`
-	ClusterGroup         string                `json:"clusterGroup,omitempty"`
-	ClusterGroupSelector *metav1.LabelSelector `json:"clusterGroupSelector,omitempty"`
-}
-
 // Target is a fleet.yaml target or target customization: a selector plus
 // options that override the bundle's on the clusters it selects.
 type Target struct {
-	TargetSelector `json:",inline"`
+	api.TargetSelector `json:",inline"`
 	// DoNotDeploy keeps the bundle off the selected clusters.
 	DoNotDeploy bool `json:"doNotDeploy,omitempty"`
 	Options     `json:",inline"`

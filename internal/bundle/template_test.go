@@ -39,6 +39,14 @@ func yamlValues(t *testing.T, doc string) map[string]any {
 	return v
 }
 
+// optionsFromYAML returns the deployment options of the fleet.yaml doc.
+func optionsFromYAML(t *testing.T, doc string) bundle.Options {
+	t.Helper()
+	var o bundle.Options
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &o))
+	return o
+}
+
 func helmOptions(values map[string]any) bundle.Options {
 	return bundle.Options{Helm: &bundle.HelmOptions{Values: values}}
 }
@@ -113,7 +121,7 @@ func TestTemplateFunctions(t *testing.T) {
 	}
 }
 
-func TestForClusterTemplateErrors(t *testing.T) {
+func TestTemplateErrors(t *testing.T) {
 	tests := []struct {
 		name    string
 		fleet   string
@@ -130,7 +138,7 @@ helm:
       - fine
       - ${ .ClusterLabels.missing }
 `,
-			wantErr: `bundle app: cluster c1: helm.values: a.b[1]: template: value:1:17: executing "value" at <.ClusterLabels.missing>: map has no entry for key "missing"`,
+			wantErr: `helm.values: a.b[1]: template: value:1:17: executing "value" at <.ClusterLabels.missing>: map has no entry for key "missing"`,
 		},
 		{
 			name: "missing cluster value",
@@ -139,7 +147,7 @@ helm:
   values:
     region: ${ .ClusterValues.zone }
 `,
-			wantErr: `bundle app: cluster c1: helm.values: region: template: value:1:17: executing "value" at <.ClusterValues.zone>: map has no entry for key "zone"`,
+			wantErr: `helm.values: region: template: value:1:17: executing "value" at <.ClusterValues.zone>: map has no entry for key "zone"`,
 		},
 		{
 			name: "failing key",
@@ -149,7 +157,7 @@ helm:
     nested:
       ${ .Nope }: 1
 `,
-			wantErr: `bundle app: cluster c1: helm.values: nested: key "${ .Nope }": template: key:1:3: executing "key" at <.Nope>: map has no entry for key "Nope"`,
+			wantErr: `helm.values: nested: key "${ .Nope }": template: key:1:3: executing "key" at <.Nope>: map has no entry for key "Nope"`,
 		},
 		{
 			name: "syntax error",
@@ -158,7 +166,7 @@ helm:
   values:
     x: ${ .ClusterName
 `,
-			wantErr: `bundle app: cluster c1: helm.values: x: template: value:1: unclosed action`,
+			wantErr: `helm.values: x: template: value:1: unclosed action`,
 		},
 		{
 			name: "output that breaks the YAML document",
@@ -167,7 +175,7 @@ helm:
   values:
     x: ${ "[" }
 `,
-			wantErr: `bundle app: cluster c1: helm.values: rendered values are not valid YAML`,
+			wantErr: `helm.values: rendered values are not valid YAML`,
 		},
 		{
 			name: "templateValues entry",
@@ -177,13 +185,12 @@ helm:
     good: ${ .ClusterName }
     bad: ${ .ClusterValues.nope }
 `,
-			wantErr: `bundle app: cluster c1: helm.templateValues.bad: template: templateValue:1:17: executing "templateValue" at <.ClusterValues.nope>: map has no entry for key "nope"`,
+			wantErr: `helm.templateValues.bad: template: templateValue:1:17: executing "templateValue" at <.ClusterValues.nope>: map has no entry for key "nope"`,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := bundleFromYAML(t, "app", tt.fleet)
-			_, _, err := b.ForCluster(templateCluster())
+			_, err := bundle.ProcessValues(optionsFromYAML(t, tt.fleet), templateCluster())
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
@@ -328,7 +335,7 @@ func TestTemplateDeterministic(t *testing.T) {
 
 func TestTemplateDeploymentID(t *testing.T) {
 	const manifestID = "s-0123456789abcdef"
-	b := bundleFromYAML(t, "app", `
+	opts := optionsFromYAML(t, `
 helm:
   chart: ./chart
   values:
@@ -336,10 +343,13 @@ helm:
 `)
 	id := func(labels ...string) string {
 		t.Helper()
-		opts, deploy, err := b.ForCluster(clusterWith("c1", labels...))
+		c := bundle.Cluster{Name: "c1", Namespace: "fleet-default", Labels: map[string]string{}}
+		for i := 0; i < len(labels); i += 2 {
+			c.Labels[labels[i]] = labels[i+1]
+		}
+		got, err := bundle.ProcessValues(opts, c)
 		require.NoError(t, err)
-		require.True(t, deploy)
-		return bundle.DeploymentID(manifestID, opts)
+		return bundle.DeploymentID(manifestID, got)
 	}
 	base := id("env", "dev", "team", "a")
 	assert.Equal(t, base, id("env", "dev", "team", "b"), "a label no template uses does not change the ID")

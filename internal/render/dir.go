@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 )
@@ -23,9 +24,9 @@ type DirOptions struct {
 	// Deployer renders releases.
 	Deployer *deployer.Deployer
 	// Cluster is the cluster rendered for, Restrict its GitRepo targets
-	// (nil: none, see Targeted).
+	// (nil: none, see target.Targeted).
 	Cluster  bundle.Cluster
-	Restrict []bundle.TargetSelector
+	Restrict []api.TargetSelector
 	// KubeVersion is what .Capabilities reports (default
 	// deployer.DefaultKubeVersion).
 	KubeVersion string

@@ -5,46 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/target"
 )
-
-// DefaultTarget is the target of a bundle that names none, and of a
-// GitRepo that names none: the cluster group "default".
-var DefaultTarget = bundle.TargetSelector{Name: "default", ClusterGroup: "default"}
-
-// Targeted reports whether bundle b goes to cluster c.
-//
-// restrict are the GitRepo's targets. A bundle's overrideTargets replace
-// them. With neither (restrict nil, as for `flotilla render` and Fleet's
-// `fleet test`), fleet.yaml's targets and targetCustomizations are the
-// targets, and a bundle with none of those targets the default group.
-func Targeted(b bundle.Bundle, c bundle.Cluster, restrict []bundle.TargetSelector) (bool, error) {
-	targets := restrict
-	if len(b.Spec.OverrideTargets) > 0 {
-		targets = b.Spec.OverrideTargets
-	}
-	if targets == nil {
-		for _, list := range [][]bundle.Target{b.Spec.TargetCustomizations, b.Spec.Targets} {
-			for _, t := range list {
-				targets = append(targets, t.TargetSelector)
-			}
-		}
-		if len(targets) == 0 {
-			targets = []bundle.TargetSelector{DefaultTarget}
-		}
-	}
-	for _, t := range targets {
-		ok, err := t.Matches(c)
-		if err != nil {
-			return false, fmt.Errorf("bundle %s: cluster %s: %w", b.Name, c.Name, err)
-		}
-		if ok {
-			return true, nil
-		}
-	}
-	return false, nil
-}
 
 // Deployment is what one cluster gets from one bundle.
 type Deployment struct {
@@ -60,16 +25,22 @@ type Deployment struct {
 }
 
 // ForCluster decides what cluster c gets from bundle b with manifest ID
-// manifestID. Errors (an invalid selector, a template error) name the
-// bundle and the cluster.
-func ForCluster(b bundle.Bundle, manifestID string, c bundle.Cluster, restrict []bundle.TargetSelector) (Deployment, error) {
-	ok, err := Targeted(b, c, restrict)
+// manifestID: whether b targets c and with which customizations (both
+// decided by internal/target; restrict are the GitRepo's targets, see
+// target.Targeted), then c's helm values are templated
+// (bundle.ProcessValues). Errors (an invalid selector, a template error)
+// name the bundle and the cluster.
+func ForCluster(b bundle.Bundle, manifestID string, c bundle.Cluster, restrict []api.TargetSelector) (Deployment, error) {
+	ok, err := target.Targeted(b, c, restrict)
 	if err != nil || !ok {
 		return Deployment{}, err
 	}
-	opts, deploy, err := b.ForCluster(c)
+	opts, deploy, err := target.Customize(b, c)
 	if err != nil || !deploy {
 		return Deployment{}, err
+	}
+	if opts, err = bundle.ProcessValues(opts, c); err != nil {
+		return Deployment{}, fmt.Errorf("bundle %s: cluster %s: %w", b.Name, c.Name, err)
 	}
 	cb := b
 	cb.Options = opts
@@ -130,7 +101,7 @@ func ReadyOptions(opts bundle.Options) deployer.ReadyOptions {
 // Template renders what cluster c receives from bundle b (manifest m)
 // without a cluster: nil output when the bundle does not go there.
 func Template(ctx context.Context, d *deployer.Deployer, b bundle.Bundle, m bundle.Manifest, c bundle.Cluster,
-	restrict []bundle.TargetSelector, kubeVersion string) (Deployment, []byte, error) {
+	restrict []api.TargetSelector, kubeVersion string) (Deployment, []byte, error) {
 	dep, err := ForCluster(b, m.ID(), c, restrict)
 	if err != nil || !dep.Deploy {
 		return dep, nil, err

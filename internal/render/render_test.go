@@ -9,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/render"
@@ -52,7 +54,7 @@ func deploymentID(t *testing.T, root string, c bundle.Cluster) string {
 	t.Helper()
 	b, m, err := bundle.Read(root, "app", "repo")
 	require.NoError(t, err)
-	dep, err := render.ForCluster(b, m.ID(), c, []bundle.TargetSelector{{ClusterSelector: nil, ClusterGroup: "default"}})
+	dep, err := render.ForCluster(b, m.ID(), c, []api.TargetSelector{{ClusterSelector: nil, ClusterGroup: "default"}})
 	require.NoError(t, err)
 	require.True(t, dep.Deploy)
 	return dep.DeploymentID
@@ -120,7 +122,7 @@ func TestTemplateHonoursCustomization(t *testing.T) {
 	b, m, err := bundle.Read(root, "app", "repo")
 	require.NoError(t, err)
 	d := deployer.New(deployer.Options{})
-	restrict := []bundle.TargetSelector{{ClusterGroup: "default"}}
+	restrict := []api.TargetSelector{{ClusterGroup: "default"}}
 
 	dep, out, err := render.Template(context.Background(), d, b, m, prodCluster, restrict, "")
 	require.NoError(t, err)
@@ -153,33 +155,39 @@ func TestTemplateHonoursCustomization(t *testing.T) {
 	assert.Contains(t, err.Error(), "bundle repo-app")
 }
 
-// TestTargetedWithoutGitRepoTargets follows `fleet test`: without GitRepo
-// targets a bundle's own targets select clusters, and a bundle without
-// any goes to the default group.
-func TestTargetedWithoutGitRepoTargets(t *testing.T) {
-	plain := bundle.Bundle{Name: "plain"}
-	inDefault := bundle.Cluster{Name: "a", Groups: []bundle.Group{{Name: "default"}}}
-	labelled := bundle.Cluster{Name: "b", Labels: map[string]string{"env": "dev"}}
-	ok, err := render.Targeted(plain, inDefault, nil)
+// TestForClusterDoesNotModifyBundle: customizations are merged and helm
+// values templated for the cluster on copies.
+func TestForClusterDoesNotModifyBundle(t *testing.T) {
+	doc := `
+helm:
+  values:
+    name: ${ .ClusterName }
+    env: global.fleet.clusterLabels.env
+    nested:
+      list: [1, 2]
+targetCustomizations:
+- clusterSelector: {}
+  helm:
+    values:
+      nested:
+        extra: ${ .ClusterLabels.env }
+`
+	b := bundle.Bundle{Name: "app"}
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &b.Options))
+	require.NoError(t, yaml.Unmarshal([]byte(doc), &b.Spec))
+	before, err := yaml.Marshal(b)
 	require.NoError(t, err)
-	assert.True(t, ok)
-	ok, err = render.Targeted(plain, labelled, nil)
+	c := bundle.Cluster{Name: "c1", Labels: map[string]string{"env": "dev"}}
+	for range 2 {
+		dep, err := render.ForCluster(b, "s-test", c, []api.TargetSelector{{ClusterName: "c1"}})
+		require.NoError(t, err)
+		require.True(t, dep.Deploy)
+		assert.Equal(t, map[string]any{"name": "c1", "env": "dev",
+			"nested": map[string]any{"list": []any{1.0, 2.0}, "extra": "dev"}}, dep.Options.Helm.Values)
+	}
+	after, err := yaml.Marshal(b)
 	require.NoError(t, err)
-	assert.False(t, ok)
-
-	custom := bundle.Bundle{Name: "custom", Spec: bundle.Spec{TargetCustomizations: []bundle.Target{{
-		TargetSelector: bundle.TargetSelector{Name: "dev", ClusterName: "b"}}}}}
-	ok, err = render.Targeted(custom, labelled, nil)
-	require.NoError(t, err)
-	assert.True(t, ok)
-	ok, err = render.Targeted(custom, inDefault, nil)
-	require.NoError(t, err)
-	assert.False(t, ok)
-
-	override := bundle.Bundle{Name: "o", Spec: bundle.Spec{OverrideTargets: []bundle.TargetSelector{{ClusterName: "b"}}}}
-	ok, err = render.Targeted(override, labelled, []bundle.TargetSelector{{ClusterGroup: "default"}})
-	require.NoError(t, err)
-	assert.True(t, ok, "overrideTargets replace the GitRepo's targets")
+	assert.Equal(t, string(before), string(after))
 }
 
 func TestReadyOptions(t *testing.T) {

@@ -9,7 +9,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/target"
 )
 
 // Defaults of a rollout strategy's settings, as in Fleet where Fleet has
@@ -102,8 +104,8 @@ type Partition struct {
 //   - Manual (rs.Partitions non-empty): the partitions in their declared
 //     order, each holding the clusters it selects (clusterName,
 //     clusterSelector, clusterGroup, clusterGroupSelector, AND-ed, as
-//     bundle.TargetSelector.Matches; a partition without criteria selects
-//     nothing) that no earlier partition selected. A partition that
+//     target.Matches; a partition without criteria selects nothing) that
+//     no earlier partition selected. A partition that
 //     selects no cluster stays in the plan, empty, so the plan keeps the
 //     declared order and names. An unnamed partition i is named
 //     partition-<i>. A partition's maxUnavailable defaults to the
@@ -183,7 +185,7 @@ func Compute(rs *bundle.RolloutStrategy, clusters []bundle.Cluster) (Plan, error
 // manualPartitions assigns each of the sorted clusters to the first
 // partition of rs that selects it.
 func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Partition, error) {
-	selectors := make([]bundle.TargetSelector, len(rs.Partitions))
+	selectors := make([]api.TargetSelector, len(rs.Partitions))
 	names := make(map[string]int, len(rs.Partitions))
 	for i, p := range rs.Partitions {
 		key := fmt.Sprintf("rolloutStrategy.partitions[%d]", i)
@@ -195,7 +197,7 @@ func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Pa
 			return nil, fmt.Errorf("%s.name: %q is also the name of partitions[%d]", key, name, j)
 		}
 		names[name] = i
-		selectors[i] = bundle.TargetSelector{
+		selectors[i] = api.TargetSelector{
 			Name:                 name,
 			ClusterName:          p.ClusterName,
 			ClusterSelector:      p.ClusterSelector,
@@ -204,7 +206,7 @@ func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Pa
 		}
 		// Report an invalid selector even when there is no cluster to
 		// match it against.
-		if _, err := selectors[i].Matches(bundle.Cluster{}); err != nil {
+		if _, err := target.Matches(selectors[i], bundle.Cluster{}); err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 	}
@@ -214,7 +216,7 @@ func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Pa
 	for _, c := range sorted {
 		placed := false
 		for i, sel := range selectors {
-			ok, err := sel.Matches(c)
+			ok, err := target.Matches(sel, c)
 			if err != nil {
 				return nil, fmt.Errorf("rolloutStrategy.partitions[%d]: %w", i, err)
 			}

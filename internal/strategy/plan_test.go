@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/strategy"
+	"github.com/flotilla-gitops/flotilla/internal/target"
 )
 
 func pct(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
@@ -172,7 +173,7 @@ func fleetClusters() []bundle.Cluster {
 		{Name: "edge-1", Labels: map[string]string{"env": "prod", "edge": "true"}, Groups: []bundle.Group{{Name: "edge", Labels: high}}},
 		{Name: "dev-2", Labels: map[string]string{"env": "dev"}, Groups: []bundle.Group{{Name: "dev", Labels: low}}},
 		{Name: "dev-1", Labels: map[string]string{"env": "dev"}, Groups: []bundle.Group{{Name: "dev", Labels: low}}},
-		{Name: "shown", Labels: map[string]string{bundle.ClusterDisplayNameLabel: "canary"}},
+		{Name: "shown", Labels: map[string]string{target.DisplayNameLabel: "canary"}},
 	}
 }
 

@@ -1,9 +1,13 @@
-// Package target decides which clusters a GitRepo's targets select, with
-// Fleet's matching rules (fleet.md §1.2, Fleet's
-// target/matcher/clustermatcher.go and bundlematch.go):
+// Package target owns all cluster matching, with Fleet's rules (fleet.md
+// §1.2, Fleet's target/matcher/clustermatcher.go and bundlematch.go): which
+// clusters a selector (api.TargetSelector: a GitRepo target, a fleet.yaml
+// overrideTargets entry, the selector of a fleet.yaml target or
+// targetCustomization, a rollout partition) selects, which cluster groups
+// a cluster belongs to, whether a bundle goes to a cluster, and which of
+// its customizations apply there.
 //
-//   - A target's criteria — clusterName, clusterSelector, clusterGroup and
-//     clusterGroupSelector — are AND-ed. A target with no criteria matches
+//   - A selector's criteria — clusterName, clusterSelector, clusterGroup and
+//     clusterGroupSelector — are AND-ed. A selector with no criteria matches
 //     nothing.
 //   - clusterName matches the cluster's name or its
 //     management.cattle.io/cluster-display-name label.
@@ -17,5 +21,7 @@
 //   - Targets are evaluated in order and the first match wins: each cluster
 //     gets at most one target.
 //
-// The package is pure (no I/O), so workflow code may call it.
+// The package is pure (no I/O), so workflow code may call it. The selector
+// type lives in internal/api, the leaf package that decodes GitRepos, so
+// that internal/bundle can embed it without importing this package.
 package target

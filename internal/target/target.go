@@ -12,10 +12,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 )
 
-// DisplayNameLabel is the cluster label that a target's clusterName also
-// matches (Rancher sets it to the cluster's display name).
-const DisplayNameLabel = bundle.ClusterDisplayNameLabel
-
 // Cluster is a cluster as seen by matching: its name and labels.
 type Cluster struct {
 	Name   string
@@ -44,11 +40,10 @@ type Matched struct {
 // A target naming a group that does not exist matches nothing. Match fails
 // when a target's or group's selector is invalid (the error names it) or
 // when two clusters share a name; it never returns a partial result.
-// Selection is bundle.TargetSelector.Matches, the rule bundles use too.
-func Match(targets []api.GitTarget, clusters []Cluster, groups []Group) ([]Matched, error) {
-	sels := make([]bundle.TargetSelector, len(targets))
-	for i, t := range targets {
-		sels[i] = Selector(t)
+// Selection is Matches, the rule bundles use too.
+func Match(targets []api.TargetSelector, clusters []Cluster, groups []Group) ([]Matched, error) {
+	sels := slices.Clone(targets)
+	for i := range sels {
 		if sels[i].Name == "" {
 			sels[i].Name = fmt.Sprintf("target[%d]", i)
 		}
@@ -66,7 +61,7 @@ func Match(targets []api.GitTarget, clusters []Cluster, groups []Group) ([]Match
 		}
 		bc := bundle.Cluster{Name: c.Name, Labels: c.Labels, Groups: member}
 		for _, sel := range sels {
-			ok, err := sel.Matches(bc)
+			ok, err := Matches(sel, bc)
 			if err != nil {
 				return nil, err
 			}
@@ -77,12 +72,6 @@ func Match(targets []api.GitTarget, clusters []Cluster, groups []Group) ([]Match
 		}
 	}
 	return out, nil
-}
-
-// Selector returns a GitRepo target as a bundle target selector.
-func Selector(t api.GitTarget) bundle.TargetSelector {
-	return bundle.TargetSelector{Name: t.Name, ClusterName: t.ClusterName, ClusterSelector: t.ClusterSelector,
-		ClusterGroup: t.ClusterGroup, ClusterGroupSelector: t.ClusterGroupSelector}
 }
 
 // Memberships returns the groups whose selector selects a cluster with

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
 )
 
 func sel(kv ...string) *metav1.LabelSelector {
@@ -33,7 +34,7 @@ func TestMatch(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
-		targets  []api.GitTarget
+		targets  []api.TargetSelector
 		clusters []Cluster // nil: the shared clusters above
 		want     []Matched
 		wantErr  string // substring of the error; empty: no error
@@ -44,11 +45,11 @@ func TestMatch(t *testing.T) {
 		},
 		{
 			name:    "target without criteria matches nothing",
-			targets: []api.GitTarget{{Name: "empty"}},
+			targets: []api.TargetSelector{{Name: "empty"}},
 		},
 		{
 			name:    "empty cluster selector matches every cluster",
-			targets: []api.GitTarget{{ClusterSelector: &metav1.LabelSelector{}}},
+			targets: []api.TargetSelector{{ClusterSelector: &metav1.LabelSelector{}}},
 			want: []Matched{
 				{Cluster: "dev", Target: "target[0]"}, {Cluster: "lonely", Target: "target[0]"},
 				{Cluster: "prod-eu", Target: "target[0]"}, {Cluster: "prod-us", Target: "target[0]"},
@@ -56,47 +57,47 @@ func TestMatch(t *testing.T) {
 		},
 		{
 			name:    "cluster selector with labels",
-			targets: []api.GitTarget{{Name: "prod", ClusterSelector: sel("env", "prod")}},
+			targets: []api.TargetSelector{{Name: "prod", ClusterSelector: sel("env", "prod")}},
 			want:    []Matched{{Cluster: "prod-eu", Target: "prod"}, {Cluster: "prod-us", Target: "prod"}},
 		},
 		{
 			name: "cluster selector with expressions",
-			targets: []api.GitTarget{{Name: "no-region", ClusterSelector: &metav1.LabelSelector{
+			targets: []api.TargetSelector{{Name: "no-region", ClusterSelector: &metav1.LabelSelector{
 				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: metav1.LabelSelectorOpDoesNotExist}},
 			}}},
 			want: []Matched{{Cluster: "dev", Target: "no-region"}, {Cluster: "lonely", Target: "no-region"}},
 		},
 		{
 			name:    "cluster name",
-			targets: []api.GitTarget{{Name: "one", ClusterName: "prod-us"}},
+			targets: []api.TargetSelector{{Name: "one", ClusterName: "prod-us"}},
 			want:    []Matched{{Cluster: "prod-us", Target: "one"}},
 		},
 		{
 			name:    "cluster name matches the display-name label",
-			targets: []api.GitTarget{{Name: "display", ClusterName: "Dev Cluster"}},
+			targets: []api.TargetSelector{{Name: "display", ClusterName: "Dev Cluster"}},
 			want:    []Matched{{Cluster: "dev", Target: "display"}},
 		},
 		{
 			name:    "unknown cluster name matches nothing",
-			targets: []api.GitTarget{{ClusterName: "nope"}},
+			targets: []api.TargetSelector{{ClusterName: "nope"}},
 		},
 		{
 			name:    "criteria are AND-ed: name and selector agree",
-			targets: []api.GitTarget{{Name: "t", ClusterName: "prod-eu", ClusterSelector: sel("region", "eu")}},
+			targets: []api.TargetSelector{{Name: "t", ClusterName: "prod-eu", ClusterSelector: sel("region", "eu")}},
 			want:    []Matched{{Cluster: "prod-eu", Target: "t"}},
 		},
 		{
 			name:    "criteria are AND-ed: name and selector disagree",
-			targets: []api.GitTarget{{Name: "t", ClusterName: "prod-eu", ClusterSelector: sel("region", "us")}},
+			targets: []api.TargetSelector{{Name: "t", ClusterName: "prod-eu", ClusterSelector: sel("region", "us")}},
 		},
 		{
 			name:    "cluster group",
-			targets: []api.GitTarget{{Name: "g", ClusterGroup: "eu"}},
+			targets: []api.TargetSelector{{Name: "g", ClusterGroup: "eu"}},
 			want:    []Matched{{Cluster: "prod-eu", Target: "g"}},
 		},
 		{
 			name:    "cluster group with empty selector holds every cluster",
-			targets: []api.GitTarget{{Name: "g", ClusterGroup: "all"}},
+			targets: []api.TargetSelector{{Name: "g", ClusterGroup: "all"}},
 			want: []Matched{
 				{Cluster: "dev", Target: "g"}, {Cluster: "lonely", Target: "g"},
 				{Cluster: "prod-eu", Target: "g"}, {Cluster: "prod-us", Target: "g"},
@@ -104,35 +105,35 @@ func TestMatch(t *testing.T) {
 		},
 		{
 			name:    "group with nil selector has no members",
-			targets: []api.GitTarget{{Name: "g", ClusterGroup: "none"}},
+			targets: []api.TargetSelector{{Name: "g", ClusterGroup: "none"}},
 		},
 		{
 			name:    "missing group matches nothing",
-			targets: []api.GitTarget{{Name: "g", ClusterGroup: "ghost"}},
+			targets: []api.TargetSelector{{Name: "g", ClusterGroup: "ghost"}},
 		},
 		{
 			name:    "cluster group AND cluster selector",
-			targets: []api.GitTarget{{Name: "g", ClusterGroup: "prod", ClusterSelector: sel("region", "us")}},
+			targets: []api.TargetSelector{{Name: "g", ClusterGroup: "prod", ClusterSelector: sel("region", "us")}},
 			want:    []Matched{{Cluster: "prod-us", Target: "g"}},
 		},
 		{
 			name:    "cluster group selector matches group labels",
-			targets: []api.GitTarget{{Name: "gs", ClusterGroupSelector: sel("tier", "critical")}},
+			targets: []api.TargetSelector{{Name: "gs", ClusterGroupSelector: sel("tier", "critical")}},
 			want:    []Matched{{Cluster: "prod-eu", Target: "gs"}, {Cluster: "prod-us", Target: "gs"}},
 		},
 		{
 			name:    "cluster group selector does not match cluster labels",
-			targets: []api.GitTarget{{Name: "gs", ClusterGroupSelector: sel("env", "prod")}},
+			targets: []api.TargetSelector{{Name: "gs", ClusterGroupSelector: sel("env", "prod")}},
 		},
 		{
 			name: "group name and group selector must hold for the same group",
 			// prod-eu is in "prod" (tier=critical) and "eu" (geo=europe), but
 			// no single group is named eu and labelled tier=critical.
-			targets: []api.GitTarget{{Name: "same", ClusterGroup: "eu", ClusterGroupSelector: sel("tier", "critical")}},
+			targets: []api.TargetSelector{{Name: "same", ClusterGroup: "eu", ClusterGroupSelector: sel("tier", "critical")}},
 		},
 		{
 			name:    "group name and group selector on the same group",
-			targets: []api.GitTarget{{Name: "same", ClusterGroup: "eu", ClusterGroupSelector: sel("geo", "europe")}},
+			targets: []api.TargetSelector{{Name: "same", ClusterGroup: "eu", ClusterGroupSelector: sel("geo", "europe")}},
 			want:    []Matched{{Cluster: "prod-eu", Target: "same"}},
 		},
 		{
@@ -141,12 +142,12 @@ func TestMatch(t *testing.T) {
 				{Name: "grouped", Labels: map[string]string{"env": "prod"}},
 				{Name: "ungrouped", Labels: map[string]string{"env": "qa"}},
 			},
-			targets: []api.GitTarget{{Name: "any", ClusterGroupSelector: &metav1.LabelSelector{}}},
+			targets: []api.TargetSelector{{Name: "any", ClusterGroupSelector: &metav1.LabelSelector{}}},
 			want:    []Matched{{Cluster: "grouped", Target: "any"}, {Cluster: "ungrouped", Target: "any"}},
 		},
 		{
 			name: "first matching target wins",
-			targets: []api.GitTarget{
+			targets: []api.TargetSelector{
 				{Name: "eu", ClusterSelector: sel("region", "eu")},
 				{Name: "prod", ClusterSelector: sel("env", "prod")},
 				{Name: "rest", ClusterSelector: &metav1.LabelSelector{}},
@@ -158,7 +159,7 @@ func TestMatch(t *testing.T) {
 		},
 		{
 			name:    "unnamed targets are named by index",
-			targets: []api.GitTarget{{Name: "x", ClusterName: "nope"}, {ClusterName: "dev"}},
+			targets: []api.TargetSelector{{Name: "x", ClusterName: "nope"}, {ClusterName: "dev"}},
 			want:    []Matched{{Cluster: "dev", Target: "target[1]"}},
 		},
 		{
@@ -169,14 +170,14 @@ func TestMatch(t *testing.T) {
 		},
 		{
 			name: "invalid cluster selector names the target",
-			targets: []api.GitTarget{{Name: "bad", ClusterSelector: &metav1.LabelSelector{
+			targets: []api.TargetSelector{{Name: "bad", ClusterSelector: &metav1.LabelSelector{
 				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Sometimes"}},
 			}}},
 			wantErr: "target bad: clusterSelector",
 		},
 		{
 			name: "invalid group selector names the unnamed target",
-			targets: []api.GitTarget{{ClusterName: "dev"}, {ClusterGroupSelector: &metav1.LabelSelector{
+			targets: []api.TargetSelector{{ClusterName: "dev"}, {ClusterGroupSelector: &metav1.LabelSelector{
 				MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpIn}},
 			}}},
 			wantErr: "target target[1]: clusterGroupSelector",
@@ -184,7 +185,7 @@ func TestMatch(t *testing.T) {
 		{
 			name:     "duplicate cluster",
 			clusters: []Cluster{{Name: "a"}, {Name: "a"}},
-			targets:  []api.GitTarget{{ClusterName: "a"}},
+			targets:  []api.TargetSelector{{ClusterName: "a"}},
 			wantErr:  `cluster "a" is listed twice`,
 		},
 	}
@@ -212,12 +213,12 @@ func TestMatch_InvalidGroupSelector(t *testing.T) {
 	groups := []Group{{Name: "broken", Selector: &metav1.LabelSelector{
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: metav1.LabelSelectorOpExists, Values: []string{"v"}}},
 	}}}
-	_, err := Match([]api.GitTarget{{ClusterGroup: "broken"}}, []Cluster{{Name: "a"}}, groups)
+	_, err := Match([]api.TargetSelector{{ClusterGroup: "broken"}}, []Cluster{{Name: "a"}}, groups)
 	require.ErrorContains(t, err, "cluster group broken: selector")
 }
 
 func TestMatch_Deterministic(t *testing.T) {
-	targets := []api.GitTarget{{Name: "all", ClusterSelector: &metav1.LabelSelector{}}}
+	targets := []api.TargetSelector{{Name: "all", ClusterSelector: &metav1.LabelSelector{}}}
 	a := []Cluster{{Name: "c"}, {Name: "a"}, {Name: "b"}}
 	b := []Cluster{{Name: "b"}, {Name: "c"}, {Name: "a"}}
 	ga, err := Match(targets, a, nil)
@@ -227,4 +228,36 @@ func TestMatch_Deterministic(t *testing.T) {
 	assert.Equal(t, ga, gb)
 	assert.Equal(t, []Matched{{"a", "all"}, {"b", "all"}, {"c", "all"}}, ga)
 	assert.Equal(t, []Cluster{{Name: "c"}, {Name: "a"}, {Name: "b"}}, a, "input not reordered")
+}
+
+func TestMemberships(t *testing.T) {
+	groups := []Group{
+		{Name: "prod", Selector: sel("env", "prod"), Labels: map[string]string{"tier": "critical"}},
+		{Name: "none"}, // nil selector: selects no cluster
+		{Name: "all", Selector: &metav1.LabelSelector{}},
+		{Name: "eu", Selector: sel("region", "eu")},
+	}
+	tests := []struct {
+		name   string
+		labels map[string]string
+		groups []Group
+		want   []bundle.Group
+	}{
+		{"no groups", map[string]string{"env": "prod"}, nil, nil},
+		{"in input order, with the group's labels", map[string]string{"env": "prod", "region": "eu"}, groups,
+			[]bundle.Group{{Name: "prod", Labels: map[string]string{"tier": "critical"}}, {Name: "all"}, {Name: "eu"}}},
+		{"only the empty selector", nil, groups, []bundle.Group{{Name: "all"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Memberships(tt.labels, tt.groups)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+
+	bad := []Group{{Name: "broken", Selector: &metav1.LabelSelector{
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Bogus"}}}}}
+	_, err := Memberships(nil, bad)
+	require.ErrorContains(t, err, "cluster group broken: selector: invalid label selector")
 }
