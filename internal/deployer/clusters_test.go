@@ -13,16 +13,18 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
-// TestOnBareCluster runs the post-render, Status and cleanup groups on one
-// cluster without controllers, as starting a cluster costs more than a group.
-// Namespaces are unique across groups. The groups run one after the other,
-// the subtests of each in parallel.
+// TestOnBareCluster runs the post-render, Status, cleanup, rollback, CRD and
+// history groups on one cluster without controllers, as starting a cluster
+// costs more than a group. Namespaces are unique across groups. The groups
+// run one after the other, the subtests of each in parallel.
 func TestOnBareCluster(t *testing.T) {
 	f := newFixture(t)
 	t.Run("post-render", func(t *testing.T) { testPostRender(t, f) })
 	t.Run("status", func(t *testing.T) { testStatus(t, f) })
 	t.Run("cleanup", func(t *testing.T) { testCleanup(t, f) })
 	t.Run("rollback", func(t *testing.T) { testRollback(t, f) })
+	t.Run("crds", func(t *testing.T) { testCRDs(t, f) })
+	t.Run("history", func(t *testing.T) { testHistory(t, f) })
 }
 
 // TestWithControllers covers what needs controllers to happen: Deployments

@@ -14,8 +14,10 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/postrender"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
@@ -25,6 +27,17 @@ const DeploymentIDAnnotation = "flotilla.dev/deployment-id"
 
 // DefaultTimeout bounds one Helm action when Options.Timeout is unset.
 const DefaultTimeout = 5 * time.Minute
+
+// DefaultMaxHistory is how many revisions a release keeps when
+// Release.MaxHistory is unset.
+const DefaultMaxHistory = 10
+
+// ErrWaitTimeout marks a Deploy that timed out waiting on the cluster:
+// for the release's resources to become ready (Release.Wait), for its
+// hooks, or for its CRDs to be established. The cluster answered; the
+// release did not converge in time. Errors wrapping it also wrap the cause
+// (context.DeadlineExceeded or wait.ErrWaitTimeout).
+var ErrWaitTimeout = errors.New("timed out waiting for the release")
 
 // Options configure a Deployer.
 type Options struct {
@@ -100,8 +113,18 @@ type Release struct {
 	TakeOwnership bool
 	// Atomic rolls a failed upgrade back (and uninstalls a failed install).
 	Atomic bool
-	// MaxHistory is how many revisions Helm keeps. Optional: default 10.
+	// MaxHistory is how many revisions Helm keeps, failed ones included.
+	// Optional: default DefaultMaxHistory.
 	MaxHistory int
+	// DeleteCRDResources lets Uninstall delete the CustomResourceDefinitions
+	// the templates render, and with them every custom resource of theirs
+	// (Fleet's deleteCRDResources). By default the post-renderer annotates
+	// each such CRD with helm.sh/resource-policy: keep, so that uninstalling
+	// the release, or an upgrade that drops the CRD, leaves it on the
+	// cluster. A kept CRD still carries this release's ownership metadata;
+	// a later Deploy of any release that renders it takes it over once this
+	// release no longer exists. Optional: default false.
+	DeleteCRDResources bool
 	// DisableDNS turns off DNS lookups in templates.
 	DisableDNS bool
 	// SkipSchemaValidation skips the chart's values schema.
@@ -155,6 +178,8 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	if err != nil {
 		return Result{}, err
 	}
+	pr.crds = &crdInstaller{ctx: ctx, getter: getter, log: d.log, release: rel.Name, namespace: rel.Namespace,
+		takeOwnership: rel.TakeOwnership, timeout: d.timeoutOf(rel)}
 	if err := pr.checkCRDFiles(rel.Chart); err != nil {
 		return Result{}, fmt.Errorf("check CRDs of release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
@@ -297,7 +322,7 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel R
 	in.Description = rel.Description
 	out, err := in.RunWithContext(helmContext(ctx), chrt, rel.Values)
 	if err != nil {
-		return nil, fmt.Errorf("install release %s/%s: %w", rel.Namespace, rel.Name, err)
+		return nil, actionError(ctx, "install", rel, err)
 	}
 	return out, nil
 }
@@ -317,13 +342,60 @@ func (d *Deployer) upgrade(ctx context.Context, cfg *action.Configuration, rel R
 	up.Description = rel.Description
 	up.MaxHistory = rel.MaxHistory
 	if up.MaxHistory <= 0 {
-		up.MaxHistory = 10
+		up.MaxHistory = DefaultMaxHistory
 	}
 	out, err := up.RunWithContext(helmContext(ctx), rel.Name, chrt, rel.Values)
 	if err != nil {
-		return nil, fmt.Errorf("upgrade release %s/%s: %w", rel.Namespace, rel.Name, err)
+		if rel.Atomic {
+			// Helm stores the rollback of a failed atomic upgrade without
+			// pruning the history.
+			if capErr := capHistory(cfg, rel.Name, up.MaxHistory); capErr != nil {
+				d.log.Warn("Could not prune release history", zap.String("release", rel.Name),
+					zap.String("namespace", rel.Namespace), zap.Error(capErr))
+			}
+		}
+		return nil, actionError(ctx, "upgrade", rel, err)
 	}
 	return out, nil
+}
+
+// actionError wraps the error of Helm action op on rel. A timeout of
+// Helm's own (its context never ends, see helmContext) also wraps
+// ErrWaitTimeout; so does the CRD installer's, which wraps it itself.
+func actionError(ctx context.Context, op string, rel Release, err error) error {
+	if ctx.Err() == nil && wait.Interrupted(err) && !errors.Is(err, ErrWaitTimeout) {
+		return fmt.Errorf("%s release %s/%s: %w: %w", op, rel.Namespace, rel.Name, ErrWaitTimeout, err)
+	}
+	return fmt.Errorf("%s release %s/%s: %w", op, rel.Namespace, rel.Name, err)
+}
+
+// capHistory deletes the oldest records of release name until at most limit
+// remain, never the deployed one: how Helm prunes before it stores a
+// revision.
+func capHistory(cfg *action.Configuration, name string, limit int) error {
+	history, err := cfg.Releases.History(name)
+	if err != nil || len(history) <= limit {
+		return err
+	}
+	releaseutil.SortByRevision(history)
+	keep := 0
+	if deployed, err := cfg.Releases.Deployed(name); err == nil {
+		keep = deployed.Version
+	}
+	excess := len(history) - limit
+	for _, r := range history {
+		if excess == 0 {
+			break
+		}
+		if r.Version == keep {
+			continue
+		}
+		if _, err := cfg.Releases.Delete(name, r.Version); err != nil {
+			return fmt.Errorf("delete revision %d: %w", r.Version, err)
+		}
+		excess--
+	}
+	return nil
 }
 
 // helmContext is the context an install or upgrade runs with: never

@@ -15,6 +15,24 @@
 // (ErrInvalidMetadata), so that an invalid chart fails without a partial
 // apply. Helm v3 does not post-render hooks; they are applied as rendered.
 //
+// CustomResourceDefinitions among the templates' output (a raw-YAML bundle
+// holds every file as a template) are installed before Helm builds the
+// release's objects, as Helm itself does only for a chart's crds/: once
+// every check passed, the post-render step server-side applies each CRD
+// with the release's ownership metadata, waits (within the release's
+// timeout) until it is established and the REST mapper serves its kinds,
+// so custom resources of it in the same release deploy in the same Deploy.
+// The CRDs stay in the release manifest, and Helm adopts and upgrades them.
+// Unless Release.DeleteCRDResources, every such CRD is annotated
+// helm.sh/resource-policy: keep, so that Uninstall (or an upgrade that drops
+// it) leaves it, and the custom resources outside the release, in place, as
+// Fleet does; another release that renders a kept CRD later takes it over
+// once its previous release no longer exists.
+//
+// A Deploy that runs out of time waiting on the cluster (Release.Wait,
+// hooks, CRDs) fails with ErrWaitTimeout. Every release keeps at most
+// Release.MaxHistory revisions, failed ones included.
+//
 // Besides Deploy and Uninstall, a Deployer reports a deployed release's
 // readiness (Status, WaitReady, judged by kstatus from sigs.k8s.io/cli-utils
 // with Fleet's waitForJobs and ignore.conditions, see ReadyOptions), forgets a

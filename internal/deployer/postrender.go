@@ -17,7 +17,10 @@ import (
 
 // postRenderer edits and checks what Helm rendered for one release, before
 // Helm applies anything: it forces the namespace, adds the release's labels
-// and annotations, and validates every object's labels and annotations.
+// and annotations (and helm.sh/resource-policy: keep on CRDs unless
+// Release.DeleteCRDResources), and validates every object's labels and
+// annotations. Once everything passed, it installs the CRDs among the
+// objects (see crdInstaller), so that Helm can map their custom resources.
 // Helm v3 runs it over the templates' output only: hooks and the chart's
 // crds/ files bypass it (see checkCRDFiles for the latter).
 //
@@ -27,6 +30,8 @@ type postRenderer struct {
 	mapper meta.RESTMapper
 	// scopes caches clusterScoped answers for this call.
 	scopes map[schema.GroupKind]bool
+	// crds installs the rendered CRDs; nil renders without a cluster.
+	crds *crdInstaller
 }
 
 var _ postrender.PostRenderer = (*postRenderer)(nil)
@@ -58,6 +63,11 @@ func (p *postRenderer) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 	}
 	if err := p.process(docs); err != nil {
 		return nil, err
+	}
+	if p.crds != nil {
+		if err := p.crds.install(crdObjects(docs)); err != nil {
+			return nil, fmt.Errorf("install CRDs of release %s/%s: %w", p.rel.Namespace, p.rel.Name, err)
+		}
 	}
 	out := new(bytes.Buffer)
 	for _, doc := range docs {
@@ -155,10 +165,11 @@ func (p *postRenderer) forceNamespace(obj *unstructured.Unstructured) (bool, err
 	return true, nil
 }
 
-// addMetadata sets the release's labels and annotations on obj, then
-// validates all of obj's labels and annotations. It reports whether obj
-// changed and what is invalid; obj is left alone when its labels or
-// annotations are malformed (not a map of strings).
+// addMetadata sets the release's labels and annotations on obj (and the
+// keep policy on a CRD, see addedAnnotations), then validates all of obj's
+// labels and annotations. It reports whether obj changed and what is
+// invalid; obj is left alone when its labels or annotations are malformed
+// (not a map of strings).
 func (p *postRenderer) addMetadata(obj *unstructured.Unstructured) (bool, field.ErrorList) {
 	if md, ok := obj.Object["metadata"]; ok {
 		if _, ok := md.(map[string]any); !ok {
@@ -172,7 +183,7 @@ func (p *postRenderer) addMetadata(obj *unstructured.Unstructured) (bool, field.
 		return false, errs
 	}
 	changed := merge(obj, "labels", labels, p.rel.Labels)
-	changed = merge(obj, "annotations", annotations, p.rel.Annotations) || changed
+	changed = merge(obj, "annotations", annotations, addedAnnotations(p.rel, obj)) || changed
 	return changed, metadataErrors(labels, annotations, labelsPath, annotationsPath)
 }
 

@@ -63,6 +63,21 @@ func TestPostRenderer_Run(t *testing.T) {
 				"    annotations:\n      flotilla.dev/gitrepo: r\n    name: a\nkind: ConfigMapList\n",
 		},
 		{
+			name: "CRDs are kept on uninstall",
+			rel:  Release{Annotations: map[string]string{"flotilla.dev/gitrepo": "r"}},
+			in: "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n" +
+				"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+			want: "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n" +
+				"  annotations:\n    flotilla.dev/gitrepo: r\n    helm.sh/resource-policy: keep\n  name: widgets.example.com\n" +
+				"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  annotations:\n    flotilla.dev/gitrepo: r\n  name: a\n",
+		},
+		{
+			name: "CRDs are not kept with DeleteCRDResources",
+			rel:  Release{DeleteCRDResources: true},
+			in:   "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n",
+			want: "---\napiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n",
+		},
+		{
 			name:    "cluster-scoped object with forced namespace",
 			rel:     Release{ForceNamespace: "forced"},
 			in:      "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader}\n",

@@ -53,7 +53,7 @@ func (d *Deployer) Rollback(ctx context.Context, getter genericclioptions.RESTCl
 	rb := action.NewRollback(cfg)
 	rb.Version = target
 	rb.Timeout = d.timeout
-	rb.MaxHistory = 10 // as upgrades keep by default
+	rb.MaxHistory = DefaultMaxHistory // as upgrades keep by default
 	if err := rb.Run(name); err != nil {
 		return 0, fmt.Errorf("roll back release %s/%s to revision %d: %w", namespace, name, target, err)
 	}

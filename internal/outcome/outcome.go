@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
 )
 
 // Class is the kind of failure of one step on one cluster. The zero value
@@ -62,6 +64,12 @@ func (c Class) Failed() bool { return c == BundleFailed || c == Invalid }
 func Classify(err error) Class {
 	if err == nil {
 		return OK
+	}
+	// Helm's wait for the release ran out of time: the cluster answered
+	// all along. The cause (a context deadline) would otherwise pass for
+	// a transport timeout.
+	if errors.Is(err, deployer.ErrWaitTimeout) {
+		return BundleFailed
 	}
 	if status, ok := statusCode(err); ok {
 		switch {

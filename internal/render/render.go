@@ -73,7 +73,7 @@ func Release(b bundle.Bundle, m bundle.Manifest, opts bundle.Options, id string)
 		return deployer.Release{}, err
 	}
 	rel := deployer.Release{Name: b.ReleaseName(), Namespace: Namespace(opts), Chart: chrt, DeploymentID: id,
-		ForceNamespace: opts.TargetNamespace}
+		ForceNamespace: opts.TargetNamespace, DeleteCRDResources: opts.DeleteCRDResources}
 	if k != nil {
 		rel.PreRender = k
 	}
