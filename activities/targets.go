@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/strategy"
@@ -71,7 +72,7 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 			dep, err := render.ForCluster(bundles[i], rb.ManifestID, bc, restrict)
 			if err != nil {
 				out.Errors = append(out.Errors, status.Deployment{Bundle: rb.Name, Cluster: c.Name, Release: rb.Release,
-					Namespace: rb.Namespace, State: status.ErrApplied, Message: err.Error()})
+					Namespace: rb.Namespace, State: status.ErrApplied, Outcome: outcome.Invalid, Message: err.Error()})
 				continue
 			}
 			if !dep.Deploy {

@@ -6,7 +6,6 @@
 package outcome
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -123,12 +122,10 @@ func unreachable(err error) bool {
 		// A request that never got an answer (the client gave up).
 		return true
 	case errors.As(err, &netErr) && netErr.Timeout():
+		// Includes context.DeadlineExceeded: a request's deadline passed
+		// without an answer. Helm's own wait timeouts are marked
+		// deployer.ErrWaitTimeout and classified BundleFailed before this.
 		return true
-	case errors.Is(err, context.DeadlineExceeded):
-		// A client-side deadline on a single request; Helm's own wait
-		// timeouts are reported by the deployer as BundleFailed before
-		// they get here.
-		return false
 	}
 	return false
 }
