@@ -24,6 +24,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
+	"github.com/flotilla-gitops/flotilla/internal/testenv/history"
 )
 
 const agentNamespace = "flotilla-system"
@@ -153,19 +154,15 @@ func testAgentRegistration(t *testing.T, f *agentFleet) {
 	}
 }
 
-// historyText is the whole history of a workflow as text.
+// historyText is the whole history of a workflow's latest run as text,
+// with every payload decoded (history.Text).
 func historyText(t testing.TB, f *agentFleet, id string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	it := f.c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var b strings.Builder
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(t, err)
-		b.WriteString(ev.String())
-	}
-	return b.String()
+	text, err := history.RunText(ctx, f.c, id, "")
+	require.NoError(t, err)
+	return text
 }
 
 // countSignals counts signals named name in a workflow's current run.

@@ -17,6 +17,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/render"
+	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
 // writeRenderRepo writes a repository of n small bundles, raw YAML, Helm
@@ -102,8 +103,8 @@ func BenchmarkRender(b *testing.B) {
 		}
 	}
 
-	shared := sharedDir(b)
-	srvFlags := chartMirror(b, shared)
+	examples := testenv.SharedDir(b, "fleet-examples")
+	srvFlags := chartMirror(b)
 	var values []string
 	for i := 1; i < len(srvFlags); i += 2 {
 		values = append(values, srvFlags[i])
@@ -111,7 +112,6 @@ func BenchmarkRender(b *testing.B) {
 	mirrors, err := chartfetch.ParseMirrors(values)
 	require.NoError(b, err)
 	fetch := &chartfetch.Fetcher{CacheDir: b.TempDir(), Mirrors: mirrors}
-	examples := filepath.Join(shared, "fleet-examples")
 	dev := bundle.Cluster{Name: "dev", Namespace: "fleet-default", Labels: map[string]string{"env": "dev"}}
 	var exampleMS []float64
 	bundles := 0

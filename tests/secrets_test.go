@@ -3,19 +3,18 @@ package tests
 import (
 	"context"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/api/enums/v1"
-	"google.golang.org/protobuf/encoding/protojson"
+	commonpb "go.temporal.io/api/common/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
+	"github.com/flotilla-gitops/flotilla/internal/testenv/history"
 )
 
 // A GitRepo on a password-protected Git server deploys with credentials
@@ -54,23 +53,17 @@ func testPrivateRepoSecretsStayOut(t *testing.T, f *fleet) {
 	defer cancel()
 	c := f.w.client(t)
 	histories := 0
-	require.NoError(t, temporalx.EachWorkflow(ctx, c, "", func(id string) error {
-		it := c.GetWorkflowHistory(ctx, id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		var b strings.Builder
-		for it.HasNext() {
-			ev, err := it.Next()
-			if err != nil {
-				return err
-			}
-			js, err := protojson.Marshal(ev)
-			if err != nil {
-				return err
-			}
-			b.Write(js)
+	require.NoError(t, temporalx.EachExecution(ctx, c, "", func(e *commonpb.WorkflowExecution) error {
+		// Every run, with every payload decoded: inputs, results,
+		// signal and update arguments, memo, search attributes, headers
+		// and failure details.
+		text, err := history.RunText(ctx, c, e.GetWorkflowId(), e.GetRunId())
+		if err != nil {
+			return err
 		}
 		histories++
 		for _, s := range secrets {
-			assert.NotContains(t, b.String(), s, "a secret in the history of %s", id)
+			assert.NotContains(t, text, s, "a secret in the history of %s (run %s)", e.GetWorkflowId(), e.GetRunId())
 		}
 		return nil
 	}))

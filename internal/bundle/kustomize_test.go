@@ -22,27 +22,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
-)
-
-// Shared conformance data in ../shared beside the repository (see
-// fleet-examples-README.md there; FLOTILLA_SHARED overrides the location):
-// rancher/fleet-examples, Fleet's renders of it, and the remote charts
-// the examples download.
-var (
-	sharedExamples = filepath.Join(sharedDir(), "fleet-examples")
-	sharedCharts   = filepath.Join(sharedDir(), "fleet-examples-charts")
+	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
 const guestbookURL = "https://github.com/rancher/fleet-examples/releases/download/example/guestbook-0.0.1.tgz"
-
-// sharedDir is ../shared beside the repository root; tests run in the
-// package directory, two levels below the root.
-func sharedDir() string {
-	if dir := os.Getenv("FLOTILLA_SHARED"); dir != "" {
-		return dir
-	}
-	return filepath.Join("..", "..", "..", "shared")
-}
 
 // TestChartFleetExamplesConformance renders the kustomize, helm-kustomize
 // and manifests examples the way the agent does (Chart, then Helm with the
@@ -51,9 +34,10 @@ func sharedDir() string {
 // compared (forcing them is the deployer's job), nor Fleet's objectset.*
 // bookkeeping labels and annotations.
 func TestChartFleetExamplesConformance(t *testing.T) {
-	if _, err := os.Stat(sharedExamples); err != nil {
-		t.Skipf("fleet-examples not available: %v", err)
-	}
+	// rancher/fleet-examples and Fleet's renders of it, and the remote
+	// charts the examples download, from the shared fixture directory.
+	sharedExamples := testenv.SharedDir(t, "fleet-examples")
+	sharedCharts := testenv.SharedDir(t, "fleet-examples-charts")
 	type env struct {
 		kustomizeDir string
 		overlays     []string

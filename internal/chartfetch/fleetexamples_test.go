@@ -8,16 +8,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
-// fleetExamplesDir holds the fleet-examples fixture charts, laid out by URL
-// path, in the shared directory beside the repository.
-const fleetExamplesDir = "../../../shared/fleet-examples-charts"
-
 func TestFleetExamples(t *testing.T) {
-	if _, err := os.Stat(fleetExamplesDir); err != nil {
-		t.Skipf("fleet-examples fixtures not present: %v", err)
-	}
+	// The fleet-examples fixture charts, laid out by URL path.
+	fleetExamplesDir := testenv.SharedDir(t, "fleet-examples-charts")
 	srv := newFileServer(t, fleetExamplesDir, "", "")
 	f := &Fetcher{
 		CacheDir: t.TempDir(),

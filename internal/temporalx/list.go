@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -16,6 +17,13 @@ func RunningOfType(workflowType string) string {
 // EachWorkflow calls fn with the ID of every workflow the visibility query
 // lists, page by page, stopping at the first error.
 func EachWorkflow(ctx context.Context, c client.Client, query string, fn func(id string) error) error {
+	return EachExecution(ctx, c, query, func(e *commonpb.WorkflowExecution) error { return fn(e.GetWorkflowId()) })
+}
+
+// EachExecution calls fn with every execution (workflow ID and run ID) the
+// visibility query lists, page by page, stopping at the first error. Each
+// run is listed, so a workflow that continued as new comes once per run.
+func EachExecution(ctx context.Context, c client.Client, query string, fn func(*commonpb.WorkflowExecution) error) error {
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
@@ -23,7 +31,7 @@ func EachWorkflow(ctx context.Context, c client.Client, query string, fn func(id
 			return fmt.Errorf("list workflows (%s): %w", query, err)
 		}
 		for _, e := range resp.GetExecutions() {
-			if err := fn(e.GetExecution().GetWorkflowId()); err != nil {
+			if err := fn(e.GetExecution()); err != nil {
 				return err
 			}
 		}

@@ -87,7 +87,7 @@ func findTestbin() (string, error) {
 	}
 	root, err := findRepoRoot(wd)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w (set %s to use prebuilt binaries)", err, TestbinEnv)
 	}
 	return runBuildScript(filepath.Join(root, buildScript))
 }
@@ -129,7 +129,7 @@ func findRepoRoot(dir string) (string, error) {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod for module %s above %s (set %s to use prebuilt binaries)", rootModule, dir, TestbinEnv)
+			return "", fmt.Errorf("no go.mod for module %s above %s", rootModule, dir)
 		}
 	}
 }
