@@ -2,10 +2,12 @@ package rollout
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -163,4 +165,42 @@ func TestMakePlan_PerClusterOptionsAndTemplateErrors(t *testing.T) {
 	assert.Equal(t, status.ErrApplied, p.Deployments[1].State)
 	assert.Contains(t, p.Deployments[1].Message, "cluster c2")
 	assert.Len(t, p.Inventory, 2, "c2's release stays in the inventory")
+}
+
+func TestMakePlan_CarriesFailure(t *testing.T) {
+	failure := &Failure{DeploymentID: "s-a:h", Class: outcome.BundleFailed, Attempts: 2,
+		Next: time.Date(2025, 1, 6, 12, 0, 30, 0, time.UTC), Message: "boom", State: status.ErrApplied}
+	failed := entry("a", "c1")
+	failed.Failure = failure
+	tests := []struct {
+		name    string
+		bundle  Bundle
+		paused  bool
+		want    InventoryEntry // the desired entry
+		cleaned bool           // the old entry is cleaned, with its failure
+	}{
+		// The desired entry of the same release keeps the applied ID and
+		// the run of failures, so the scheduler can hold the retry.
+		{name: "same release", bundle: bundles("a")[0], want: failed},
+		// A paused cluster's entry keeps them too.
+		{name: "paused cluster", bundle: bundles("a")[0], paused: true, want: failed},
+		// A release moved to another namespace is a new release: nothing
+		// applied, nothing failed; the old one is cleaned up.
+		{name: "moved release", bundle: Bundle{Name: "a", Release: "a", Namespace: "prod", DeploymentID: "s-a:h"},
+			want: InventoryEntry{Bundle: "a", Cluster: "c1", Release: "a", Namespace: "prod"}, cleaned: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := targets([]string{"c1"}, "c1")
+			tr.Matched[0].Bundles, tr.Matched[0].Paused = []Bundle{tt.bundle}, tt.paused
+			p := MakePlan(tr, []InventoryEntry{failed}, false)
+			want := []InventoryEntry{tt.want}
+			if tt.cleaned {
+				want = []InventoryEntry{failed, tt.want}
+				require.Len(t, p.Work, 1)
+				assert.Equal(t, []InventoryEntry{failed}, p.Work[0].Cleanup)
+			}
+			assert.Equal(t, want, p.Inventory)
+		})
+	}
 }
