@@ -32,6 +32,10 @@ func (b Backoff) Delay(attempts int) time.Duration {
 	}
 	d := initial
 	for i := 1; i < attempts && d < limit; i++ {
+		if d > limit/2 {
+			d = limit // doubling would pass the limit, or overflow
+			break
+		}
 		d *= 2
 	}
 	return min(d, limit)
