@@ -133,58 +133,11 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) startTemporal(sqlCfg *config.SQL) error {
-	host, portStr, _ := net.SplitHostPort(s.frontend)
-	port, _ := strconv.Atoi(portStr)
-	services := map[string]config.Service{"frontend": rpcService(host, port)}
-	for _, name := range []string{"history", "matching", "worker"} {
-		p, err := freePort(host)
-		if err != nil {
-			return err
-		}
-		services[name] = rpcService(host, p)
+	services, err := servicePorts(s.frontend)
+	if err != nil {
+		return err
 	}
-	for name, svc := range services {
-		p, err := freePort(host)
-		if err != nil {
-			return err
-		}
-		svc.RPC.MembershipPort = p
-		services[name] = svc
-	}
-
-	cfg := &config.Config{
-		Global: config.Global{
-			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host},
-		},
-		Persistence: config.Persistence{
-			DefaultStore:     sqliteplugin.PluginName,
-			VisibilityStore:  sqliteplugin.PluginName,
-			NumHistoryShards: 1,
-			DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
-		},
-		ClusterMetadata: &cluster.Config{
-			EnableGlobalNamespace:    false,
-			FailoverVersionIncrement: 10,
-			MasterClusterName:        clusterName,
-			CurrentClusterName:       clusterName,
-			ClusterInformation: map[string]cluster.ClusterInformation{
-				clusterName: {Enabled: true, InitialFailoverVersion: 1, RPCAddress: s.frontend},
-			},
-		},
-		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
-		Services:            services,
-		Archival: config.Archival{
-			History:    config.HistoryArchival{State: "disabled"},
-			Visibility: config.VisibilityArchival{State: "disabled"},
-		},
-		NamespaceDefaults: config.NamespaceDefaults{
-			Archival: config.ArchivalNamespaceDefaults{
-				History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
-				Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
-			},
-		},
-		PublicClient: config.PublicClient{HostPort: s.frontend},
-	}
+	cfg := serverConfig(s.frontend, services, sqlCfg)
 
 	level, err := zapcore.ParseLevel(s.opts.ServerLogLevel)
 	if err != nil {
@@ -207,6 +160,70 @@ func (s *Server) startTemporal(sqlCfg *config.SQL) error {
 	}
 	s.temporal = srv
 	return nil
+}
+
+// servicePorts places the Temporal services: the frontend on the frontend
+// address, the others on free ports of its host, each with a free
+// membership port.
+func servicePorts(frontend string) (map[string]config.Service, error) {
+	host, portStr, _ := net.SplitHostPort(frontend)
+	port, _ := strconv.Atoi(portStr)
+	services := map[string]config.Service{"frontend": rpcService(host, port)}
+	for _, name := range []string{"history", "matching", "worker"} {
+		p, err := freePort(host)
+		if err != nil {
+			return nil, err
+		}
+		services[name] = rpcService(host, p)
+	}
+	for name, svc := range services {
+		p, err := freePort(host)
+		if err != nil {
+			return nil, err
+		}
+		svc.RPC.MembershipPort = p
+		services[name] = svc
+	}
+	return services, nil
+}
+
+// serverConfig is the configuration of a single-cluster server with SQLite
+// persistence and archival off.
+func serverConfig(frontend string, services map[string]config.Service, sqlCfg *config.SQL) *config.Config {
+	host, _, _ := net.SplitHostPort(frontend)
+	return &config.Config{
+		Global: config.Global{
+			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host},
+		},
+		Persistence: config.Persistence{
+			DefaultStore:     sqliteplugin.PluginName,
+			VisibilityStore:  sqliteplugin.PluginName,
+			NumHistoryShards: 1,
+			DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
+		},
+		ClusterMetadata: &cluster.Config{
+			EnableGlobalNamespace:    false,
+			FailoverVersionIncrement: 10,
+			MasterClusterName:        clusterName,
+			CurrentClusterName:       clusterName,
+			ClusterInformation: map[string]cluster.ClusterInformation{
+				clusterName: {Enabled: true, InitialFailoverVersion: 1, RPCAddress: frontend},
+			},
+		},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services:            services,
+		Archival: config.Archival{
+			History:    config.HistoryArchival{State: "disabled"},
+			Visibility: config.VisibilityArchival{State: "disabled"},
+		},
+		NamespaceDefaults: config.NamespaceDefaults{
+			Archival: config.ArchivalNamespaceDefaults{
+				History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
+				Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
+			},
+		},
+		PublicClient: config.PublicClient{HostPort: frontend},
+	}
 }
 
 // dynamicConfig mirrors what `temporal server start-dev` sets: search
