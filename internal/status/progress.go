@@ -32,6 +32,35 @@ func Progress(deps []Deployment, parts []PartitionStatus, waits []Wait) string {
 // returns the phases it told.
 func partitionPhrases(parts []PartitionStatus, waits []Wait) (phrases []string, told map[string]bool) {
 	told = map[string]bool{}
+	sorted := sortedPartitions(parts)
+	var groups []phraseGroup
+	bundles := 0
+	for start := 0; start < len(sorted); {
+		end := start
+		for end < len(sorted) && sorted[end].Bundle == sorted[start].Bundle {
+			end++
+		}
+		ps := sorted[start:end]
+		start = end
+		bundles++
+		p, phrase, ok := currentPartition(ps, waits)
+		if !ok {
+			continue
+		}
+		told[p.Phase] = true
+		i := slices.IndexFunc(groups, func(g phraseGroup) bool { return g.phrase == phrase })
+		if i < 0 {
+			groups = append(groups, phraseGroup{phrase: phrase})
+			i = len(groups) - 1
+		}
+		groups[i].bundles = append(groups[i].bundles, p.Bundle)
+	}
+	return groupPhrases(groups, bundles), told
+}
+
+// sortedPartitions returns a copy of parts sorted by bundle, index, name
+// and phase.
+func sortedPartitions(parts []PartitionStatus) []PartitionStatus {
 	sorted := slices.Clone(parts)
 	sort.SliceStable(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
@@ -46,45 +75,43 @@ func partitionPhrases(parts []PartitionStatus, waits []Wait) (phrases []string, 
 		}
 		return a.Phase < b.Phase
 	})
-	type group struct {
-		phrase  string
-		bundles []string
+	return sorted
+}
+
+// currentPartition returns the first partition of one bundle's ps (in
+// Index order) that is not Done, and its phrase; ok is false when every
+// partition is Done.
+func currentPartition(ps []PartitionStatus, waits []Wait) (p PartitionStatus, phrase string, ok bool) {
+	cur := slices.IndexFunc(ps, func(p PartitionStatus) bool { return p.Phase != PartitionDone })
+	if cur < 0 {
+		return PartitionStatus{}, "", false
 	}
-	var groups []group
-	bundles := 0
-	for start := 0; start < len(sorted); {
-		end := start
-		for end < len(sorted) && sorted[end].Bundle == sorted[start].Bundle {
-			end++
-		}
-		ps := sorted[start:end]
-		start = end
-		bundles++
-		cur := slices.IndexFunc(ps, func(p PartitionStatus) bool { return p.Phase != PartitionDone })
-		if cur < 0 {
-			continue
-		}
-		p := ps[cur]
-		phrase := fmt.Sprintf("partition %d/%d", cur+1, len(ps))
-		if p.Name != "" {
-			phrase += " (" + p.Name + ")"
-		}
-		phrase += " " + phaseText(p.Phase)
-		if p.Phase == PartitionWaitingForWindow {
-			if until := earliestUntil(waits, func(w Wait) bool {
-				return w.Kind == WaitWindow && w.Bundle == p.Bundle && (w.Partition == "" || w.Partition == p.Name)
-			}); until != "" {
-				phrase += " until " + until
-			}
-		}
-		told[p.Phase] = true
-		i := slices.IndexFunc(groups, func(g group) bool { return g.phrase == phrase })
-		if i < 0 {
-			groups = append(groups, group{phrase: phrase})
-			i = len(groups) - 1
-		}
-		groups[i].bundles = append(groups[i].bundles, p.Bundle)
+	p = ps[cur]
+	phrase = fmt.Sprintf("partition %d/%d", cur+1, len(ps))
+	if p.Name != "" {
+		phrase += " (" + p.Name + ")"
 	}
+	phrase += " " + phaseText(p.Phase)
+	if p.Phase == PartitionWaitingForWindow {
+		if until := earliestUntil(waits, func(w Wait) bool {
+			return w.Kind == WaitWindow && w.Bundle == p.Bundle && (w.Partition == "" || w.Partition == p.Name)
+		}); until != "" {
+			phrase += " until " + until
+		}
+	}
+	return p, phrase, true
+}
+
+// phraseGroup is a partition phrase and the bundles it describes.
+type phraseGroup struct {
+	phrase  string
+	bundles []string
+}
+
+// groupPhrases writes each group's phrase, naming its bundles unless it
+// is the only group and covers all the bundles with partitions.
+func groupPhrases(groups []phraseGroup, bundles int) []string {
+	var phrases []string
 	for _, g := range groups {
 		switch {
 		case len(groups) == 1 && len(g.bundles) == bundles:
@@ -95,7 +122,7 @@ func partitionPhrases(parts []PartitionStatus, waits []Wait) (phrases []string, 
 			phrases = append(phrases, "bundles "+strings.Join(g.bundles, ", ")+": "+g.phrase)
 		}
 	}
-	return phrases, told
+	return phrases
 }
 
 func phaseText(phase string) string {
