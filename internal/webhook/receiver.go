@@ -151,14 +151,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, fmt.Sprintf("body over %d bytes", r.cfg.MaxBody), http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+	body, ok := r.readBody(w, req)
+	if !ok {
 		return
 	}
 	// Only handling is bounded: a slow sender holds no slot while its body
@@ -200,6 +194,22 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(resp) // the sender hung up: nothing to do
+}
+
+// readBody reads the request's body, of at most MaxBody bytes. When it
+// cannot, it answers the request and returns false.
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBody))
+	if err == nil {
+		return body, true
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		http.Error(w, fmt.Sprintf("body over %d bytes", r.cfg.MaxBody), http.StatusRequestEntityTooLarge)
+	} else {
+		http.Error(w, "read body: "+err.Error(), http.StatusBadRequest)
+	}
+	return nil, false
 }
 
 // providerOf reads the provider from the path: "" for detection from the
