@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 
@@ -50,23 +51,15 @@ func (a *agentFlags) bindFlags(cmd *cobra.Command) {
 // apply returns the agent change, nil without --install-agent. Agent
 // flags without --install-agent are an error, not silently ignored.
 func (a *agentFlags) apply() (*protocol.AgentApply, error) {
-	cfg := protocol.AgentConfig{}
-	set := a.configFile != "" || a.namespace != "" || a.image != "" || a.temporalAddress != "" || a.temporalNS != "" ||
-		a.temporalSrvrName != "" || a.tlsSecret != "" || len(a.tolerations)+len(a.env)+len(a.nodeSelector) > 0 || a.priorityClass != ""
 	if !a.install {
-		if set {
+		if a.anySet() {
 			return nil, fmt.Errorf("--agent-* flags need --install-agent")
 		}
 		return nil, nil
 	}
-	if a.configFile != "" {
-		data, err := os.ReadFile(a.configFile)
-		if err != nil {
-			return nil, fmt.Errorf("--agent-config: %w", err)
-		}
-		if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-			return nil, fmt.Errorf("--agent-config %s: %w", a.configFile, err)
-		}
+	cfg, err := a.readConfig()
+	if err != nil {
+		return nil, err
 	}
 	for dst, v := range map[*string]string{&cfg.Namespace: a.namespace, &cfg.Image: a.image, &cfg.TemporalAddress: a.temporalAddress,
 		&cfg.TemporalNamespace: a.temporalNS, &cfg.TLSServerName: a.temporalSrvrName, &cfg.TLSSecret: a.tlsSecret, &cfg.PriorityClassName: a.priorityClass} {
@@ -81,7 +74,56 @@ func (a *agentFlags) apply() (*protocol.AgentApply, error) {
 		}
 		cfg.Tolerations = append(cfg.Tolerations, tol)
 	}
-	for _, e := range a.env {
+	env, err := parseEnv(a.env)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Env = append(cfg.Env, env...)
+	if cfg.TLSSecret != "" {
+		if msgs := validation.IsDNS1123Subdomain(cfg.TLSSecret); len(msgs) > 0 {
+			return nil, fmt.Errorf("--agent-tls-secret %q: %s", cfg.TLSSecret, strings.Join(msgs, "; "))
+		}
+	}
+	if len(a.nodeSelector) > 0 {
+		sel, err := parseNodeSelector(a.nodeSelector)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.NodeSelector == nil {
+			cfg.NodeSelector = map[string]string{}
+		}
+		maps.Copy(cfg.NodeSelector, sel)
+	}
+	return &protocol.AgentApply{Managed: true, Config: &cfg}, nil
+}
+
+// anySet reports whether any agent flag but --install-agent is set.
+func (a *agentFlags) anySet() bool {
+	return a.configFile != "" || a.namespace != "" || a.image != "" || a.temporalAddress != "" || a.temporalNS != "" ||
+		a.temporalSrvrName != "" || a.tlsSecret != "" || len(a.tolerations)+len(a.env)+len(a.nodeSelector) > 0 || a.priorityClass != ""
+}
+
+// readConfig reads --agent-config, if set; fields it does not know are an
+// error.
+func (a *agentFlags) readConfig() (protocol.AgentConfig, error) {
+	var cfg protocol.AgentConfig
+	if a.configFile == "" {
+		return cfg, nil
+	}
+	data, err := os.ReadFile(a.configFile)
+	if err != nil {
+		return cfg, fmt.Errorf("--agent-config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return cfg, fmt.Errorf("--agent-config %s: %w", a.configFile, err)
+	}
+	return cfg, nil
+}
+
+// parseEnv parses --agent-env NAME=VALUE flags.
+func parseEnv(flags []string) ([]corev1.EnvVar, error) {
+	var env []corev1.EnvVar
+	for _, e := range flags {
 		k, v, ok := strings.Cut(e, "=")
 		if !ok || k == "" {
 			return nil, fmt.Errorf("--agent-env %q: want NAME=VALUE", e)
@@ -89,29 +131,21 @@ func (a *agentFlags) apply() (*protocol.AgentApply, error) {
 		if msgs := validation.IsEnvVarName(k); len(msgs) > 0 {
 			return nil, fmt.Errorf("--agent-env %q: %s", e, strings.Join(msgs, "; "))
 		}
-		cfg.Env = append(cfg.Env, corev1.EnvVar{Name: k, Value: v})
+		env = append(env, corev1.EnvVar{Name: k, Value: v})
 	}
-	if cfg.TLSSecret != "" {
-		if msgs := validation.IsDNS1123Subdomain(cfg.TLSSecret); len(msgs) > 0 {
-			return nil, fmt.Errorf("--agent-tls-secret %q: %s", cfg.TLSSecret, strings.Join(msgs, "; "))
-		}
+	return env, nil
+}
+
+// parseNodeSelector parses and validates --agent-node-selector k=v flags.
+func parseNodeSelector(flags []string) (map[string]string, error) {
+	sel, _, err := parseLabels(flags, false)
+	if err != nil {
+		return nil, fmt.Errorf("--agent-node-selector: %w", err)
 	}
-	if len(a.nodeSelector) > 0 {
-		sel, _, err := parseLabels(a.nodeSelector, false)
-		if err != nil {
-			return nil, fmt.Errorf("--agent-node-selector: %w", err)
-		}
-		if errs := api.ValidateLabels(sel, field.NewPath("agent", "nodeSelector")); len(errs) > 0 {
-			return nil, fmt.Errorf("--agent-node-selector: %w", errs.ToAggregate())
-		}
-		if cfg.NodeSelector == nil {
-			cfg.NodeSelector = map[string]string{}
-		}
-		for k, v := range sel {
-			cfg.NodeSelector[k] = v
-		}
+	if errs := api.ValidateLabels(sel, field.NewPath("agent", "nodeSelector")); len(errs) > 0 {
+		return nil, fmt.Errorf("--agent-node-selector: %w", errs.ToAggregate())
 	}
-	return &protocol.AgentApply{Managed: true, Config: &cfg}, nil
+	return sel, nil
 }
 
 // parseToleration parses KEY[=VALUE]:EFFECT; KEY:EFFECT tolerates any
