@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -166,16 +165,9 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	if err != nil {
 		return err
 	}
-	reg, err := o.Registry.open()
+	cs, err := o.Registry.openContent(o.StateDir)
 	if err != nil {
 		return err
-	}
-	cs, err := content.New(filepath.Join(o.StateDir, "content"))
-	if err != nil {
-		return err
-	}
-	if reg != nil {
-		cs = cs.WithRemote(reg)
 	}
 	p := &probe{}
 	p.setReady(false, "starting")
@@ -195,6 +187,21 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		return err
 	}
 
+	w, err := startAgentWorker(c, o, cfg, cs, logger)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	logger.Info("Agent started", zap.String("taskQueue", protocol.ClusterQueue(o.Cluster)), zap.String("temporalAddress", o.Temporal.Address),
+		zap.String("version", buildinfo.Get().Version))
+	err = heartbeat(ctx, c, o.Cluster, o.HeartbeatInterval, p, logger)
+	logger.Info("Agent stopping")
+	return err
+}
+
+// startAgentWorker starts the worker of o.Cluster's task queue: the
+// cluster activities, for that cluster only, through cfg.
+func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *content.Store, logger *zap.Logger) (worker.Worker, error) {
 	queue := protocol.ClusterQueue(o.Cluster)
 	w := worker.New(c, queue, worker.Options{MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities})
 	w.RegisterActivity(&activities.ClusterActivities{
@@ -207,14 +214,9 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		Logger:   logger,
 	})
 	if err := w.Start(); err != nil {
-		return fmt.Errorf("start agent on task queue %s: %w", queue, err)
+		return nil, fmt.Errorf("start agent on task queue %s: %w", queue, err)
 	}
-	defer w.Stop()
-	logger.Info("Agent started", zap.String("taskQueue", queue), zap.String("temporalAddress", o.Temporal.Address),
-		zap.String("version", buildinfo.Get().Version))
-	err = heartbeat(ctx, c, o.Cluster, o.HeartbeatInterval, p, logger)
-	logger.Info("Agent stopping")
-	return err
+	return w, nil
 }
 
 // heartbeat signals the cluster's workflow every interval until ctx ends.
