@@ -135,7 +135,21 @@ func (rd *reader) validate(fy *fleetYAML) error {
 			return err
 		}
 	}
-	for i, d := range fy.DependsOn {
+	if err := rd.checkDependsOn(fy.DependsOn); err != nil {
+		return err
+	}
+	if rs := fy.RolloutStrategy; rs != nil {
+		if err := rd.checkRollout(rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkDependsOn checks that each dependency names a bundle or selects
+// bundles (not both) and accepts only bundle states.
+func (rd *reader) checkDependsOn(deps []BundleRef) error {
+	for i, d := range deps {
 		f := fmt.Sprintf("dependsOn[%d]", i)
 		if d.Name == "" && d.Selector == nil {
 			return rd.invalid(f, errors.New("needs a name or a selector"))
@@ -152,11 +166,6 @@ func (rd *reader) validate(fy *fleetYAML) error {
 			if !slices.Contains(bundleStates, s) {
 				return rd.invalid(fmt.Sprintf("%s.acceptedStates[%d]", f, j), fmt.Errorf("%q is not a bundle state (%s)", s, strings.Join(bundleStates, ", ")))
 			}
-		}
-	}
-	if rs := fy.RolloutStrategy; rs != nil {
-		if err := rd.checkRollout(rs); err != nil {
-			return err
 		}
 	}
 	return nil
@@ -259,6 +268,47 @@ func (rd *reader) checkSelector(field string, t api.TargetSelector) error {
 // checkOptions validates deployment options; prefix is the key path of
 // the options ("" at the top, "targetCustomizations[0]." in a target).
 func (rd *reader) checkOptions(prefix string, o Options) error {
+	if err := rd.checkNamespaceOptions(prefix, o); err != nil {
+		return err
+	}
+	if o.Kustomize != nil && o.Kustomize.Dir != "" {
+		if _, err := rd.localPath(prefix+"kustomize.dir", o.Kustomize.Dir); err != nil {
+			return err
+		}
+	}
+	if o.YAML != nil {
+		for i, name := range o.YAML.Overlays {
+			if name == "" || strings.Contains(name, "/") || name == "." || name == ".." {
+				return rd.invalid(fmt.Sprintf("%syaml.overlays[%d]", prefix, i), fmt.Errorf("%q must name a directory under overlays/", name))
+			}
+		}
+	}
+	if o.Diff != nil {
+		if err := rd.checkComparePatches(prefix, o.Diff.ComparePatches); err != nil {
+			return err
+		}
+	}
+	for i, d := range o.DownstreamResources {
+		f := fmt.Sprintf("%sdownstreamResources[%d]", prefix, i)
+		if d.Kind != "Secret" && d.Kind != "ConfigMap" {
+			return rd.invalid(f+".kind", fmt.Errorf("%q must be Secret or ConfigMap", d.Kind))
+		}
+		if d.Name == "" {
+			return rd.invalid(f+".name", errors.New("is required"))
+		}
+	}
+	if o.Helm != nil {
+		if err := rd.checkHelm(prefix, o.Helm); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkNamespaceOptions checks the names the options give Kubernetes
+// objects: namespaces, the service account, and the namespace's labels and
+// annotations.
+func (rd *reader) checkNamespaceOptions(prefix string, o Options) error {
 	for _, c := range []struct{ field, value string }{
 		{"defaultNamespace", o.DefaultNamespace},
 		{"namespace", o.TargetNamespace},
@@ -283,41 +333,19 @@ func (rd *reader) checkOptions(prefix string, o Options) error {
 			return rd.invalid(prefix+"namespaceAnnotations."+k, fmt.Errorf("invalid annotation key %q: %s", k, strings.Join(errs, "; ")))
 		}
 	}
-	if o.Kustomize != nil && o.Kustomize.Dir != "" {
-		if _, err := rd.localPath(prefix+"kustomize.dir", o.Kustomize.Dir); err != nil {
-			return err
-		}
-	}
-	if o.YAML != nil {
-		for i, name := range o.YAML.Overlays {
-			if name == "" || strings.Contains(name, "/") || name == "." || name == ".." {
-				return rd.invalid(fmt.Sprintf("%syaml.overlays[%d]", prefix, i), fmt.Errorf("%q must name a directory under overlays/", name))
+	return nil
+}
+
+// checkComparePatches checks that the diff's patch operations are JSON
+// patch operations or "ignore".
+func (rd *reader) checkComparePatches(prefix string, patches []ComparePatch) error {
+	for i, p := range patches {
+		for j, op := range p.Operations {
+			switch op.Op {
+			case "remove", "ignore", "add", "replace", "test", "move", "copy":
+			default:
+				return rd.invalid(fmt.Sprintf("%sdiff.comparePatches[%d].operations[%d].op", prefix, i, j), fmt.Errorf("%q is not a JSON patch operation or \"ignore\"", op.Op))
 			}
-		}
-	}
-	if o.Diff != nil {
-		for i, p := range o.Diff.ComparePatches {
-			for j, op := range p.Operations {
-				switch op.Op {
-				case "remove", "ignore", "add", "replace", "test", "move", "copy":
-				default:
-					return rd.invalid(fmt.Sprintf("%sdiff.comparePatches[%d].operations[%d].op", prefix, i, j), fmt.Errorf("%q is not a JSON patch operation or \"ignore\"", op.Op))
-				}
-			}
-		}
-	}
-	for i, d := range o.DownstreamResources {
-		f := fmt.Sprintf("%sdownstreamResources[%d]", prefix, i)
-		if d.Kind != "Secret" && d.Kind != "ConfigMap" {
-			return rd.invalid(f+".kind", fmt.Errorf("%q must be Secret or ConfigMap", d.Kind))
-		}
-		if d.Name == "" {
-			return rd.invalid(f+".name", errors.New("is required"))
-		}
-	}
-	if o.Helm != nil {
-		if err := rd.checkHelm(prefix, o.Helm); err != nil {
-			return err
 		}
 	}
 	return nil
