@@ -182,9 +182,10 @@ func Compute(rs *bundle.RolloutStrategy, clusters []bundle.Cluster) (Plan, error
 	}, nil
 }
 
-// manualPartitions assigns each of the sorted clusters to the first
-// partition of rs that selects it.
-func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Partition, error) {
+// partitionSelectors returns the selector of each of rs's partitions,
+// named as in the plan. It rejects duplicate and reserved names and invalid
+// selectors, even when there is no cluster to match them against.
+func partitionSelectors(rs *bundle.RolloutStrategy) ([]api.TargetSelector, error) {
 	selectors := make([]api.TargetSelector, len(rs.Partitions))
 	names := make(map[string]int, len(rs.Partitions))
 	for i, p := range rs.Partitions {
@@ -204,21 +205,24 @@ func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Pa
 			ClusterGroup:         p.ClusterGroup,
 			ClusterGroupSelector: p.ClusterGroupSelector,
 		}
-		// Report an invalid selector even when there is no cluster to
-		// match it against.
 		if _, err := target.Matches(selectors[i], bundle.Cluster{}); err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 	}
+	return selectors, nil
+}
 
-	members := make([][]string, len(rs.Partitions))
-	rest := []string{}
+// assignClusters puts each of the sorted clusters in members[i] of the
+// first selector i that selects it, or in rest when none does.
+func assignClusters(selectors []api.TargetSelector, sorted []bundle.Cluster) (members [][]string, rest []string, _ error) {
+	members = make([][]string, len(selectors))
+	rest = []string{}
 	for _, c := range sorted {
 		placed := false
 		for i, sel := range selectors {
 			ok, err := target.Matches(sel, c)
 			if err != nil {
-				return nil, fmt.Errorf("rolloutStrategy.partitions[%d]: %w", i, err)
+				return nil, nil, fmt.Errorf("rolloutStrategy.partitions[%d]: %w", i, err)
 			}
 			if ok {
 				members[i] = append(members[i], c.Name)
@@ -229,6 +233,20 @@ func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Pa
 		if !placed {
 			rest = append(rest, c.Name)
 		}
+	}
+	return members, rest, nil
+}
+
+// manualPartitions assigns each of the sorted clusters to the first
+// partition of rs that selects it.
+func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Partition, error) {
+	selectors, err := partitionSelectors(rs)
+	if err != nil {
+		return nil, err
+	}
+	members, rest, err := assignClusters(selectors, sorted)
+	if err != nil {
+		return nil, err
 	}
 
 	parts := make([]Partition, 0, len(rs.Partitions)+1)
