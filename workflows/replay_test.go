@@ -1,11 +1,15 @@
 package workflows
 
 import (
+	"bytes"
+	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -23,8 +27,10 @@ import (
 // workflow's commands must be gated by workflow.GetVersion (change IDs in
 // options.go) so that runs recorded before it keep taking the old path.
 //
-// When a release changes a workflow, record new histories from it and add
-// them here; keep the old ones as long as runs they represent may exist.
+// Every workflow type the controller registers is registered here. When a
+// release changes a workflow, record new histories from it with
+// tests/replay_record_test.go (see docs/development.md) and add them here;
+// keep the old ones as long as runs they represent may exist.
 func TestReplay_HistoriesOfEarlierReleases(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "replay", "*.json"))
 	require.NoError(t, err)
@@ -35,8 +41,19 @@ func TestReplay_HistoriesOfEarlierReleases(t *testing.T) {
 			r.RegisterWorkflow(GitRepoWorkflow)
 			r.RegisterWorkflow(RolloutWorkflow)
 			r.RegisterWorkflow(RolloutBatchWorkflow)
+			r.RegisterWorkflow(ClusterWorkflow)
+			r.RegisterWorkflow(ClusterGroupWorkflow)
+			r.RegisterWorkflow(ClusterTokenWorkflow)
+			data, err := os.ReadFile(file)
+			require.NoError(t, err)
+			hist, err := client.HistoryFromJSON(bytes.NewReader(data), client.HistoryJSONOptions{})
+			require.NoError(t, err)
+			// Under the recorded workflow ID, not the replayer's default: a
+			// rollout names its batches after its own ID.
+			id := hist.GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetWorkflowId()
 			logger := temporalx.NewLogger(zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)))
-			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(logger, file))
+			require.NoError(t, r.ReplayWorkflowHistoryWithOptions(logger, hist,
+				worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}))
 		})
 	}
 }
