@@ -11,8 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/strategy"
@@ -33,80 +36,98 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 	if err != nil {
 		return TargetsResult{}, err
 	}
-	bundles := make([]bundle.Bundle, len(in.Bundles))
+	t := &targeting{a: a, in: in, restrict: in.Spec.EffectiveTargets(), groups: targetGroups(groups),
+		local: a.Content.WithRemote(nil), bundles: make([]bundle.Bundle, len(in.Bundles)),
+		targeted: make([][]bundle.Cluster, len(in.Bundles)),
+		out:      TargetsResult{Registered: []string{}, Matched: []TargetCluster{}, Backoff: a.Retry}}
 	for i, rb := range in.Bundles {
-		if bundles[i], err = a.Content.GetBundle(rb.BundleKey); err != nil {
+		if t.bundles[i], err = a.Content.GetBundle(rb.BundleKey); err != nil {
 			return TargetsResult{}, fmt.Errorf("bundle %s: %w", rb.Name, err)
 		}
 	}
-	restrict := in.Spec.EffectiveTargets()
-	tgs := targetGroups(groups)
-	local := a.Content.WithRemote(nil)
-	out := TargetsResult{Registered: []string{}, Matched: []TargetCluster{}, Backoff: a.Retry}
-	targeted := make([][]bundle.Cluster, len(in.Bundles))
 	for _, c := range clusters {
-		out.Registered = append(out.Registered, c.Name)
-		agent := c.PullMode()
-		// Only agents read options from the registry: a push-mode
-		// cluster's options stay on this host (no registry round trip per
-		// cluster and rollout).
-		options := local
-		if agent {
-			options = a.Content
-		}
-		if agent {
-			out.Agents = append(out.Agents, c.Name)
-			if c.Agent != nil && c.Agent.Offline {
-				out.Offline = append(out.Offline, c.Name)
-			}
-		}
-		// Clusters are not namespaced in Flotilla; .ClusterNamespace is the
-		// GitRepo's namespace, where Fleet keeps the clusters it targets.
-		bc := bundle.Cluster{Name: c.Name, Namespace: in.GitRepo.Namespace, Labels: c.Labels,
-			Annotations: c.Annotations, Values: c.TemplateValues}
-		if bc.Groups, err = target.Memberships(c.Labels, tgs); err != nil {
+		if err := t.cluster(ctx, c); err != nil {
 			return TargetsResult{}, err
-		}
-		tc := TargetCluster{Name: c.Name, Paused: c.Paused, Agent: agent}
-		for i, rb := range in.Bundles {
-			dep, err := render.ForCluster(bundles[i], rb.ManifestID, bc, restrict)
-			if err != nil {
-				out.Errors = append(out.Errors, status.Deployment{Bundle: rb.Name, Cluster: c.Name, Release: rb.Release,
-					Namespace: rb.Namespace, State: status.ErrApplied, Outcome: outcome.Invalid, Message: err.Error()})
-				continue
-			}
-			if !dep.Deploy {
-				continue
-			}
-			hash, err := options.PutOptionsContext(ctx, dep.Options)
-			if err != nil {
-				return TargetsResult{}, fmt.Errorf("store options of bundle %s for cluster %s: %w", rb.Name, c.Name, err)
-			}
-			targeted[i] = append(targeted[i], bc)
-			pb := rb
-			pb.Paused = bundles[i].Spec.Paused
-			pb.OptionsHash, pb.DeploymentID, pb.Release, pb.Namespace = hash, dep.DeploymentID, dep.Release, dep.Namespace
-			pb.KeepResources, pb.DeleteNamespace = dep.Options.KeepResources, dep.Options.DeleteNamespace
-			tc.Bundles = append(tc.Bundles, pb)
-		}
-		if len(tc.Bundles) > 0 {
-			out.Matched = append(out.Matched, tc)
 		}
 		activity.RecordHeartbeat(ctx, c.Name)
 	}
 	now := time.Now()
-	for i, b := range bundles {
-		if len(targeted[i]) == 0 {
+	for i, b := range t.bundles {
+		if len(t.targeted[i]) == 0 {
 			continue
 		}
-		bs, err := bundleStrategy(b, bundles, targeted[i], now)
+		bs, err := bundleStrategy(b, t.bundles, t.targeted[i], now)
 		if err != nil {
 			return TargetsResult{}, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("bundle %s: %v", b.Name, err), ErrTypeInvalidBundle, nil)
 		}
-		out.Strategies = append(out.Strategies, bs)
+		t.out.Strategies = append(t.out.Strategies, bs)
 	}
-	return out, nil
+	return t.out, nil
+}
+
+// targeting is one TargetBundles call's work in progress.
+type targeting struct {
+	a        *Activities
+	in       BundleTargetsInput
+	restrict []api.TargetSelector
+	groups   []target.Group
+	local    *content.Store
+	bundles  []bundle.Bundle
+	// targeted lists, per bundle, the clusters it goes to.
+	targeted [][]bundle.Cluster
+	out      TargetsResult
+}
+
+// cluster decides which bundles one registered cluster gets.
+func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error {
+	t.out.Registered = append(t.out.Registered, c.Name)
+	agent := c.PullMode()
+	// Only agents read options from the registry: a push-mode cluster's
+	// options stay on this host (no registry round trip per cluster and
+	// rollout).
+	options := t.local
+	if agent {
+		options = t.a.Content
+		t.out.Agents = append(t.out.Agents, c.Name)
+		if c.Agent != nil && c.Agent.Offline {
+			t.out.Offline = append(t.out.Offline, c.Name)
+		}
+	}
+	// Clusters are not namespaced in Flotilla; .ClusterNamespace is the
+	// GitRepo's namespace, where Fleet keeps the clusters it targets.
+	bc := bundle.Cluster{Name: c.Name, Namespace: t.in.GitRepo.Namespace, Labels: c.Labels,
+		Annotations: c.Annotations, Values: c.TemplateValues}
+	var err error
+	if bc.Groups, err = target.Memberships(c.Labels, t.groups); err != nil {
+		return err
+	}
+	tc := TargetCluster{Name: c.Name, Paused: c.Paused, Agent: agent}
+	for i, rb := range t.in.Bundles {
+		dep, err := render.ForCluster(t.bundles[i], rb.ManifestID, bc, t.restrict)
+		if err != nil {
+			t.out.Errors = append(t.out.Errors, status.Deployment{Bundle: rb.Name, Cluster: c.Name, Release: rb.Release,
+				Namespace: rb.Namespace, State: status.ErrApplied, Outcome: outcome.Invalid, Message: err.Error()})
+			continue
+		}
+		if !dep.Deploy {
+			continue
+		}
+		hash, err := options.PutOptionsContext(ctx, dep.Options)
+		if err != nil {
+			return fmt.Errorf("store options of bundle %s for cluster %s: %w", rb.Name, c.Name, err)
+		}
+		t.targeted[i] = append(t.targeted[i], bc)
+		pb := rb
+		pb.Paused = t.bundles[i].Spec.Paused
+		pb.OptionsHash, pb.DeploymentID, pb.Release, pb.Namespace = hash, dep.DeploymentID, dep.Release, dep.Namespace
+		pb.KeepResources, pb.DeleteNamespace = dep.Options.KeepResources, dep.Options.DeleteNamespace
+		tc.Bundles = append(tc.Bundles, pb)
+	}
+	if len(tc.Bundles) > 0 {
+		t.out.Matched = append(t.out.Matched, tc)
+	}
+	return nil
 }
 
 // maxWindows is how many upcoming deployment windows a rollout is given.
