@@ -2,9 +2,9 @@ package render
 
 import (
 	"context"
-	"errors"
 	"runtime"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
@@ -62,39 +62,25 @@ func Dir(ctx context.Context, o DirOptions) ([]Result, error) {
 	if parallel <= 0 {
 		parallel = runtime.GOMAXPROCS(0)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// The first bundle that fails stops the others; its error is returned.
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
 	out := make([]Result, len(dirs))
-	errs := make([]error, len(dirs))
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
 	for i, d := range dirs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if ctx.Err() != nil {
-				errs[i] = ctx.Err()
-				return
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
 			b, m, err := reader.Read(ctx, o.Root, d, o.RepoName)
-			if err == nil {
-				out[i].Bundle = b
-				out[i].Deployment, out[i].Objects, err = Template(ctx, o.Deployer, b, m, o.Cluster, o.Restrict, o.KubeVersion)
-			}
 			if err != nil {
-				errs[i] = err
-				cancel()
+				return err
 			}
-		}()
+			out[i].Bundle = b
+			out[i].Deployment, out[i].Objects, err = Template(ctx, o.Deployer, b, m, o.Cluster, o.Restrict, o.KubeVersion)
+			return err
+		})
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return out, nil
