@@ -79,6 +79,39 @@ func (g *GitRepo) Validate() error {
 }
 
 func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
+	errs := s.validateSource(p)
+	for i, pt := range s.Paths {
+		errs = append(errs, validatePath(p.Child("paths").Index(i), pt)...)
+	}
+	for i, t := range s.Targets {
+		errs = append(errs, t.validate(p.Child("targets").Index(i))...)
+	}
+	if s.TargetNamespace != "" {
+		errs = append(errs, dnsLabel(p.Child("targetNamespace"), s.TargetNamespace)...)
+	}
+	for _, ref := range []struct{ name, value string }{
+		{"webhookSecret", s.WebhookSecret}, {"clientSecretName", s.ClientSecretName}, {"helmSecretName", s.HelmSecretName},
+	} {
+		if ref.value != "" {
+			errs = append(errs, dnsSubdomain(p.Child(ref.name), ref.value)...)
+		}
+	}
+	if s.HelmRepoURLRegex != "" {
+		if _, err := regexp.Compile(s.HelmRepoURLRegex); err != nil {
+			errs = append(errs, field.Invalid(p.Child("helmRepoURLRegex"), s.HelmRepoURLRegex, err.Error()))
+		}
+	}
+	if s.PollingInterval != nil && s.PollingInterval.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("pollingInterval"), s.PollingInterval.Duration.String(), "must not be negative"))
+	}
+	if s.ForceSyncGeneration < 0 {
+		errs = append(errs, field.Invalid(p.Child("forceSyncGeneration"), s.ForceSyncGeneration, "must not be negative"))
+	}
+	return errs
+}
+
+// validateSource checks the repository URL, branch and revision.
+func (s GitRepoSpec) validateSource(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if s.Repo == "" {
 		errs = append(errs, field.Required(p.Child("repo"), "the Git repository URL"))
@@ -95,48 +128,23 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	if s.Revision != "" && !validRef(s.Revision) {
 		errs = append(errs, field.Invalid(p.Child("revision"), s.Revision, "not a valid Git revision"))
 	}
-	for i, pt := range s.Paths {
-		pp := p.Child("paths").Index(i)
-		switch {
-		case pt == "":
-			errs = append(errs, field.Invalid(pp, pt, "must not be empty"))
-		case path.IsAbs(pt) || strings.HasPrefix(pt, "/"):
-			errs = append(errs, field.Invalid(pp, pt, "must be relative to the repository root"))
-		case hasDotDot(pt):
-			errs = append(errs, field.Invalid(pp, pt, "must not leave the repository ('..')"))
-		default:
-			if _, err := path.Match(pt, ""); err != nil {
-				errs = append(errs, field.Invalid(pp, pt, "bad glob: "+err.Error()))
-			}
-		}
-	}
-	for i, t := range s.Targets {
-		errs = append(errs, t.validate(p.Child("targets").Index(i))...)
-	}
-	if s.TargetNamespace != "" {
-		errs = append(errs, dnsLabel(p.Child("targetNamespace"), s.TargetNamespace)...)
-	}
-	if s.WebhookSecret != "" {
-		errs = append(errs, dnsSubdomain(p.Child("webhookSecret"), s.WebhookSecret)...)
-	}
-	if s.ClientSecretName != "" {
-		errs = append(errs, dnsSubdomain(p.Child("clientSecretName"), s.ClientSecretName)...)
-	}
-	if s.HelmSecretName != "" {
-		errs = append(errs, dnsSubdomain(p.Child("helmSecretName"), s.HelmSecretName)...)
-	}
-	if s.HelmRepoURLRegex != "" {
-		if _, err := regexp.Compile(s.HelmRepoURLRegex); err != nil {
-			errs = append(errs, field.Invalid(p.Child("helmRepoURLRegex"), s.HelmRepoURLRegex, err.Error()))
-		}
-	}
-	if s.PollingInterval != nil && s.PollingInterval.Duration < 0 {
-		errs = append(errs, field.Invalid(p.Child("pollingInterval"), s.PollingInterval.Duration.String(), "must not be negative"))
-	}
-	if s.ForceSyncGeneration < 0 {
-		errs = append(errs, field.Invalid(p.Child("forceSyncGeneration"), s.ForceSyncGeneration, "must not be negative"))
-	}
 	return errs
+}
+
+// validatePath checks one of a GitRepo's scan paths.
+func validatePath(pp *field.Path, pt string) field.ErrorList {
+	switch {
+	case pt == "":
+		return field.ErrorList{field.Invalid(pp, pt, "must not be empty")}
+	case path.IsAbs(pt) || strings.HasPrefix(pt, "/"):
+		return field.ErrorList{field.Invalid(pp, pt, "must be relative to the repository root")}
+	case hasDotDot(pt):
+		return field.ErrorList{field.Invalid(pp, pt, "must not leave the repository ('..')")}
+	}
+	if _, err := path.Match(pt, ""); err != nil {
+		return field.ErrorList{field.Invalid(pp, pt, "bad glob: "+err.Error())}
+	}
+	return nil
 }
 
 func (t TargetSelector) validate(p *field.Path) field.ErrorList {
