@@ -28,8 +28,8 @@ const (
 )
 
 // ClusterActivities deploy to, check, roll back and clean up clusters.
-// In push mode the controller's worker registers them once on the shared
-// push queue (protocol.PushQueue) and each call names its cluster; an
+// In push mode the controller's worker registers them once on its own
+// task queue (default "flotilla") and each call names its cluster; an
 // agent (pull mode) registers them on its cluster's queue with Clusters
 // limited to that cluster.
 type ClusterActivities struct {
