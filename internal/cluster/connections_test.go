@@ -145,10 +145,11 @@ func TestConn_Reachable(t *testing.T) {
 	tests := []struct {
 		cluster string
 		want    outcome.Class
+		says    string // what the error says of the API server
 	}{
 		{cluster: "ok", want: outcome.OK},
-		{cluster: "unauthorized", want: outcome.Unauthorized},
-		{cluster: "closed", want: outcome.Unreachable},
+		{cluster: "unauthorized", want: outcome.Unauthorized, says: "refused the credentials"},
+		{cluster: "closed", want: outcome.Unreachable, says: "unreachable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cluster, func(t *testing.T) {
@@ -164,7 +165,7 @@ func TestConn_Reachable(t *testing.T) {
 				assert.Equal(t, tt.cluster, opened.Name())
 			} else {
 				assert.Nil(t, opened)
-				assert.ErrorContains(t, err, "API server "+cfgs.byName[tt.cluster].Host+" unreachable")
+				assert.ErrorContains(t, err, "API server "+cfgs.byName[tt.cluster].Host+" "+tt.says)
 			}
 		})
 	}
