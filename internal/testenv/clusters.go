@@ -19,11 +19,16 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-gitops/flotilla/internal/freeport"
 )
@@ -79,6 +84,18 @@ type Cluster struct {
 
 	caData []byte
 	token  string
+
+	// owner, apiserver and the fields below let Stop and Start run the
+	// same API server again (same port, flags, certificates and etcd
+	// prefix). owner is the test StartClusters was given: a restarted
+	// server belongs to it, not to the subtest that restarts it.
+	owner     testing.TB
+	mu        sync.Mutex
+	apiserver *Process
+	spec      ProcessOptions
+	port      int
+	caFile    string
+	starts    int
 }
 
 // RESTConfig returns a new rest.Config for the cluster, which the caller may
@@ -225,16 +242,14 @@ func startCluster(ctx context.Context, t testing.TB, env clusterEnv, idx int) (*
 		KubeconfigPath: files.kubeconfig,
 		token:          files.token,
 	}
-	p, err := startProcess(t, ProcessOptions{
+	c.owner, c.port, c.caFile = t, ports[0], files.caFile
+	c.spec = ProcessOptions{
 		Name: "kube-apiserver-" + name,
 		Path: filepath.Join(env.bin, binKubeAPIServer),
 		Dir:  dir,
 		Args: apiserverArgs(env.etcdURL, idx, ports[0], files),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := p.WaitReady(ctx, c.apiserverCheck(ports[0], files.caFile)); err != nil {
+	if err := c.startAPIServer(ctx); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := c.writeKubeconfig(); err != nil {
@@ -246,6 +261,60 @@ func startCluster(ctx context.Context, t testing.TB, env clusterEnv, idx int) (*
 		}
 	}
 	return c, nil
+}
+
+// startAPIServer starts the cluster's API server from c.spec and waits
+// until it is ready. A restart writes its output to a log file of its own
+// (kube-apiserver-<name>-2.log, ...), so earlier logs are kept.
+func (c *Cluster) startAPIServer(ctx context.Context) error {
+	spec := c.spec
+	c.starts++
+	if c.starts > 1 {
+		spec.Name += "-" + strconv.Itoa(c.starts)
+	}
+	p, err := startProcess(c.owner, spec)
+	if err != nil {
+		return err
+	}
+	c.apiserver = p
+	return p.WaitReady(ctx, c.apiserverCheck(c.port, c.caFile))
+}
+
+// Stop stops the cluster's API server (SIGTERM, then SIGKILL after the
+// grace period): clients then get "connection refused" from Server. etcd
+// and, with Options.Sim, the controllers keep running. Stop on a stopped
+// cluster does nothing.
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.apiserver != nil {
+		c.apiserver.Stop()
+	}
+}
+
+// Start starts the API server Stop stopped, on the same port with the
+// same flags, serving certificate, service-account keys and etcd data, so
+// KubeconfigPath, RESTConfig and tokens issued before stay valid. It
+// waits until the server is ready (StartTimeout's default bounds the
+// wait) and fails t otherwise. The new process belongs to the test that
+// called StartClusters, so it outlives a calling subtest. Start on a
+// running cluster does nothing.
+func (c *Cluster) Start(t testing.TB) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.apiserver != nil {
+		select {
+		case <-c.apiserver.Done():
+		default:
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultStartTimeout)
+	defer cancel()
+	if err := c.startAPIServer(ctx); err != nil {
+		t.Fatalf("testenv: restarting %s: %v", c.Name, err)
+	}
 }
 
 // apiserverArgs returns kube-apiserver's flags for cluster number idx.
@@ -393,4 +462,51 @@ func httpCheck(client *http.Client, url string) func(context.Context) error {
 		}
 		return nil
 	}
+}
+
+// ServiceAccountKubeconfig creates the ServiceAccount name in namespace
+// (creating the namespace when missing), binds it to cluster-admin, and
+// writes a kubeconfig that authenticates as it with a token from the
+// TokenRequest API (valid for an hour). The path is returned. Deleting the
+// ServiceAccount revokes the token: the API server then answers 401
+// Unauthorized to it, within about 10 s (it caches authenticated tokens
+// that long). The objects are left in place at the test's end.
+func (c *Cluster) ServiceAccountKubeconfig(t testing.TB, namespace, name string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := c.Clientset(t)
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("testenv: %s: creating namespace %s: %v", c.Name, namespace, err)
+	}
+	_, err = cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("testenv: %s: creating ServiceAccount %s/%s: %v", c.Name, namespace, name, err)
+	}
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: namespace + "-" + name + "-cluster-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("testenv: %s: binding %s/%s to cluster-admin: %v", c.Name, namespace, name, err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("testenv: %s: requesting a token for %s/%s: %v", c.Name, namespace, name, err)
+	}
+	user := "system:serviceaccount:" + namespace + ":" + name
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[c.Name] = &clientcmdapi.Cluster{Server: c.Server, CertificateAuthorityData: c.caData}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: user}
+	cfg.CurrentContext = c.Name
+	path := filepath.Join(t.TempDir(), c.Name+"-"+namespace+"-"+name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatalf("testenv: writing kubeconfig of %s/%s: %v", namespace, name, err)
+	}
+	return path
 }

@@ -136,3 +136,49 @@ func deploymentAvailable(d *appsv1.Deployment) bool {
 	}
 	return false
 }
+
+// TestCluster_StopStartAndRevokedToken: a stopped API server refuses
+// connections; started again it serves the same data on the same address
+// to the same kubeconfigs; a ServiceAccount's token works until the
+// ServiceAccount is deleted, then gets 401.
+func TestCluster_StopStartAndRevokedToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real API servers")
+	}
+	testenv.Binaries(t)
+	c := testenv.StartClusters(t, 1, testenv.Options{})[0]
+	ctx := t.Context()
+	admin := c.Clientset(t)
+
+	saPath := c.ServiceAccountKubeconfig(t, "deployer-ns", "deployer")
+	saCfg, err := clientcmd.BuildConfigFromFlags("", saPath)
+	require.NoError(t, err)
+	asSA, err := kubernetes.NewForConfig(saCfg)
+	require.NoError(t, err)
+	_, err = asSA.CoreV1().ConfigMaps(metav1.NamespaceDefault).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "before-restart"}}, metav1.CreateOptions{})
+	require.NoError(t, err, "the ServiceAccount is cluster-admin")
+
+	c.Stop()
+	_, err = admin.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "connection refused")
+
+	start := time.Now()
+	c.Start(t)
+	t.Logf("restarted in %s", time.Since(start).Round(time.Millisecond))
+	fromFile, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath)
+	require.NoError(t, err)
+	viaFile, err := kubernetes.NewForConfig(fromFile)
+	require.NoError(t, err)
+	_, err = viaFile.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
+	require.NoError(t, err, "the kubeconfig written at the first start stays valid")
+	_, err = asSA.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "before-restart", metav1.GetOptions{})
+	require.NoError(t, err, "data and the ServiceAccount token survive a restart")
+
+	require.NoError(t, admin.CoreV1().ServiceAccounts("deployer-ns").Delete(ctx, "deployer", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err = asSA.CoreV1().ConfigMaps(metav1.NamespaceDefault).Get(ctx, "before-restart", metav1.GetOptions{})
+		return apierrors.IsUnauthorized(err)
+	}, 30*time.Second, 200*time.Millisecond, "token of a deleted ServiceAccount must get 401, got %v", err)
+}
