@@ -12,6 +12,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -406,6 +407,9 @@ func (r *rolloutRun) works(start []rollout.Unit, agents map[string]bool) []clust
 		if t := r.sched.ReadyTimeout(u.Bundle.Name); t > w.ReadyTimeout {
 			w.ReadyTimeout = t
 		}
+		if u.PrevID == u.Bundle.DeploymentID {
+			return // runs its ID already: a no-op deploy confirms its state
+		}
 		msg := ""
 		if r.offline[u.Cluster] {
 			msg = "cluster " + u.Cluster + ": agent offline; the deploy waits in task queue " + protocol.ClusterQueue(u.Cluster) + " until the agent is back"
@@ -485,12 +489,12 @@ func (r *rolloutRun) details(ctx workflow.Context) {
 
 // mark sets the state of cluster's deployments in flight (every bundle's,
 // or those named).
-func (r *rolloutRun) mark(cluster string, bundles []string, st status.State, msg string) {
+func (r *rolloutRun) mark(cluster string, bundles []string, st status.State, class outcome.Class, msg string) {
 	var running func(bundle, cluster string) bool
 	if r.sched != nil {
 		running = r.sched.Running
 	}
-	r.track.Mark(cluster, bundles, running, st, msg)
+	r.track.Mark(cluster, bundles, running, st, class, msg)
 }
 
 // clusterError turns an activity failure on a cluster into a message that

@@ -43,7 +43,7 @@ type runner struct {
 	// report receives every outcome; marks live progress (WaitApplied
 	// with a message) when not nil.
 	report func(ctx workflow.Context, r clusterReport)
-	mark   func(cluster string, bundles []string, st status.State, msg string)
+	mark   func(cluster string, bundles []string, st status.State, class outcome.Class, msg string)
 	// typed: deploys report an outcome per bundle (versionTypedOutcomes):
 	// a bundle's failure or missing content never holds the others back.
 	typed bool
@@ -82,7 +82,7 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 			r.report(ctx, gaveUp)
 			return false
 		}
-		r.setMark(w.Cluster, nil, status.WaitApplied, "")
+		r.setMark(w.Cluster, nil, status.WaitApplied, outcome.OK, "")
 		res = activities.DeployResult{}
 		opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
 		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
@@ -94,7 +94,7 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 			msg = clusterError(w.Cluster, w.Agent, err)
 		}
 		gaveUp.Message = msg
-		r.setMark(w.Cluster, nil, status.WaitApplied, msg)
+		r.setMark(w.Cluster, nil, status.WaitApplied, outcome.Unreachable, msg)
 		// The timer belongs to stopCtx (a newer change cancels it) but is
 		// waited on in this goroutine's own context.
 		if workflow.NewTimer(r.stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
@@ -176,19 +176,29 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: names, Message: msg})
 			return false
 		}
-		r.setMark(w.Cluster, names, status.WaitApplied, "")
+		if attempt == 0 {
+			r.setMark(w.Cluster, names, status.WaitApplied, outcome.OK, "")
+		}
 		in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: pending}
 		var res activities.DeployResult
 		opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
 		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
 		switch {
-		case err != nil:
-			msg = clusterError(w.Cluster, w.Agent, err)
-		case res.Retry:
+		case err != nil || res.Retry:
+			// The cluster (or a worker for it) did not answer: every
+			// pending bundle waits for it.
 			msg = res.Message
+			if err != nil {
+				msg = clusterError(w.Cluster, w.Agent, err)
+			}
+			r.setMark(w.Cluster, names, status.WaitApplied, outcome.Unreachable, msg)
 		default:
-			var settled []status.Deployment
-			pending, settled, msg = splitTransient(pending, res.Deployments)
+			var settled, again []status.Deployment
+			pending, settled, again = splitTransient(pending, res.Deployments)
+			for _, d := range again {
+				msg = d.Message
+				r.setMark(w.Cluster, []string{d.Bundle}, status.WaitApplied, d.Outcome, d.Message)
+			}
 			if len(settled) > 0 {
 				// Settled deployments are reported once, as they are: final
 				// unless they wait for readiness.
@@ -200,7 +210,6 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 		if len(pending) == 0 {
 			break
 		}
-		r.setMark(w.Cluster, bundleNames(pending), status.WaitApplied, msg)
 		if workflow.NewTimer(r.stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
 			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: bundleNames(pending), Message: msg})
 			return false
@@ -227,24 +236,24 @@ func notReadyOf(deps []status.Deployment) []status.Deployment {
 func hasNotReady(deps []status.Deployment) bool { return len(notReadyOf(deps)) > 0 }
 
 // splitTransient splits a deploy's results into the bundles to try again
-// (their deploy could not be tried: Unreachable, ContentUnavailable) and
-// the settled deployments; msg is the last transient failure's message.
-func splitTransient(tried []activities.Bundle, deps []status.Deployment) (again []activities.Bundle, settled []status.Deployment, msg string) {
-	transient := map[string]bool{}
+// (their deploy could not be tried: Unreachable, ContentUnavailable), the
+// settled deployments, and the transient ones (why they are tried again).
+func splitTransient(tried []activities.Bundle, deps []status.Deployment) (pending []activities.Bundle, settled, transient []status.Deployment) {
+	again := map[string]bool{}
 	for _, d := range deps {
 		if d.Outcome.Transient() {
-			transient[d.Bundle] = true
-			msg = d.Message
+			again[d.Bundle] = true
+			transient = append(transient, d)
 		} else {
 			settled = append(settled, d)
 		}
 	}
 	for _, b := range tried {
-		if transient[b.Name] {
-			again = append(again, b)
+		if again[b.Name] {
+			pending = append(pending, b)
 		}
 	}
-	return again, settled, msg
+	return pending, settled, transient
 }
 
 // unauthorized reports whether the cluster refused the credentials.
@@ -324,9 +333,9 @@ func (r *runner) rollback(ctx workflow.Context, w clusterWork) {
 	r.report(ctx, rep)
 }
 
-func (r *runner) setMark(cluster string, bundles []string, st status.State, msg string) {
+func (r *runner) setMark(cluster string, bundles []string, st status.State, class outcome.Class, msg string) {
 	if r.mark != nil {
-		r.mark(cluster, bundles, st, msg)
+		r.mark(cluster, bundles, st, class, msg)
 	}
 }
 

@@ -126,10 +126,15 @@ func (pl *planner) keep(inv []InventoryEntry, keepAll bool) map[ReleaseRef]Inven
 // finish builds the plan's inventory (kept entries, then desired ones
 // carrying what the kept entry knew) and its work, in a stable order.
 func (pl *planner) finish(kept map[ReleaseRef]InventoryEntry) {
+	at := make(map[status.Key]int, len(pl.p.Deployments))
+	for i, d := range pl.p.Deployments {
+		at[d.Key()] = i
+	}
 	//workflowcheck:ignore deterministic: result does not depend on map order
 	for _, e := range pl.desired {
 		if old, ok := kept[e.Ref()]; ok {
-			e.DeploymentID, e.Failure = old.DeploymentID, old.Failure
+			e.DeploymentID, e.Failure, e.State = old.DeploymentID, old.Failure, old.State
+			pl.known(at, e)
 		}
 		kept[e.Ref()] = e
 	}
@@ -147,6 +152,19 @@ func (pl *planner) finish(kept map[ReleaseRef]InventoryEntry) {
 	}
 	sort.Slice(pl.p.Work, func(i, j int) bool { return pl.p.Work[i].Cluster < pl.p.Work[j].Cluster })
 	status.Sort(pl.p.Deployments)
+}
+
+// known shows a deployment the cluster already runs at its ID in its last
+// known state (not Pending) until the rollout confirms it.
+func (pl *planner) known(at map[status.Key]int, e InventoryEntry) {
+	i, ok := at[e.Key()]
+	if !ok || e.State == "" {
+		return
+	}
+	d := &pl.p.Deployments[i]
+	if d.State == status.Pending && e.DeploymentID == d.DeploymentID {
+		d.State, d.AppliedDeploymentID = e.State, e.DeploymentID
+	}
 }
 
 // SortInventory orders entries by bundle, cluster, namespace and release.

@@ -140,7 +140,7 @@ func (t *Tracker) failure(e *InventoryEntry, res *status.Deployment, now time.Ti
 	case res.Rollback != "":
 		// A rollback changes what runs, not whether the ID failed.
 	case res.State == status.Ready || res.State == status.NotReady:
-		e.Failure = nil
+		e.Failure, e.State = nil, res.State
 	}
 }
 
@@ -172,9 +172,12 @@ func (t *Tracker) wanted(e InventoryEntry) bool {
 	return ok && d.Release == e.Release && d.Namespace == e.Namespace
 }
 
-// Mark sets the state of cluster's deployments that are in flight (every
-// bundle, or only those named) and not OutOfSync.
-func (t *Tracker) Mark(cluster string, bundles []string, running func(bundle, cluster string) bool, st status.State, msg string) {
+// Mark sets the state, outcome and message of cluster's deployments that
+// are in flight (every bundle, or only those named) and not OutOfSync. A
+// deployment known to run its ID (a no-op deploy confirms it) is never
+// marked WaitApplied.
+func (t *Tracker) Mark(cluster string, bundles []string, running func(bundle, cluster string) bool,
+	st status.State, class outcome.Class, msg string) {
 	names := map[string]bool{}
 	for _, b := range bundles {
 		names[b] = true
@@ -184,8 +187,18 @@ func (t *Tracker) Mark(cluster string, bundles []string, running func(bundle, cl
 		if d.Cluster != cluster || d.State == status.OutOfSync || (len(names) > 0 && !names[d.Bundle]) {
 			continue
 		}
+		if st == status.WaitApplied && applied(*d) {
+			continue
+		}
 		if running == nil || running(d.Bundle, cluster) {
-			d.State, d.Message = st, msg
+			d.State, d.Outcome, d.Message = st, class, msg
 		}
 	}
+}
+
+// applied reports whether the deployment is known to run its deployment
+// ID (Ready or NotReady there).
+func applied(d status.Deployment) bool {
+	return d.DeploymentID != "" && d.AppliedDeploymentID == d.DeploymentID &&
+		(d.State == status.Ready || d.State == status.NotReady)
 }

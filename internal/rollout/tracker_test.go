@@ -255,14 +255,21 @@ func TestTracker_MarkHoldSetState(t *testing.T) {
 	}{
 		// Mark sets the state of the cluster's deployments, except
 		// OutOfSync ones.
-		{name: "Mark a cluster", change: func(tr *Tracker) { tr.Mark("c1", nil, nil, status.WaitApplied, "m") },
+		{name: "Mark a cluster", change: func(tr *Tracker) { tr.Mark("c1", nil, nil, status.WaitApplied, outcome.Unreachable, "m") },
 			want: map[string]string{"a@c1": "WaitApplied: m", "b@c1": "WaitApplied: m"}},
 		// Only the bundles named...
-		{name: "Mark bundles", change: func(tr *Tracker) { tr.Mark("c1", []string{"b", "c"}, nil, status.WaitApplied, "m") },
+		{name: "Mark bundles", change: func(tr *Tracker) { tr.Mark("c1", []string{"b", "c"}, nil, status.WaitApplied, outcome.Unreachable, "m") },
 			want: map[string]string{"b@c1": "WaitApplied: m"}},
+		// A deployment known to run its ID is never marked WaitApplied:
+		// a no-op deploy confirms it.
+		{name: "Mark skips applied", change: func(tr *Tracker) {
+			tr.Record([]status.Deployment{{Bundle: "a", Cluster: "c1", Release: "a", Namespace: "default",
+				DeploymentID: "s-a:h", AppliedDeploymentID: "s-a:h", State: status.Ready}}, t0)
+			tr.Mark("c1", nil, nil, status.WaitApplied, outcome.Unreachable, "m")
+		}, want: map[string]string{"a@c1": "Ready: ", "b@c1": "WaitApplied: m"}},
 		// ... and only those in flight.
 		{name: "Mark running", change: func(tr *Tracker) {
-			tr.Mark("c2", nil, func(b, c string) bool { return b == "a" && c == "c2" }, status.NotReady, "m")
+			tr.Mark("c2", nil, func(b, c string) bool { return b == "a" && c == "c2" }, status.NotReady, outcome.OK, "m")
 		}, want: map[string]string{"a@c2": "NotReady: m"}},
 		// SetState sets one deployment's; an unknown one is ignored.
 		{name: "SetState", change: func(tr *Tracker) {
@@ -304,4 +311,21 @@ func TestTracker_MarkHoldSetState(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// TestMakePlan_KnownState: a deployment the inventory says runs its ID
+// starts in its last known state, not Pending; Record keeps that state.
+func TestMakePlan_KnownState(t *testing.T) {
+	inv := []InventoryEntry{{Bundle: "a", Cluster: "c1", Release: "a", Namespace: "default", DeploymentID: "s-a:h", State: status.NotReady},
+		{Bundle: "b", Cluster: "c1", Release: "b", Namespace: "default", DeploymentID: "s-b:old", State: status.Ready}}
+	p := MakePlan(each(targets([]string{"c1"}, "c1"), bundles("a", "b")), inv, false)
+	require.Len(t, p.Deployments, 2)
+	assert.Equal(t, status.NotReady, p.Deployments[0].State, "a runs its ID")
+	assert.Equal(t, "s-a:h", p.Deployments[0].AppliedDeploymentID)
+	assert.Equal(t, status.Pending, p.Deployments[1].State, "b changes")
+
+	tr := NewTracker(p, Backoff{})
+	tr.Record([]status.Deployment{{Bundle: "a", Cluster: "c1", Release: "a", Namespace: "default",
+		DeploymentID: "s-a:h", AppliedDeploymentID: "s-a:h", State: status.Ready}}, t0)
+	assert.Equal(t, status.Ready, tr.Inventory[0].State)
 }

@@ -114,6 +114,9 @@ type InventoryEntry struct {
 	DeploymentID    string `json:"deploymentID,omitempty"`
 	KeepResources   bool   `json:"keepResources,omitempty"`
 	DeleteNamespace bool   `json:"deleteNamespace,omitempty"`
+	// State is the deployment's last known state at DeploymentID (Ready
+	// or NotReady), shown until a rollout confirms it.
+	State status.State `json:"state,omitempty"`
 	// Failure records deploys of a deployment ID that failed in a row,
 	// so the next rollout retries it only when its backoff is over.
 	Failure *Failure `json:"failure,omitempty"`
