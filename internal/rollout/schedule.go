@@ -508,7 +508,8 @@ func (s *Scheduler) Finish(d status.Deployment, final bool) {
 }
 
 // GiveUp ends a unit whose cluster could not be reached in this rollout:
-// it failed, and keeps its slot of the limits.
+// it failed: it counts against a failureThreshold, or keeps its slot of
+// the limits when the bundle has none.
 func (s *Scheduler) GiveUp(bundle, cluster string) {
 	if i, ok := s.byKey[status.Key{Bundle: bundle, Cluster: cluster}]; ok && s.units[i].phase == unitRunning {
 		u := &s.units[i]
