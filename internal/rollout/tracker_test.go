@@ -258,7 +258,9 @@ func TestTracker_MarkHoldSetState(t *testing.T) {
 		{name: "Mark a cluster", change: func(tr *Tracker) { tr.Mark("c1", nil, nil, status.WaitApplied, outcome.Unreachable, "m") },
 			want: map[string]string{"a@c1": "WaitApplied: m", "b@c1": "WaitApplied: m"}},
 		// Only the bundles named...
-		{name: "Mark bundles", change: func(tr *Tracker) { tr.Mark("c1", []string{"b", "c"}, nil, status.WaitApplied, outcome.Unreachable, "m") },
+		{name: "Mark bundles", change: func(tr *Tracker) {
+			tr.Mark("c1", []string{"b", "c"}, nil, status.WaitApplied, outcome.Unreachable, "m")
+		},
 			want: map[string]string{"b@c1": "WaitApplied: m"}},
 		// A deployment known to run its ID is never marked WaitApplied:
 		// a no-op deploy confirms it.
