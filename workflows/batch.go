@@ -46,15 +46,7 @@ func RolloutBatchWorkflow(ctx workflow.Context, in BatchInput) error {
 				workflow.GetLogger(ctx).Warn("Cannot report to the rollout", "rollout", in.Rollout, "cluster", rep.Cluster, "error", err)
 			}
 		}}
-	wg := workflow.NewWaitGroup(ctx)
-	for _, w := range in.Work {
-		wg.Add(1)
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			defer wg.Done()
-			run.run(ctx, w)
-		})
-	}
-	wg.Wait(ctx)
+	run.runAll(ctx, in.Work)
 	return nil
 }
 

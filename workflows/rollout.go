@@ -221,16 +221,7 @@ func (r *rolloutRun) work(ctx, stopCtx workflow.Context, p rollout.Plan, targets
 		return
 	}
 	// Rollouts started before rollout strategies: every cluster at once.
-	wg := workflow.NewWaitGroup(ctx)
-	run := r.runner(stopCtx)
-	for _, w := range p.Work {
-		wg.Add(1)
-		workflow.Go(ctx, func(ctx workflow.Context) {
-			defer wg.Done()
-			run.run(ctx, w)
-		})
-	}
-	wg.Wait(ctx)
+	r.runner(stopCtx).runAll(ctx, p.Work)
 }
 
 // runner returns the runner of this rollout's own cluster work.

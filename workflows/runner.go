@@ -24,9 +24,7 @@ type clusterReport struct {
 	Bundles []string `json:"bundles,omitempty"`
 	// Removed are cleaned releases ("<namespace>/<release>").
 	Removed []string `json:"removed,omitempty"`
-	// RolledBack are the bundles returned to their previous deployment.
-	RolledBack []string `json:"rolledBack,omitempty"`
-	Message    string   `json:"message,omitempty"`
+	Message string   `json:"message,omitempty"`
 }
 
 // runner runs clusterWork: deploy (retrying an unreachable cluster),
@@ -47,6 +45,19 @@ type runner struct {
 	// typed: deploys report an outcome per bundle (versionTypedOutcomes):
 	// a bundle's failure or missing content never holds the others back.
 	typed bool
+}
+
+// runAll runs every cluster's work at once and returns when all is done.
+func (r *runner) runAll(ctx workflow.Context, works []clusterWork) {
+	wg := workflow.NewWaitGroup(ctx)
+	for _, w := range works {
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			r.run(ctx, w)
+		})
+	}
+	wg.Wait(ctx)
 }
 
 func (r *runner) run(ctx workflow.Context, w clusterWork) {
@@ -109,12 +120,7 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 // awaitReady reports deployments and waits for those NotReady to become
 // Ready (a newer change cancels the wait), then reports them again.
 func (r *runner) awaitReady(ctx workflow.Context, w clusterWork, deps []status.Deployment) {
-	var notReady []status.Deployment
-	for _, d := range deps {
-		if d.State == status.NotReady {
-			notReady = append(notReady, d)
-		}
-	}
+	notReady := notReadyOf(deps)
 	if len(notReady) == 0 || r.superseded() {
 		r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: deps, Final: true})
 		return
@@ -187,11 +193,14 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 		case err != nil || res.Retry:
 			// The cluster (or a worker for it) did not answer: every
 			// pending bundle waits for it.
-			msg = res.Message
+			msg, class := res.Message, res.Class
 			if err != nil {
 				msg = clusterError(w.Cluster, w.Agent, err)
 			}
-			r.setMark(w.Cluster, names, status.WaitApplied, outcome.Unreachable, msg)
+			if err != nil || class == outcome.OK {
+				class = outcome.Unreachable // no answer, or a result from before classes
+			}
+			r.setMark(w.Cluster, names, status.WaitApplied, class, msg)
 		default:
 			var settled, again []status.Deployment
 			pending, settled, again = splitTransient(pending, res.Deployments)
@@ -291,7 +300,7 @@ func (r *runner) cleanup(ctx workflow.Context, w clusterWork) {
 		if err != nil {
 			msg = clusterError(w.Cluster, w.Agent, err)
 		}
-		workflow.GetLogger(ctx).Warn("Cleanup incomplete; retrying", "cluster", w.Cluster, "error", msg)
+		workflow.GetLogger(ctx).Warn("Cleanup incomplete; retrying", "cluster", w.Cluster, "class", res.Class, "error", msg)
 		if workflow.NewTimer(r.stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
 			return
 		}

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -169,18 +171,9 @@ func (pl *planner) known(at map[status.Key]int, e InventoryEntry) {
 
 // SortInventory orders entries by bundle, cluster, namespace and release.
 func SortInventory(inv []InventoryEntry) {
-	sort.Slice(inv, func(i, j int) bool {
-		a, b := inv[i], inv[j]
-		if a.Bundle != b.Bundle {
-			return a.Bundle < b.Bundle
-		}
-		if a.Cluster != b.Cluster {
-			return a.Cluster < b.Cluster
-		}
-		if a.Namespace != b.Namespace {
-			return a.Namespace < b.Namespace
-		}
-		return a.Release < b.Release
+	slices.SortFunc(inv, func(a, b InventoryEntry) int {
+		return cmp.Or(cmp.Compare(a.Bundle, b.Bundle), cmp.Compare(a.Cluster, b.Cluster),
+			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Release, b.Release))
 	})
 }
 
