@@ -169,52 +169,28 @@ func (r *runner) waitReady(ctx workflow.Context, w clusterWork, notReady []statu
 // the credentials, is reported as it is: the GitRepo retries it with the
 // failure backoff. It returns false when the cluster was not reached.
 func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
-	var ca *activities.ClusterActivities
 	pending := w.Deploy
 	var notReady []status.Deployment
 	reached := true
 	msg := ""
 	for attempt := 0; len(pending) > 0; attempt++ {
-		names := bundleNames(pending)
 		if r.superseded() || attempt == maxClusterAttempts {
 			// Give the bundles up for this rollout (they stay WaitApplied);
 			// the GitRepo's next poll starts a fresh one.
-			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: names, Message: msg})
+			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: bundleNames(pending), Message: msg})
 			return false
 		}
 		if attempt == 0 {
-			r.setMark(w.Cluster, names, status.WaitApplied, outcome.OK, "")
+			r.setMark(w.Cluster, bundleNames(pending), status.WaitApplied, outcome.OK, "")
 		}
-		in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: pending}
-		var res activities.DeployResult
-		opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
-		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
-		switch {
-		case err != nil || res.Retry:
-			// The cluster (or a worker for it) did not answer: every
-			// pending bundle waits for it.
-			msg, class := res.Message, res.Class
-			if err != nil {
-				msg = clusterError(w.Cluster, w.Agent, err)
-			}
-			if err != nil || class == outcome.OK {
-				class = outcome.Unreachable // no answer, or a result from before classes
-			}
-			r.setMark(w.Cluster, names, status.WaitApplied, class, msg)
-		default:
-			var settled, again []status.Deployment
-			pending, settled, again = splitTransient(pending, res.Deployments)
-			for _, d := range again {
-				msg = d.Message
-				r.setMark(w.Cluster, []string{d.Bundle}, status.WaitApplied, d.Outcome, d.Message)
-			}
-			if len(settled) > 0 {
-				// Settled deployments are reported once, as they are: final
-				// unless they wait for readiness.
-				r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: settled, Final: !hasNotReady(settled)})
-				notReady = append(notReady, notReadyOf(settled)...)
-				reached = reached && !unauthorized(settled)
-			}
+		var settled []status.Deployment
+		pending, settled, msg = r.tryDeploy(ctx, w, pending, msg)
+		if len(settled) > 0 {
+			// Settled deployments are reported once, as they are: final
+			// unless they wait for readiness.
+			r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: settled, Final: !hasNotReady(settled)})
+			notReady = append(notReady, notReadyOf(settled)...)
+			reached = reached && !unauthorized(settled)
 		}
 		if len(pending) == 0 {
 			break
@@ -230,6 +206,37 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 		r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: notReady, Final: true})
 	}
 	return reached
+}
+
+// tryDeploy deploys the pending bundles once. It returns the bundles to
+// try again, the settled deployments, and the last transient failure's
+// message (msg when there was none); waiting bundles are marked with why.
+func (r *runner) tryDeploy(ctx workflow.Context, w clusterWork, pending []activities.Bundle, msg string) ([]activities.Bundle, []status.Deployment, string) {
+	var ca *activities.ClusterActivities
+	names := bundleNames(pending)
+	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: pending}
+	var res activities.DeployResult
+	opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
+	err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
+	if err != nil || res.Retry {
+		// The cluster (or a worker for it) did not answer: every pending
+		// bundle waits for it.
+		msg, class := res.Message, res.Class
+		if err != nil {
+			msg = clusterError(w.Cluster, w.Agent, err)
+		}
+		if err != nil || class == outcome.OK {
+			class = outcome.Unreachable // no answer, or a result from before classes
+		}
+		r.setMark(w.Cluster, names, status.WaitApplied, class, msg)
+		return pending, nil, msg
+	}
+	pending, settled, again := splitTransient(pending, res.Deployments)
+	for _, d := range again {
+		msg = d.Message
+		r.setMark(w.Cluster, []string{d.Bundle}, status.WaitApplied, d.Outcome, d.Message)
+	}
+	return pending, settled, msg
 }
 
 func notReadyOf(deps []status.Deployment) []status.Deployment {
