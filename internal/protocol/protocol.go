@@ -50,6 +50,12 @@ const (
 
 	// SignalPush tells a GitRepo a webhook reported a push (Push).
 	SignalPush = "push"
+	// SignalWatch tells a cluster which releases a GitRepo runs there
+	// (WatchSet), so its watch follows them.
+	SignalWatch = "watch"
+	// SignalLive carries what a cluster's watch saw of a GitRepo's
+	// releases (status.LiveSignal): readiness and drift.
+	SignalLive = "live"
 
 	QueryStatus = "status"
 	// QueryWebhookTarget returns what the webhook receiver matches a
@@ -345,3 +351,22 @@ type (
 		Record GroupRecord `json:"record"`
 	}
 )
+
+// WatchedRelease is one release a cluster's watch follows: the bundle of a
+// GitRepo at a deployment ID, and the content-store key of its options
+// (drift settings included).
+type WatchedRelease struct {
+	Bundle       string `json:"bundle"`
+	Release      string `json:"release"`
+	Namespace    string `json:"namespace"`
+	DeploymentID string `json:"deploymentID"`
+	OptionsKey   string `json:"optionsKey"`
+}
+
+// WatchSet is the signal argument of SignalWatch: every release GitRepo
+// (namespace/name) runs on the cluster now, sorted by bundle; empty when
+// it runs none there any more.
+type WatchSet struct {
+	GitRepo  string           `json:"gitRepo"`
+	Releases []WatchedRelease `json:"releases,omitempty"`
+}

@@ -14,8 +14,8 @@ type ResourceCounts struct {
 	DesiredReady int `json:"desiredReady"`
 	// WaitApplied objects belong to a deployment not applied yet.
 	WaitApplied int `json:"waitApplied"`
-	// Modified and Orphaned need drift detection, which Flotilla does not
-	// do yet; they stay 0.
+	// Modified objects differ from Git; Orphaned ones are labelled as a
+	// release's but no longer in it (from the clusters' watches).
 	Modified int `json:"modified"`
 	Orphaned int `json:"orphaned"`
 	// Missing objects are absent from the cluster.
@@ -55,8 +55,8 @@ func (d Deployment) Applied() bool {
 // ResourceCounts counts the deployment's objects as Fleet does for a
 // BundleDeployment: every object is desired ready; while the deployment is
 // not Applied they all count as WaitApplied and nothing else, otherwise
-// Ready, Missing, NotReady and Unknown come from the readiness checks.
-// Modified and Orphaned stay 0 until Flotilla has drift detection.
+// Ready, Missing, NotReady and Unknown come from the readiness checks and
+// Modified and Orphaned from the cluster's watch.
 func (d Deployment) ResourceCounts() ResourceCounts {
 	c := ResourceCounts{DesiredReady: d.Resources}
 	if !d.Applied() {
@@ -67,6 +67,8 @@ func (d Deployment) ResourceCounts() ResourceCounts {
 	c.Missing = d.Missing
 	c.NotReady = d.NotReadyResources
 	c.Unknown = d.Unknown
+	c.Modified = d.Modified
+	c.Orphaned = d.Orphaned
 	return c
 }
 

@@ -72,6 +72,16 @@ type Deployment struct {
 	Missing           int `json:"missing,omitempty"`
 	NotReadyResources int `json:"notReadyResources,omitempty"`
 	Unknown           int `json:"unknown,omitempty"`
+	// Modified and Orphaned count objects that differ from Git and extra
+	// objects labelled as the release's, from the cluster's watch.
+	Modified int `json:"modified,omitempty"`
+	Orphaned int `json:"orphaned,omitempty"`
+	// ModifiedStatus lists the drifted objects (at most MaxListed;
+	// Incomplete when there were more), and Corrections counts the drift
+	// corrections at DeploymentID.
+	ModifiedStatus []ModifiedStatus `json:"modifiedStatus,omitempty"`
+	Incomplete     bool             `json:"incomplete,omitempty"`
+	Corrections    int              `json:"corrections,omitempty"`
 	// Outcome classifies why the deployment is not Ready where the cause
 	// is a failure (ErrApplied, WaitApplied); empty otherwise.
 	Outcome outcome.Class `json:"outcome,omitempty"`
