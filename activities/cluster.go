@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/drift"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -22,7 +23,7 @@ import (
 
 // Labels and annotations Flotilla puts on every object it deploys.
 const (
-	LabelBundle       = "flotilla.dev/bundle"
+	LabelBundle       = drift.BundleLabel
 	AnnotationGitRepo = "flotilla.dev/gitrepo"
 	AnnotationCommit  = "flotilla.dev/commit"
 )
@@ -42,6 +43,8 @@ type ClusterActivities struct {
 	Logger   *zap.Logger
 	// ReadyPoll is how often WaitReady re-checks. Default 500ms.
 	ReadyPoll time.Duration
+	// Signal reports what Watch sees to the GitRepos (required by Watch).
+	Signal Signaller
 }
 
 // Deploy makes the cluster run each bundle at its deployment ID, each on

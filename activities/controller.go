@@ -192,6 +192,9 @@ func (a *Activities) store(in RenderInput, b bundle.Bundle, m bundle.Manifest) (
 	if in.Spec.ForceSyncGeneration != 0 {
 		opts.ForceSyncGeneration = in.Spec.ForceSyncGeneration
 	}
+	if cd := in.Spec.CorrectDrift; cd != nil && opts.CorrectDrift == nil {
+		opts.CorrectDrift = &bundle.CorrectDrift{Enabled: cd.Enabled, Force: cd.Force, KeepFailHistory: cd.KeepFailHistory}
+	}
 	manifestID, err := a.Content.PutManifest(m)
 	if err != nil {
 		return Bundle{}, fmt.Errorf("store bundle %s: %w", b.Name, err)

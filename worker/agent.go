@@ -212,6 +212,7 @@ func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *con
 		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
 		Content:  cs,
 		Logger:   logger,
+		Signal:   signaller(c),
 	})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start agent on task queue %s: %w", queue, err)

@@ -15,6 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/drift"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
@@ -47,6 +49,7 @@ func serveHTTP(ctx context.Context, addr string, p *probe, logger *zap.Logger) e
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	registerDriftMetrics()
 	mux.Handle("GET /metrics", promhttp.Handler())
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -82,6 +85,20 @@ var sdkMetrics struct {
 	handler client.MetricsHandler
 	err     error
 }
+
+// signaller signals workflows through c (Watch's drift reports).
+func signaller(c client.Client) activities.Signaller {
+	return func(ctx context.Context, workflowID, signal string, arg any) error {
+		return c.SignalWorkflow(ctx, workflowID, "", signal, arg)
+	}
+}
+
+// registerDriftMetrics puts the drift corrections counter on /metrics.
+func registerDriftMetrics() {
+	driftMetrics.Do(func() { prometheus.MustRegister(drift.Corrections) })
+}
+
+var driftMetrics sync.Once
 
 // serve runs srv on ln until ctx ends, then shuts it down gracefully
 // (5 s at most). A failure to serve is logged under what.

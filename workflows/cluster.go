@@ -23,6 +23,8 @@ type ClusterInput struct {
 	// EnsureAgent carries a pending managed-agent check across
 	// continue-as-new.
 	EnsureAgent bool `json:"ensureAgent,omitempty"`
+	// Watch carries the GitRepos' watch sets across continue-as-new.
+	Watch []protocol.WatchSet `json:"watch,omitempty"`
 }
 
 // ClusterWorkflow is the entity workflow of one registered cluster (ID
@@ -33,7 +35,8 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	c := &clusterEntity{rec: in.Record}
 	c.e = entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
 	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent}
-	c.e.busy = c.ag.pending
+	c.w = &clusterWatch{name: in.Record.Name, rec: &c.rec, sets: in.Watch}
+	c.e.busy = func() bool { return c.ag.pending() || c.w.running }
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ClusterRecord, error) { return c.rec, nil }); err != nil {
 		return err
 	}
@@ -47,12 +50,13 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	}
 	upsertCluster(ctx, c.rec)
 	c.ag.start(ctx)
+	c.w.start(ctx)
 	removed, err := c.e.run(ctx, func() { c.rec.Removed = true })
 	if err != nil || removed {
 		return err
 	}
 	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: c.rec},
-		Notified: !c.e.notifyDue, EnsureAgent: c.ag.ensureDue})
+		Notified: !c.e.notifyDue, EnsureAgent: c.ag.ensureDue, Watch: c.w.sets})
 }
 
 // clusterEntity is the state of one ClusterWorkflow run.
@@ -60,6 +64,7 @@ type clusterEntity struct {
 	rec protocol.ClusterRecord
 	e   entity
 	ag  *agentWatch
+	w   *clusterWatch
 }
 
 // apply takes a registration or an update of the cluster.

@@ -53,6 +53,8 @@ type GitRepoState struct {
 	// not be rendered; polling does not retry them (sync does).
 	FailedCommit     string `json:"failedCommit,omitempty"`
 	FailedGeneration int64  `json:"failedGeneration,omitempty"`
+	// Watched is the hash of the watch set last sent to each cluster.
+	Watched map[string]string `json:"watched,omitempty"`
 	// Syncs counts sync signals, so a client can wait for its own sync.
 	Syncs int64 `json:"syncs,omitempty"`
 	// Halts and Waits are the last rollout's halted bundles and what
@@ -190,6 +192,10 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		{protocol.SignalPush, signal{
 			value: func() any { return new(protocol.Push) },
 			apply: func(v any) { g.push(ctx, *v.(*protocol.Push)) },
+		}},
+		{protocol.SignalLive, signal{
+			value: func() any { return new(status.LiveSignal) },
+			apply: func(v any) { g.live(ctx, *v.(*status.LiveSignal)) },
 		}},
 	} {
 		sig.ch = workflow.GetSignalChannel(ctx, sig.name)
@@ -524,7 +530,10 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 		}
 	default:
 		g.s.Error = ""
+		prev := g.s.Inventory
 		g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments
+		g.keepLive(prev)
+		defer g.sendWatch(ctx)
 		g.s.Halts, g.s.Waits = res.Halts, res.Waits
 		if len(res.Halts) > 0 && !res.Superseded {
 			// Polling does not redeploy what just failed and was rolled

@@ -98,6 +98,21 @@ type GitRepoSpec struct {
 	ForceSyncGeneration int64 `json:"forceSyncGeneration,omitempty"`
 	// InsecureSkipTLSVerify disables TLS verification for the Git server.
 	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+	// CorrectDrift undoes changes made on the clusters to every bundle
+	// whose fleet.yaml (or target customization) sets no correctDrift of
+	// its own; a bundle's own setting, even enabled: false, wins.
+	CorrectDrift *CorrectDrift `json:"correctDrift,omitempty"`
+}
+
+// CorrectDrift configures drift correction (Fleet's correctDrift).
+type CorrectDrift struct {
+	// Enabled restores drifted releases (a Helm rollback to the deployed
+	// revision) about a second after the change is seen.
+	Enabled bool `json:"enabled,omitempty"`
+	// Force replaces objects that cannot be patched back in place.
+	Force bool `json:"force,omitempty"`
+	// KeepFailHistory keeps the Helm record of failed corrections.
+	KeepFailHistory bool `json:"keepFailHistory,omitempty"`
 }
 
 // TargetSelector selects clusters: a GitRepo target, a fleet.yaml

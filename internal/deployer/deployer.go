@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -63,8 +65,21 @@ func New(opts Options) *Deployer {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	setFieldManager.Do(func() {
+		if kube.ManagedFieldsManager == "" {
+			kube.ManagedFieldsManager = FieldManager
+		}
+	})
 	return &Deployer{log: opts.Logger, timeout: opts.Timeout}
 }
+
+// FieldManager is the field manager of everything Helm writes for
+// Flotilla (Helm's default would be the binary's name), so drift
+// detection can tell Flotilla's fields from those of others.
+const FieldManager = "flotilla"
+
+// setFieldManager sets Helm's process-wide field manager once.
+var setFieldManager sync.Once
 
 // Release is one chart to run as one Helm release on one cluster.
 type Release struct {
@@ -158,6 +173,7 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	if err := validate(rel); err != nil {
 		return Result{}, err
 	}
+	defer d.lock(rel.Namespace, rel.Name)()
 	cfg, err := d.configuration(getter, rel.Namespace)
 	if err != nil {
 		return Result{}, err
@@ -166,10 +182,8 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return Result{}, fmt.Errorf("read release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
-	if last != nil {
-		if id := DeploymentIDOf(last); last.Info.Status == release.StatusDeployed && id == rel.DeploymentID {
-			return Result{Revision: last.Version, Previous: id, Description: last.Info.Description}, nil
-		}
+	if cur := running(cfg, last); cur != nil && DeploymentIDOf(cur) == rel.DeploymentID {
+		return Result{Revision: cur.Version, Previous: rel.DeploymentID, Description: cur.Info.Description}, nil
 	}
 	// Rendering, post-rendering and checking happen before Helm applies
 	// anything, except for the chart's crds/, which Helm installs first:
@@ -206,6 +220,23 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 		return Result{}, err
 	}
 	return Result{Revision: out.Version, Changed: true, Previous: prev, Description: out.Info.Description}, nil
+}
+
+// running returns the revision the release runs when last is its newest
+// record: last when deployed, the deployed revision before it when last
+// is a failed drift correction (kept by keepFailHistory), nil otherwise.
+func running(cfg *action.Configuration, last *release.Release) *release.Release {
+	switch {
+	case last == nil:
+		return nil
+	case last.Info.Status == release.StatusDeployed:
+		return last
+	case last.Info.Status == release.StatusFailed && strings.HasPrefix(last.Info.Description, correctionFailed):
+		if cur, err := cfg.Releases.Deployed(last.Name); err == nil {
+			return cur
+		}
+	}
+	return nil
 }
 
 // Current returns the deployment ID the release's deployed revision carries,

@@ -335,3 +335,11 @@ func firstSorted(s []string) []string {
 	}
 	return s
 }
+
+// Readiness judges one live object as Status does, with kstatus and opts:
+// ready, or unknown (kstatus cannot tell), and otherwise why it is not
+// ready. obj is not modified.
+func Readiness(obj *unstructured.Unstructured, opts ReadyOptions) (ready, unknown bool, reason string) {
+	st, reason := classify(obj, opts)
+	return st == stateReady, st == stateUnknown, reason
+}

@@ -75,7 +75,7 @@ func (pl *planner) addMatched(tc TargetCluster) {
 	w := pl.get(tc.Name)
 	for _, b := range tc.Bundles {
 		e := InventoryEntry{Bundle: b.Name, Cluster: tc.Name, Release: b.Release, Namespace: b.Namespace,
-			KeepResources: b.KeepResources, DeleteNamespace: b.DeleteNamespace}
+			KeepResources: b.KeepResources, DeleteNamespace: b.DeleteNamespace, OptionsKey: b.OptionsHash}
 		pl.desired[e.Key()] = e
 		d := status.Deployment{Bundle: b.Name, Cluster: tc.Name, Release: b.Release, Namespace: b.Namespace,
 			DeploymentID: b.DeploymentID, State: status.Pending, Resources: b.Resources}
@@ -135,7 +135,7 @@ func (pl *planner) finish(kept map[ReleaseRef]InventoryEntry) {
 	//workflowcheck:ignore deterministic: result does not depend on map order
 	for _, e := range pl.desired {
 		if old, ok := kept[e.Ref()]; ok {
-			e.DeploymentID, e.Failure, e.State = old.DeploymentID, old.Failure, old.State
+			e.DeploymentID, e.Failure, e.State, e.Live = old.DeploymentID, old.Failure, old.State, old.Live
 			pl.known(at, e)
 		}
 		kept[e.Ref()] = e

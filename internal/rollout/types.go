@@ -120,6 +120,11 @@ type InventoryEntry struct {
 	// Failure records deploys of a deployment ID that failed in a row,
 	// so the next rollout retries it only when its backoff is over.
 	Failure *Failure `json:"failure,omitempty"`
+	// OptionsKey is the content-store key of the bundle's options on the
+	// cluster (drift settings included), for the cluster's watch.
+	OptionsKey string `json:"optionsKey,omitempty"`
+	// Live is the cluster's watch's last report at DeploymentID.
+	Live *status.LiveReport `json:"live,omitempty"`
 }
 
 // Key is the entry's bundle on its cluster.

@@ -1,0 +1,120 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/drift"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/render"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// WatchInput asks a cluster's watch to follow the releases of every
+// GitRepo that runs some there.
+type WatchInput struct {
+	Cluster string              `json:"cluster"`
+	Sets    []protocol.WatchSet `json:"sets"`
+}
+
+// WatchRun is how long one Watch runs before it returns for its workflow
+// to start it again (its activity's StartToClose is longer).
+const WatchRun = 50 * time.Minute
+
+// watchHeartbeat is how often Watch heartbeats.
+const watchHeartbeat = 5 * time.Second
+
+// Signaller sends a signal to a workflow (a Temporal client's
+// SignalWorkflow, bound to the current run).
+type Signaller func(ctx context.Context, workflowID, signal string, arg any) error
+
+// Watch keeps the cluster matching Git: it watches the releases in
+// in.Sets (see internal/drift), reports their readiness and drift to
+// their GitRepos as SignalLive signals, and corrects drift where
+// correctDrift is on. It runs until the workflow cancels it, its worker
+// stops, or WatchRun passes, heartbeating meanwhile; a restarted watch
+// re-reads everything and corrects only what still differs.
+func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
+	k, err := c.Clusters.Connect(in.Cluster)
+	if err != nil {
+		return err
+	}
+	if c.Signal == nil {
+		return fmt.Errorf("cluster %s: this worker cannot report drift (no Temporal client)", in.Cluster)
+	}
+	m, err := drift.New(drift.Config{Cluster: k.Name(), Getter: k.Getter, Deployer: c.Deployer, Logger: c.Logger,
+		Report: func(ctx context.Context, gitRepo string, reports []status.LiveReport) error {
+			ns, name := splitRef(gitRepo)
+			return c.Signal(ctx, protocol.GitRepoID(ns, name), protocol.SignalLive, status.LiveSignal{Cluster: k.Name(), Reports: reports})
+		}})
+	if err != nil {
+		return err
+	}
+	run, cancel := context.WithTimeout(ctx, WatchRun)
+	defer cancel()
+	go func() {
+		t := time.NewTicker(watchHeartbeat)
+		defer t.Stop()
+		for {
+			activity.RecordHeartbeat(ctx)
+			select {
+			case <-run.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	_ = m.Run(run, c.watchTargets(ctx, in))
+	return ctx.Err() // nil when WatchRun passed
+}
+
+// watchTargets reads each watched release's drift and readiness settings
+// from the content store. Settings that cannot be read leave the release
+// watched with none, and say why in its reports.
+func (c *ClusterActivities) watchTargets(ctx context.Context, in WatchInput) []drift.Target {
+	var out []drift.Target
+	for _, set := range in.Sets {
+		for _, r := range set.Releases {
+			t := drift.Target{GitRepo: set.GitRepo, Bundle: r.Bundle, Release: r.Release, Namespace: r.Namespace,
+				DeploymentID: r.DeploymentID}
+			opts, err := c.Content.GetOptionsContext(ctx, r.OptionsKey)
+			if err == nil {
+				err = settings(&t, opts)
+			}
+			if err != nil {
+				t.Error = fmt.Sprintf("drift settings of bundle %s unavailable: %v", r.Bundle, err)
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// settings fills in t's drift and readiness settings from opts.
+func settings(t *drift.Target, opts bundle.Options) error {
+	t.Ready = render.ReadyOptions(opts)
+	t.Correct = opts.CorrectDrift
+	if opts.Helm != nil {
+		t.MaxHistory = opts.Helm.MaxHistory
+	}
+	if opts.Diff == nil {
+		return nil
+	}
+	rules, err := drift.CompileRules(opts.Diff.ComparePatches)
+	if err != nil {
+		return fmt.Errorf("diff.%w", err)
+	}
+	t.Rules = rules
+	return nil
+}
+
+// splitRef splits "namespace/name".
+func splitRef(ref string) (string, string) {
+	ns, name, _ := strings.Cut(ref, "/")
+	return ns, name
+}

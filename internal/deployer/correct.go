@@ -1,0 +1,186 @@
+package deployer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/resource"
+)
+
+// ErrNotCurrent marks a correction of a release whose deployed revision no
+// longer carries the deployment ID the caller watched: a deploy changed it.
+var ErrNotCurrent = errors.New("release does not run the deployment ID")
+
+// correctionFailed starts the description of a failed correction's
+// record, so Deploy knows the revision before it is still what runs.
+const correctionFailed = "Flotilla drift correction failed: "
+
+// Revision is a release's deployed revision: its deployment ID and the
+// objects its manifest applies (hooks excluded), as Helm builds them, with
+// their REST mappings and namespaces resolved.
+type Revision struct {
+	DeploymentID string
+	Version      int
+	// MaxHistory is not known from the release; see CorrectOptions.
+	Objects []*resource.Info
+	// Pending is set when a newer record of the release is pending: an
+	// install, upgrade or rollback runs, or was interrupted.
+	Pending bool
+}
+
+// Deployed returns the release's deployed revision and its objects. It
+// returns an error wrapping ErrNotFound when none is deployed.
+func (d *Deployer) Deployed(getter genericclioptions.RESTClientGetter, namespace, name string) (Revision, error) {
+	cfg, err := d.configuration(getter, namespace)
+	if err != nil {
+		return Revision{}, err
+	}
+	rel, err := cfg.Releases.Deployed(name)
+	if errors.Is(err, driver.ErrNoDeployedReleases) || errors.Is(err, driver.ErrReleaseNotFound) {
+		return Revision{}, fmt.Errorf("read release %s/%s: %w", namespace, name, ErrNotFound)
+	}
+	if err != nil {
+		return Revision{}, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
+	}
+	out := Revision{DeploymentID: DeploymentIDOf(rel), Version: rel.Version}
+	if last, err := cfg.Releases.Last(name); err == nil && last.Version > rel.Version && last.Info.Status.IsPending() {
+		out.Pending = true
+	}
+	out.Objects, err = cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
+	if err != nil {
+		return Revision{}, fmt.Errorf("build objects of release %s/%s: %w", namespace, name, err)
+	}
+	return out, nil
+}
+
+// Namespaced reports whether info's kind is namespaced.
+func Namespaced(info *resource.Info) bool {
+	return info.Mapping != nil && info.Mapping.Scope.Name() == meta.RESTScopeNameNamespace
+}
+
+// CorrectOptions are a bundle's correctDrift settings and Helm history.
+type CorrectOptions struct {
+	// Force replaces objects that cannot be patched in place (a Service
+	// whose port was changed by hand, an immutable field).
+	Force bool
+	// KeepFailHistory keeps the Helm record of a failed correction;
+	// otherwise it is dropped.
+	KeepFailHistory bool
+	// MaxHistory bounds the release's records; DefaultMaxHistory when 0.
+	MaxHistory int
+}
+
+// Correct undoes changes made on the cluster to the release's objects: a
+// Helm rollback to the deployed revision itself (Fleet's correctDrift),
+// which patches every object back to the revision's manifest and
+// recreates missing ones. It adds one record, keeps at most
+// opts.MaxHistory and returns the new revision; the deployment ID stays.
+// It returns an error wrapping ErrNotCurrent, and changes nothing, when
+// the deployed revision does not carry deploymentID. A correction an
+// earlier process left pending is dropped first. A failed correction
+// leaves the revision before it deployed (so the release still runs
+// deploymentID), and its record only with opts.KeepFailHistory.
+func (d *Deployer) Correct(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name, deploymentID string,
+	opts CorrectOptions) (int, error) {
+	defer d.lock(namespace, name)()
+	cfg, err := d.configuration(getter, namespace)
+	if err != nil {
+		return 0, err
+	}
+	last, err := cfg.Releases.Last(name)
+	if err != nil {
+		return 0, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
+	}
+	if _, err := d.recoverPending(cfg, last); err != nil {
+		return 0, err
+	}
+	deployed, err := cfg.Releases.Deployed(name)
+	if err != nil {
+		return 0, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
+	}
+	if id := DeploymentIDOf(deployed); id != deploymentID {
+		return 0, fmt.Errorf("correct release %s/%s: %w %s (it runs %s)", namespace, name, ErrNotCurrent, deploymentID, id)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("correct release %s/%s: %w", namespace, name, err)
+	}
+	rb := action.NewRollback(cfg)
+	rb.Version = deployed.Version
+	rb.Force = opts.Force
+	rb.Timeout = d.timeout
+	rb.MaxHistory = opts.MaxHistory
+	if rb.MaxHistory <= 0 {
+		rb.MaxHistory = DefaultMaxHistory
+	}
+	if err := rb.Run(name); err != nil {
+		if rerr := d.restore(cfg, deployed, opts.KeepFailHistory); rerr != nil {
+			return 0, errors.Join(fmt.Errorf("correct release %s/%s: %w", namespace, name, err), rerr)
+		}
+		return 0, fmt.Errorf("correct release %s/%s: %w", namespace, name, err)
+	}
+	rel, err := cfg.Releases.Deployed(name)
+	if err != nil {
+		return 0, fmt.Errorf("read release %s/%s after correction: %w", namespace, name, err)
+	}
+	return rel.Version, nil
+}
+
+// restore undoes the records of a failed rollback of deployed to itself:
+// Helm marked deployed superseded and recorded the attempt failed. deployed
+// is marked deployed again; the failed record is dropped, or kept (renamed
+// so Deploy recognises it) with keep.
+func (d *Deployer) restore(cfg *action.Configuration, deployed *release.Release, keep bool) error {
+	history, err := cfg.Releases.History(deployed.Name)
+	if err != nil {
+		return fmt.Errorf("read history of %s/%s: %w", deployed.Namespace, deployed.Name, err)
+	}
+	for _, r := range history {
+		if r.Version <= deployed.Version || r.Info.Status != release.StatusFailed {
+			continue
+		}
+		if !keep {
+			if _, err := cfg.Releases.Delete(r.Name, r.Version); err != nil {
+				return fmt.Errorf("drop failed correction %d of %s/%s: %w", r.Version, r.Namespace, r.Name, err)
+			}
+			continue
+		}
+		if !strings.HasPrefix(r.Info.Description, correctionFailed) {
+			r.Info.Description = correctionFailed + r.Info.Description
+			if err := cfg.Releases.Update(r); err != nil {
+				return fmt.Errorf("record failed correction %d of %s/%s: %w", r.Version, r.Namespace, r.Name, err)
+			}
+		}
+	}
+	cur, err := cfg.Releases.Get(deployed.Name, deployed.Version)
+	if err != nil {
+		return fmt.Errorf("read revision %d of %s/%s: %w", deployed.Version, deployed.Namespace, deployed.Name, err)
+	}
+	if cur.Info.Status != release.StatusDeployed {
+		cur.Info.Status = release.StatusDeployed
+		if err := cfg.Releases.Update(cur); err != nil {
+			return fmt.Errorf("restore revision %d of %s/%s: %w", cur.Version, cur.Namespace, cur.Name, err)
+		}
+	}
+	return nil
+}
+
+// releaseLocks serialise Deploy and Correct on one release within a
+// process: a correction never races a deploy of the same release.
+var releaseLocks sync.Map // "namespace/name" -> *sync.Mutex
+
+// lock locks release namespace/name and returns its unlock.
+func (d *Deployer) lock(namespace, name string) func() {
+	m, _ := releaseLocks.LoadOrStore(namespace+"/"+name, new(sync.Mutex))
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}

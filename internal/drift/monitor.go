@@ -1,0 +1,388 @@
+package drift
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// BundleLabel is the label Flotilla puts on every object of a bundle; the
+// watches select on it.
+const BundleLabel = "flotilla.dev/bundle"
+
+// Helm's ownership annotations on every object of a release.
+const (
+	helmReleaseName      = "meta.helm.sh/release-name"
+	helmReleaseNamespace = "meta.helm.sh/release-namespace"
+)
+
+// Corrections counts drift corrections by result: success, failure,
+// conflict (an object given up on). Workers register it on /metrics.
+var Corrections = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "flotilla_drift_corrections_total",
+	Help: "Drift corrections by result: success, failure, conflict (an object a controller keeps changing back).",
+}, []string{"result"})
+
+// Target is one release the monitor watches: a GitRepo's bundle at a
+// deployment ID, with the bundle's drift settings on this cluster.
+type Target struct {
+	GitRepo      string
+	Bundle       string
+	Release      string
+	Namespace    string
+	DeploymentID string
+	Rules        Rules
+	Ready        deployer.ReadyOptions
+	// Correct is the bundle's correctDrift; nil or not Enabled: detect only.
+	Correct *bundle.CorrectDrift
+	// MaxHistory bounds the Helm records corrections leave.
+	MaxHistory int
+	// Error is set when the settings could not be read; it is reported
+	// and nothing is corrected.
+	Error string
+}
+
+// Key names the target's release: namespace/release.
+func (t Target) Key() string { return t.Namespace + "/" + t.Release }
+
+// Config configures a Monitor.
+type Config struct {
+	// Cluster is the cluster's name, for logs and messages.
+	Cluster string
+	// Getter returns the cluster's REST client getter for a namespace.
+	Getter   func(namespace string) (genericclioptions.RESTClientGetter, error)
+	Deployer *deployer.Deployer
+	Logger   *zap.Logger
+	// Report delivers the changed reports of one GitRepo's releases.
+	Report func(ctx context.Context, gitRepo string, reports []status.LiveReport) error
+	// Corrected, if set, counts each correction by result ("success",
+	// "failure", "conflict").
+	Corrected func(result string)
+	// Debounce is how long the monitor waits after a burst of events
+	// before it diffs (default 1s); a burst never delays a diff beyond 3
+	// debounces.
+	Debounce time.Duration
+	// ReportBurst and ReportInterval bound the reports sent per GitRepo:
+	// ReportBurst at once, then one per ReportInterval (defaults 10, 30s),
+	// changes in between merged.
+	ReportBurst    int
+	ReportInterval time.Duration
+	// ConflictTries corrections of one object within ConflictWindow make
+	// it a conflict (defaults 3 and 2m).
+	ConflictTries  int
+	ConflictWindow time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Debounce <= 0 {
+		c.Debounce = time.Second
+	}
+	if c.ReportBurst <= 0 {
+		c.ReportBurst = 10
+	}
+	if c.ReportInterval <= 0 {
+		c.ReportInterval = 30 * time.Second
+	}
+	if c.ConflictTries <= 0 {
+		c.ConflictTries = 3
+	}
+	if c.ConflictWindow <= 0 {
+		c.ConflictWindow = 2 * time.Minute
+	}
+	if c.Corrected == nil {
+		c.Corrected = func(result string) { Corrections.WithLabelValues(result).Inc() }
+	}
+}
+
+// Monitor keeps watching a cluster's releases: one label-scoped watch per
+// kind and namespace, Helm's release records per namespace, and the
+// HorizontalPodAutoscalers of the namespaces. After each burst of events
+// it diffs the affected releases against their deployed revision,
+// reports readiness and drift when they change, and corrects drift where
+// correctDrift is enabled. Run drives it.
+type Monitor struct {
+	cfg Config
+	dyn dynamic.Interface
+
+	mu      sync.Mutex
+	targets map[string]*watched // by Target.Key
+	// byBundle maps a bundle name to the keys of its releases.
+	byBundle map[string][]string
+	dirty    map[string]*mark
+	wake     chan struct{}
+
+	informers map[informerKey]cache.SharedIndexInformer
+	stop      chan struct{}
+	scalers   *scalerIndex
+	sender    *sender
+}
+
+// informerKey is one watch: a resource in a namespace ("" for
+// cluster-scoped kinds or every namespace).
+type informerKey struct {
+	gvr       schema.GroupVersionResource
+	namespace string
+}
+
+// mark records when a release was first and last touched since its last
+// diff, and whether its Helm record changed.
+type mark struct {
+	first, last time.Time
+	reload      bool
+}
+
+// New returns a monitor of the cluster behind cfg.Getter.
+func New(cfg Config) (*Monitor, error) {
+	cfg.defaults()
+	getter, err := cfg.Getter("")
+	if err != nil {
+		return nil, err
+	}
+	rc, err := getter.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", cfg.Cluster, err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", cfg.Cluster, err)
+	}
+	m := &Monitor{cfg: cfg, dyn: dyn, targets: map[string]*watched{}, byBundle: map[string][]string{},
+		dirty: map[string]*mark{}, wake: make(chan struct{}, 1), informers: map[informerKey]cache.SharedIndexInformer{},
+		stop: make(chan struct{}), scalers: newScalerIndex()}
+	m.sender = newSender(cfg)
+	return m, nil
+}
+
+// Run watches targets until ctx ends. It returns ctx's error.
+func (m *Monitor) Run(ctx context.Context, targets []Target) error {
+	defer close(m.stop)
+	for _, t := range targets {
+		m.targets[t.Key()] = newWatched(t)
+		m.byBundle[t.Bundle] = append(m.byBundle[t.Bundle], t.Key())
+	}
+	// Informers start only once the targets are in place: their handlers
+	// read them.
+	for _, t := range targets {
+		if err := m.watchNamespace(t.Namespace); err != nil {
+			m.targets[t.Key()].watchErr = err.Error()
+		}
+		m.touch(t.Key(), true)
+	}
+	go m.sender.run(ctx)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		next := m.due(ctx)
+		timer.Reset(next)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// touch marks the release key dirty now (and its Helm record changed,
+// with reload) and wakes Run.
+func (m *Monitor) touch(key string, reload bool) {
+	m.mu.Lock()
+	now := time.Now()
+	d := m.dirty[key]
+	if d == nil {
+		d = &mark{first: now}
+		m.dirty[key] = d
+	}
+	d.last, d.reload = now, d.reload || reload
+	m.mu.Unlock()
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// later marks key dirty again after d (a retry or a recheck).
+func (m *Monitor) later(key string, d time.Duration) {
+	time.AfterFunc(d, func() {
+		select {
+		case <-m.stop:
+		default:
+			m.touch(key, false)
+		}
+	})
+}
+
+// due evaluates every release whose events have settled and returns how
+// long until the next one is due.
+func (m *Monitor) due(ctx context.Context) time.Duration {
+	now := time.Now()
+	next := time.Hour
+	var ready []string
+	reload := map[string]bool{}
+	m.mu.Lock()
+	for key, d := range m.dirty {
+		at := d.last.Add(m.cfg.Debounce)
+		if limit := d.first.Add(3 * m.cfg.Debounce); limit.Before(at) {
+			at = limit
+		}
+		if !at.After(now) {
+			ready = append(ready, key)
+			reload[key] = d.reload
+			delete(m.dirty, key)
+			continue
+		}
+		next = min(next, at.Sub(now))
+	}
+	m.mu.Unlock()
+	for _, key := range ready {
+		if ctx.Err() != nil {
+			break
+		}
+		if w := m.targets[key]; w != nil {
+			m.evaluate(ctx, w, reload[key])
+		}
+	}
+	return next
+}
+
+// watchNamespace watches Helm's release records and the autoscalers of
+// namespace ns, once.
+func (m *Monitor) watchNamespace(ns string) error {
+	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	if err := m.watch(informerKey{gvr: secrets, namespace: ns}, "owner=helm", func(u *unstructured.Unstructured, _ cache.Store) {
+		m.onRelease(u)
+	}); err != nil {
+		return err
+	}
+	hpas := schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}
+	return m.watch(informerKey{gvr: hpas, namespace: ns}, "", func(u *unstructured.Unstructured, store cache.Store) {
+		m.onScaler(u.GetNamespace(), store)
+	})
+}
+
+// watchObjects watches the objects of kind gvr in ns that carry
+// BundleLabel, once.
+func (m *Monitor) watchObjects(gvr schema.GroupVersionResource, ns string) error {
+	return m.watch(informerKey{gvr: gvr, namespace: ns}, BundleLabel, func(u *unstructured.Unstructured, _ cache.Store) {
+		m.onObject(u)
+	})
+}
+
+// informerSync bounds the wait for a new watch's first list.
+const informerSync = 20 * time.Second
+
+// watch starts an informer for k with label selector sel, calling on
+// with each object added, changed or deleted, unless one runs already.
+// Objects are cached without managedFields.
+func (m *Monitor) watch(k informerKey, sel string, on func(*unstructured.Unstructured, cache.Store)) error {
+	if _, ok := m.informers[k]; ok {
+		return nil
+	}
+	inf := dynamicinformer.NewFilteredDynamicInformer(m.dyn, k.gvr, k.namespace, 0, cache.Indexers{},
+		func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
+	if err := inf.SetTransform(stripManagedFields); err != nil {
+		return err
+	}
+	handle := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			on(u, inf.GetStore())
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: handle, DeleteFunc: handle,
+		UpdateFunc: func(_, obj any) { handle(obj) },
+	}); err != nil {
+		return err
+	}
+	m.informers[k] = inf
+	go inf.Run(m.stop)
+	ctx, cancel := context.WithTimeout(context.Background(), informerSync)
+	defer cancel()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("cluster %s: cannot watch %s in namespace %q", m.cfg.Cluster, k.gvr.String(), k.namespace)
+	}
+	return nil
+}
+
+// onObject marks the releases of the object's bundle.
+func (m *Monitor) onObject(u *unstructured.Unstructured) {
+	b := u.GetLabels()[BundleLabel]
+	m.mu.Lock()
+	keys := m.byBundle[b]
+	m.mu.Unlock()
+	for _, k := range keys {
+		m.touch(k, false)
+	}
+}
+
+// onRelease marks the release whose Helm record changed.
+func (m *Monitor) onRelease(u *unstructured.Unstructured) {
+	key := u.GetNamespace() + "/" + u.GetLabels()["name"]
+	if _, ok := m.targets[key]; ok {
+		m.touch(key, true)
+	}
+}
+
+// onScaler re-reads namespace ns's autoscalers from store and marks the
+// namespace's releases.
+func (m *Monitor) onScaler(ns string, store cache.Store) {
+	m.scalers.set(ns, store.List())
+	for key, w := range m.targets {
+		if w.t.Namespace == ns {
+			m.touch(key, false)
+		}
+	}
+}
+
+// cached returns the watched object gvr ns/name, nil when absent.
+func (m *Monitor) cached(gvr schema.GroupVersionResource, namespaced bool, ns, name string) *unstructured.Unstructured {
+	k := informerKey{gvr: gvr}
+	if namespaced {
+		k.namespace = ns
+	}
+	inf, ok := m.informers[k]
+	if !ok {
+		return nil
+	}
+	key := name
+	if namespaced {
+		key = ns + "/" + name
+	}
+	obj, ok, err := inf.GetStore().GetByKey(key)
+	if err != nil || !ok {
+		return nil
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}
+
+// stripManagedFields drops managedFields from objects before they are
+// cached: the diff does not need them and they are a large part of every
+// object.
+func stripManagedFields(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		u.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -1,0 +1,60 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// ClusterWatch is what a GitRepo runs on one cluster, for its watch.
+type ClusterWatch struct {
+	Cluster string
+	Set     protocol.WatchSet
+}
+
+// Hash identifies the set, so a GitRepo tells a cluster only changes.
+func (w ClusterWatch) Hash() string {
+	b, _ := json.Marshal(w.Set)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// WatchSets returns, per cluster (sorted), the releases of gitRepo the
+// cluster runs at the deployment ID it should: the deployments applied at
+// their DeploymentID whose inventory entry knows the options. Releases are
+// sorted by bundle.
+func WatchSets(gitRepo string, inv []InventoryEntry, deps []status.Deployment) []ClusterWatch {
+	entries := make(map[status.Key]InventoryEntry, len(inv))
+	for _, e := range inv {
+		entries[e.Key()] = e
+	}
+	by := map[string]*ClusterWatch{}
+	var clusters []string
+	for _, d := range deps {
+		e, ok := entries[d.Key()]
+		if !ok || d.DeploymentID == "" || d.AppliedDeploymentID != d.DeploymentID || e.DeploymentID != d.DeploymentID ||
+			e.OptionsKey == "" || e.Release != d.Release || e.Namespace != d.Namespace {
+			continue
+		}
+		w := by[d.Cluster]
+		if w == nil {
+			w = &ClusterWatch{Cluster: d.Cluster, Set: protocol.WatchSet{GitRepo: gitRepo}}
+			by[d.Cluster] = w
+			clusters = append(clusters, d.Cluster)
+		}
+		w.Set.Releases = append(w.Set.Releases, protocol.WatchedRelease{Bundle: d.Bundle, Release: d.Release,
+			Namespace: d.Namespace, DeploymentID: d.DeploymentID, OptionsKey: e.OptionsKey})
+	}
+	sort.Strings(clusters)
+	out := make([]ClusterWatch, 0, len(clusters))
+	for _, c := range clusters {
+		w := by[c]
+		sort.Slice(w.Set.Releases, func(i, j int) bool { return w.Set.Releases[i].Bundle < w.Set.Releases[j].Bundle })
+		out = append(out, *w)
+	}
+	return out
+}

@@ -1,0 +1,104 @@
+package workflows
+
+import (
+	"slices"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// versionDriftWatch: a GitRepo tells each cluster which of its releases
+// run there after every rollout, and clusters watch them (issue 15).
+const versionDriftWatch = "drift-watch"
+
+// live takes what a cluster's watch saw: each report about the deployment
+// ID a release runs is kept in its inventory entry and shown in status.
+func (g *gitRepo) live(ctx workflow.Context, sig status.LiveSignal) {
+	changed := false
+	for _, r := range sig.Reports {
+		key := status.Key{Bundle: r.Bundle, Cluster: sig.Cluster}
+		i := slices.IndexFunc(g.s.Inventory, func(e InventoryEntry) bool {
+			return e.Key() == key && e.Release == r.Release && e.Namespace == r.Namespace
+		})
+		if i < 0 || g.s.Inventory[i].DeploymentID != r.DeploymentID {
+			continue // about a release the GitRepo no longer runs so
+		}
+		g.s.Inventory[i].Live = &r
+		for j, d := range g.s.Deployments {
+			if d.Key() == key {
+				g.s.Deployments[j] = d.WithLive(r)
+				changed = true
+			}
+		}
+	}
+	if changed {
+		g.upsert(ctx)
+	}
+}
+
+// keepLive keeps, after a rollout, the newest live report of every
+// release (those the GitRepo took while the rollout ran, from prev) and
+// shows them on the rollout's deployments.
+func (g *gitRepo) keepLive(prev []InventoryEntry) {
+	newest := map[rollout.ReleaseRef]*status.LiveReport{}
+	for _, e := range prev {
+		if e.Live != nil {
+			newest[e.Ref()] = e.Live
+		}
+	}
+	at := map[status.Key]*status.LiveReport{}
+	for i, e := range g.s.Inventory {
+		if l, ok := newest[e.Ref()]; ok {
+			g.s.Inventory[i].Live = l
+		}
+		if l := g.s.Inventory[i].Live; l != nil && l.DeploymentID == e.DeploymentID {
+			at[e.Key()] = l
+		}
+	}
+	for j, d := range g.s.Deployments {
+		if l, ok := at[d.Key()]; ok {
+			g.s.Deployments[j] = d.WithLive(*l)
+		}
+	}
+}
+
+// sendWatch tells every cluster whose share of the GitRepo changed which
+// releases the GitRepo runs there now (none, for a cluster it left), so
+// the cluster's watch follows them.
+func (g *gitRepo) sendWatch(ctx workflow.Context) {
+	if workflow.GetVersion(ctx, versionDriftWatch, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	sets := rollout.WatchSets(g.ref.String(), g.s.Inventory, g.s.Deployments)
+	if g.s.Watched == nil {
+		g.s.Watched = map[string]string{}
+	}
+	var sent []workflow.Future
+	seen := map[string]bool{}
+	for _, w := range sets {
+		seen[w.Cluster] = true
+		if h := w.Hash(); g.s.Watched[w.Cluster] != h {
+			g.s.Watched[w.Cluster] = h
+			sent = append(sent, workflow.SignalExternalWorkflow(ctx, protocol.ClusterID(w.Cluster), "", protocol.SignalWatch, w.Set))
+		}
+	}
+	var gone []string
+	//workflowcheck:ignore deterministic: sorted below
+	for c := range g.s.Watched {
+		if !seen[c] {
+			gone = append(gone, c)
+		}
+	}
+	slices.Sort(gone)
+	for _, c := range gone {
+		delete(g.s.Watched, c)
+		sent = append(sent, workflow.SignalExternalWorkflow(ctx, protocol.ClusterID(c), "", protocol.SignalWatch,
+			protocol.WatchSet{GitRepo: g.ref.String()}))
+	}
+	for _, f := range sent {
+		_ = f.Get(ctx, nil) // a cluster removed meanwhile has no watch to tell
+	}
+}

@@ -1,0 +1,104 @@
+package workflows
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+)
+
+// watchOptions: the cluster's long-running watch (activities.Watch). It
+// heartbeats every few seconds, so a watch whose agent or controller died
+// is started again within watchHeartbeatTimeout on the next worker of
+// the cluster's queue; it is retried without limit and waits in the
+// queue as long as it takes.
+var watchOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: activities.WatchRun + 10*time.Minute,
+	HeartbeatTimeout:    watchHeartbeatTimeout,
+	WaitForCancellation: true,
+	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
+}
+
+// watchHeartbeatTimeout bounds how long a dead watch goes unnoticed.
+const watchHeartbeatTimeout = 20 * time.Second
+
+// clusterWatch runs a cluster's watch over the releases GitRepos run
+// there: one Watch activity at a time, restarted whenever a GitRepo's set
+// changes, when a run ends, and in the next run after continue-as-new.
+type clusterWatch struct {
+	name string
+	rec  *protocol.ClusterRecord
+	// sets are the GitRepos' watch sets, sorted by GitRepo.
+	sets []protocol.WatchSet
+	// gen counts changes of sets; running is set while a Watch runs.
+	gen     int
+	running bool
+}
+
+// set takes a GitRepo's watch set.
+func (w *clusterWatch) set(s protocol.WatchSet) {
+	i, found := slices.BinarySearchFunc(w.sets, s.GitRepo, func(e protocol.WatchSet, g string) int { return strings.Compare(e.GitRepo, g) })
+	switch {
+	case len(s.Releases) == 0 && found:
+		w.sets = slices.Delete(w.sets, i, i+1)
+	case len(s.Releases) == 0:
+		return
+	case found:
+		w.sets[i] = s
+	default:
+		w.sets = slices.Insert(w.sets, i, s)
+	}
+	w.gen++
+}
+
+// start receives watch sets and runs the watch loop.
+func (w *clusterWatch) start(ctx workflow.Context) {
+	ch := workflow.GetSignalChannel(ctx, protocol.SignalWatch)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var s protocol.WatchSet
+			ch.Receive(ctx, &s)
+			w.set(s)
+		}
+	})
+	workflow.Go(ctx, w.loop)
+}
+
+// stopping reports whether the run should end its watch: its history is
+// long enough to continue as new.
+func stopping(ctx workflow.Context) bool {
+	return workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
+}
+
+// loop runs Watch while there is something to watch.
+func (w *clusterWatch) loop(ctx workflow.Context) {
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(w.sets) > 0 && !stopping(ctx) }); err != nil {
+			return
+		}
+		if workflow.GetVersion(ctx, versionDriftWatch, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+			return
+		}
+		gen := w.gen
+		actx, cancel := workflow.WithCancel(ctx)
+		var a *activities.ClusterActivities
+		w.running = true
+		f := workflow.ExecuteActivity(onCluster(actx, w.name, w.rec.PullMode(), watchOptions), a.Watch,
+			activities.WatchInput{Cluster: w.name, Sets: w.sets})
+		_ = workflow.Await(ctx, func() bool { return f.IsReady() || w.gen != gen || stopping(ctx) })
+		if !f.IsReady() {
+			cancel()
+		}
+		err := f.Get(ctx, nil)
+		w.running = false
+		cancel()
+		if err != nil && !temporal.IsCanceledError(err) {
+			_ = workflow.Sleep(ctx, 10*time.Second) // retries exhausted or refused: pause
+		}
+	}
+}
