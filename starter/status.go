@@ -24,8 +24,9 @@ func newStatusCommand(g *globals) *cobra.Command {
 		Use:   "status NAME",
 		Short: "Show a GitRepo's commit and the state of every bundle on every cluster",
 		Long: `Status shows the GitRepo's commit and, per bundle and cluster, the state (Ready, NotReady,
-WaitApplied, ErrApplied, Pending, OutOfSync), ready/total resources and a message naming the
-cluster. With --watch it prints every change until the rollout settles, then exits 0.`,
+WaitApplied, ErrApplied, Pending, OutOfSync, Modified), ready/total resources and a message naming
+the cluster, then the objects that differ from Git (see flotilla diff). With --watch it prints
+every change until the rollout settles, then exits 0.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, _ := g.format() // validated in PersistentPreRunE
@@ -81,8 +82,8 @@ func waitSettled(ctx context.Context, c client.Client, namespace, name string, r
 }
 
 // printStatus prints a GitRepo's status: for people, its state, progress,
-// unhealthy conditions, waits, halts, bundles and deployments; for -o
-// json|yaml the whole status.
+// unhealthy conditions, waits, halts, bundles, deployments and drifted
+// objects; for -o json|yaml the whole status.
 func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	if len(st.Conditions) == 0 { // a worker that does not Finish
 		st.Finish()
@@ -106,6 +107,7 @@ func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	if err := printTables(w, f, st); err != nil {
 		return err
 	}
+	printDrift(w, st)
 	fmt.Fprintln(w)
 	return nil
 }

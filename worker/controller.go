@@ -66,6 +66,7 @@ func registerController(w worker.Worker, c client.Client, st *stores, agents *ac
 		Content:  st.content,
 		Logger:   logger,
 	})
+	exportStateMetrics(c, logger) // GitRepo, bundle and cluster states on /metrics
 }
 
 // agentActivities builds the activities that install managed agents: the
