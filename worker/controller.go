@@ -65,6 +65,7 @@ func registerController(w worker.Worker, c client.Client, st *stores, agents *ac
 		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
 		Content:  st.content,
 		Logger:   logger,
+		Signal:   signaller(c),
 	})
 	exportStateMetrics(c, logger) // GitRepo, bundle and cluster states on /metrics
 }
