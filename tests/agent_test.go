@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 	"github.com/flotilla-gitops/flotilla/internal/testenv/history"
 )
@@ -52,6 +53,7 @@ func TestAgents(t *testing.T) {
 	})
 	t.Run("HealthAndMetrics", func(t *testing.T) { testHealthAndMetrics(t, f) })
 	t.Run("KillAgentMidDeploy", func(t *testing.T) { testKillAgentMidDeploy(t, f) })
+	t.Run("KillAgentMidCorrection", func(t *testing.T) { testKillAgentMidCorrection(t, f) })
 }
 
 // testHealthAndMetrics: controller and agents serve /healthz, /readyz and
@@ -456,4 +458,76 @@ func testKillAgentMidDeploy(t *testing.T, f *agentFleet) {
 	cms, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "flotilla.dev/bundle=big"})
 	require.NoError(t, err)
 	assert.Len(t, cms.Items, 300)
+}
+
+// testKillAgentMidCorrection: cluster-1's agent watches a release with
+// correctDrift; a hand edit starts a correction and the agent is killed
+// the moment Helm writes the correction's record. When the agent is back
+// its watch resumes and the release is restored with exactly one
+// correction record, at the same deployment ID, and no deploy.
+func testKillAgentMidCorrection(t *testing.T, f *agentFleet) {
+	const ns, name = "drift-agent", "drift-agent"
+	bundle := name + "-app"
+	repo := f.git.CreateRepo(t, name, map[string]string{"app/fleet.yaml": fleetYAML(ns), "app/cm.yaml": configMapDoc("cm", "v1")})
+	f.cli(t, "apply", "-f", writeTemp(t, name+".yaml", gitRepoDoc(name, repo.URL(),
+		"  targets:\n  - clusterName: cluster-1\n  correctDrift:\n    enabled: true\n")))
+	st := f.waitGitRepo(t, name, "Ready on cluster-1", 2*time.Minute, settledAt(repo.Head(t), 1))
+	d, _ := deploymentOn(st, bundle, "cluster-1")
+	id := d.DeploymentID
+	settle()
+
+	cs := f.cluster("cluster-1").Clientset(t)
+	records := func() map[string]string {
+		list, err := cs.CoreV1().Secrets(ns).List(context.Background(), listByRelease(bundle))
+		require.NoError(t, err)
+		out := map[string]string{}
+		for _, s := range list.Items {
+			out[s.Labels["version"]] = s.Labels["status"]
+		}
+		return out
+	}
+	before := len(records())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := cs.CoreV1().Secrets(ns).Watch(ctx, listByRelease(bundle))
+	require.NoError(t, err)
+	defer w.Stop()
+	cms := cs.CoreV1().ConfigMaps(ns)
+	cm, err := cms.Get(ctx, "cm", metav1.GetOptions{})
+	require.NoError(t, err)
+	cm.Data["value"] = "by-hand"
+	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+	require.NoError(t, err)
+	want := fmt.Sprintf("sh.helm.release.v1.%s.v%d", bundle, before+1)
+	var state string
+	for ev := range w.ResultChan() {
+		if s, ok := ev.Object.(*corev1.Secret); ok && s.Name == want {
+			kill9(t, f.agents["cluster-1"].proc)
+			state = s.Labels["status"]
+			break
+		}
+	}
+	require.NotEmpty(t, state, "the correction's record never appeared: %v", ctx.Err())
+	t.Logf("agent killed with the correction's record in state %s", state)
+
+	f.startAgent(t, "cluster-1", "")
+	waitUntil(t, 90*time.Second, "edit corrected after the agent is back", func() bool {
+		got, err := cms.Get(context.Background(), "cm", metav1.GetOptions{})
+		return err == nil && got.Data["value"] == "v1"
+	})
+	st = f.waitGitRepo(t, name, "Ready at the same deployment ID", time.Minute, func(st status.GitRepo) bool {
+		return readyAt(st, bundle, "cluster-1", id)
+	})
+	recs := records()
+	assert.Len(t, recs, before+1, "exactly one correction: %v", recs)
+	assert.Equal(t, "deployed", recs[fmt.Sprint(before+1)], "%v", recs)
+	corrected := 0
+	for _, l := range logLines(t, logCorrected, f.logs) {
+		if l["bundle"] == bundle {
+			corrected++
+		}
+	}
+	assert.LessOrEqual(t, corrected, 1, "at most one %q line", logCorrected)
+	a := f.audit(t, bundle, ns, []string{"cluster-1"})
+	assert.Equal(t, 1, a.lines["cluster-1"], "one Deployed bundle line: the first deploy, none for the correction")
 }

@@ -34,7 +34,8 @@ type Revision struct {
 	Objects []*resource.Info
 	// Pending is set when a newer record of the release is pending: an
 	// install, upgrade or rollback runs, or was interrupted.
-	Pending bool
+	// PendingRollback says that record is a rollback's (a correction's).
+	Pending, PendingRollback bool
 }
 
 // Deployed returns the release's deployed revision and its objects. It
@@ -54,6 +55,7 @@ func (d *Deployer) Deployed(getter genericclioptions.RESTClientGetter, namespace
 	out := Revision{DeploymentID: DeploymentIDOf(rel), Version: rel.Version}
 	if last, err := cfg.Releases.Last(name); err == nil && last.Version > rel.Version && last.Info.Status.IsPending() {
 		out.Pending = true
+		out.PendingRollback = last.Info.Status == release.StatusPendingRollback
 	}
 	out.Objects, err = cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
 	if err != nil {

@@ -20,6 +20,7 @@ var ErrNoRevision = errors.New("no revision carries the deployment ID")
 // nothing (returning the deployed revision) when the release no longer
 // runs from — a newer rollout already changed it — or already runs to.
 func (d *Deployer) Rollback(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name, from, to string) (int, error) {
+	defer d.lock(namespace, name)()
 	cfg, err := d.configuration(getter, namespace)
 	if err != nil {
 		return 0, err

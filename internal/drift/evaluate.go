@@ -53,8 +53,6 @@ type watched struct {
 	backoff        time.Duration
 	failure        string
 	corrections    int
-	// pendingSince is when a pending Helm record was first seen.
-	pendingSince time.Time
 }
 
 func newWatched(t Target) *watched {
@@ -68,10 +66,6 @@ type drifted struct {
 	entry status.ModifiedStatus
 }
 
-// pendingGrace is how long a pending Helm record is left to the operation
-// that runs it before a correction takes it for interrupted.
-const pendingGrace = 30 * time.Second
-
 // evaluate diffs the release (re-reading its Helm record with reload),
 // corrects its drift when enabled, and hands the report to the sender.
 func (m *Monitor) evaluate(ctx context.Context, w *watched, reload bool) {
@@ -80,16 +74,11 @@ func (m *Monitor) evaluate(ctx context.Context, w *watched, reload bool) {
 			return
 		}
 	}
-	if w.rev.Pending {
-		if w.pendingSince.IsZero() {
-			w.pendingSince = time.Now()
-		}
-		if !w.correcting() || time.Since(w.pendingSince) < pendingGrace {
-			m.later(w.t.Key(), 5*time.Second)
-			return
-		}
-	} else {
-		w.pendingSince = time.Time{}
+	if w.rev.Pending && !(w.rev.PendingRollback && w.correcting()) {
+		// A deploy runs (or an agent died in one, which its retry
+		// recovers): judge the release once it is done.
+		m.later(w.t.Key(), 5*time.Second)
+		return
 	}
 	rep, drift := m.diff(ctx, w)
 	if w.correcting() && (len(drift) > 0 || w.rev.Pending) && m.correct(ctx, w, drift, &rep) {

@@ -60,6 +60,12 @@ func (s *sender) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		// The flush sees every put so far: a wake left from one would
+		// retry a failed send at once instead of after sendRetry.
+		select {
+		case <-s.wake:
+		default:
+		}
 		timer.Reset(s.flush(ctx))
 		select {
 		case <-ctx.Done():

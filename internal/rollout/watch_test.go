@@ -1,0 +1,145 @@
+package rollout_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+const watchRepo = "fleet-default/app"
+
+// watchedEntry is bundle b's inventory entry on cluster c, at ID "s-<b>:1"
+// with options "opts-<b>".
+func watchedEntry(b, c string) rollout.InventoryEntry {
+	return rollout.InventoryEntry{Bundle: b, Cluster: c, Release: b, Namespace: "ns-" + b, DeploymentID: "s-" + b + ":1",
+		OptionsKey: "opts-" + b}
+}
+
+// appliedDeployment is bundle b on cluster c, applied at the ID of its
+// watchedEntry.
+func appliedDeployment(b, c string) status.Deployment {
+	return status.Deployment{Bundle: b, Cluster: c, Release: b, Namespace: "ns-" + b, DeploymentID: "s-" + b + ":1",
+		AppliedDeploymentID: "s-" + b + ":1", State: status.Ready}
+}
+
+// watched is what the watch set lists for watchedEntry(b, ...).
+func watched(b string) protocol.WatchedRelease {
+	return protocol.WatchedRelease{Bundle: b, Release: b, Namespace: "ns-" + b, DeploymentID: "s-" + b + ":1", OptionsKey: "opts-" + b}
+}
+
+func TestWatchSets(t *testing.T) {
+	tests := []struct {
+		name string
+		inv  []rollout.InventoryEntry
+		deps []status.Deployment
+		// edit changes the one entry and deployment of the case.
+		editEntry func(*rollout.InventoryEntry)
+		editDep   func(*status.Deployment)
+		want      []rollout.ClusterWatch
+	}{
+		{name: "an applied deployment with its entry is watched",
+			want: []rollout.ClusterWatch{{Cluster: "c1", Set: protocol.WatchSet{GitRepo: watchRepo,
+				Releases: []protocol.WatchedRelease{watched("a")}}}}},
+		{name: "a deployment whose state is not live is still watched when applied",
+			editDep: func(d *status.Deployment) { d.State = status.NotReady },
+			want: []rollout.ClusterWatch{{Cluster: "c1", Set: protocol.WatchSet{GitRepo: watchRepo,
+				Releases: []protocol.WatchedRelease{watched("a")}}}}},
+		{name: "not applied at its deployment ID yet",
+			editDep: func(d *status.Deployment) { d.AppliedDeploymentID = "s-a:0" }},
+		{name: "never applied",
+			editDep: func(d *status.Deployment) { d.AppliedDeploymentID, d.State = "", status.WaitApplied }},
+		{name: "no deployment ID",
+			editDep:   func(d *status.Deployment) { d.DeploymentID, d.AppliedDeploymentID = "", "" },
+			editEntry: func(e *rollout.InventoryEntry) { e.DeploymentID = "" }},
+		{name: "the entry records another deployment ID",
+			editEntry: func(e *rollout.InventoryEntry) { e.DeploymentID = "s-a:0" }},
+		{name: "the entry has no options key",
+			editEntry: func(e *rollout.InventoryEntry) { e.OptionsKey = "" }},
+		{name: "the entry names another release",
+			editEntry: func(e *rollout.InventoryEntry) { e.Release = "a-old" }},
+		{name: "the entry names another namespace",
+			editEntry: func(e *rollout.InventoryEntry) { e.Namespace = "elsewhere" }},
+		{name: "no entry for the bundle on the cluster",
+			editEntry: func(e *rollout.InventoryEntry) { e.Cluster = "c2" }},
+		{name: "an entry without a deployment is not watched",
+			deps: []status.Deployment{}},
+		{name: "grouped per cluster, clusters sorted, releases sorted by bundle",
+			inv: []rollout.InventoryEntry{watchedEntry("b", "c2"), watchedEntry("c", "c1"), watchedEntry("a", "c2"),
+				watchedEntry("a", "c1"), watchedEntry("b", "c1")},
+			deps: []status.Deployment{appliedDeployment("c", "c1"), appliedDeployment("b", "c2"), appliedDeployment("a", "c1"),
+				appliedDeployment("a", "c2"), appliedDeployment("b", "c1")},
+			want: []rollout.ClusterWatch{
+				{Cluster: "c1", Set: protocol.WatchSet{GitRepo: watchRepo,
+					Releases: []protocol.WatchedRelease{watched("a"), watched("b"), watched("c")}}},
+				{Cluster: "c2", Set: protocol.WatchSet{GitRepo: watchRepo,
+					Releases: []protocol.WatchedRelease{watched("a"), watched("b")}}},
+			}},
+		{name: "a cluster whose releases are all unapplied has no set",
+			inv: []rollout.InventoryEntry{watchedEntry("a", "c1"), watchedEntry("a", "c2")},
+			deps: []status.Deployment{appliedDeployment("a", "c1"),
+				{Bundle: "a", Cluster: "c2", Release: "a", Namespace: "ns-a", DeploymentID: "s-a:1", State: status.Pending}},
+			want: []rollout.ClusterWatch{{Cluster: "c1", Set: protocol.WatchSet{GitRepo: watchRepo,
+				Releases: []protocol.WatchedRelease{watched("a")}}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv, deps := tt.inv, tt.deps
+			if inv == nil {
+				e := watchedEntry("a", "c1")
+				if tt.editEntry != nil {
+					tt.editEntry(&e)
+				}
+				inv = []rollout.InventoryEntry{e}
+			}
+			if deps == nil {
+				d := appliedDeployment("a", "c1")
+				if tt.editDep != nil {
+					tt.editDep(&d)
+				}
+				deps = []status.Deployment{d}
+			}
+			got := rollout.WatchSets(watchRepo, inv, deps)
+			if tt.want == nil {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestClusterWatchHash(t *testing.T) {
+	set := func(edit func(*protocol.WatchedRelease)) rollout.ClusterWatch {
+		w := rollout.ClusterWatch{Cluster: "c1", Set: protocol.WatchSet{GitRepo: watchRepo,
+			Releases: []protocol.WatchedRelease{watched("a"), watched("b")}}}
+		if edit != nil {
+			edit(&w.Set.Releases[1])
+		}
+		return w
+	}
+	base := set(nil).Hash()
+	assert.NotEmpty(t, base)
+	assert.Equal(t, base, set(nil).Hash(), "an equal set hashes equal")
+	assert.Equal(t, base, rollout.WatchSets(watchRepo,
+		[]rollout.InventoryEntry{watchedEntry("b", "c1"), watchedEntry("a", "c1")},
+		[]status.Deployment{appliedDeployment("b", "c1"), appliedDeployment("a", "c1")})[0].Hash(),
+		"WatchSets' order does not depend on the input's")
+
+	changes := map[string]func(*protocol.WatchedRelease){
+		"deployment ID": func(r *protocol.WatchedRelease) { r.DeploymentID = "s-b:2" },
+		"options key":   func(r *protocol.WatchedRelease) { r.OptionsKey = "opts-b2" },
+	}
+	for name, edit := range changes {
+		assert.NotEqual(t, base, set(edit).Hash(), "a changed %s changes the hash", name)
+	}
+	fewer := set(nil)
+	fewer.Set.Releases = fewer.Set.Releases[:1]
+	assert.NotEqual(t, base, fewer.Hash(), "a release fewer changes the hash")
+	other := set(nil)
+	other.Set.GitRepo = "fleet-default/other"
+	assert.NotEqual(t, base, other.Hash(), "another GitRepo's set hashes differently")
+}
