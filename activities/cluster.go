@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
@@ -132,6 +133,8 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in D
 		// log). "Deployed bundle" stays at most once per deploy; this line
 		// makes sure no deploy goes unrecorded.
 		c.Logger.Info("Confirmed interrupted deploy", append(fields, zap.Int32("attempt", activity.GetInfo(ctx).Attempt))...)
+	case len(b.Repair) > 0:
+		c.repair(ctx, getter, k.Name(), in.WorkflowID, b, opts)
 	}
 	d.AppliedDeploymentID = b.DeploymentID
 	seen, err := c.observe(ctx, k, d, render.ReadyOptions(opts))
@@ -141,6 +144,32 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in D
 		return c.failed(in, d, outcome.Unreachable, err), nil
 	}
 	return seen, nil
+}
+
+// repair restores a release that runs its deployment ID but drifted (a
+// sync's deploy of b.Repair): the correction correctDrift makes, logged
+// the same way. A failed repair is logged; the readiness check that
+// follows shows what is still missing.
+func (c *ClusterActivities) repair(ctx context.Context, getter genericclioptions.RESTClientGetter, cluster, workflowID string, b Bundle,
+	opts bundle.Options) {
+	co := deployer.CorrectOptions{}
+	if cd := opts.CorrectDrift; cd != nil {
+		co.Force, co.KeepFailHistory = cd.Force, cd.KeepFailHistory
+	}
+	if opts.Helm != nil {
+		co.MaxHistory = opts.Helm.MaxHistory
+	}
+	fields := []zap.Field{zap.String("bundle", b.Name), zap.String("cluster", cluster), zap.String("release", b.Namespace+"/"+b.Release),
+		zap.String("deploymentID", b.DeploymentID), zap.Strings("objects", b.Repair), zap.String("reason", "sync"),
+		zap.String("workflowID", workflowID)}
+	rev, err := c.Deployer.Correct(ctx, getter, b.Namespace, b.Release, b.DeploymentID, co)
+	if err != nil {
+		drift.Corrections.WithLabelValues("failure").Inc()
+		c.Logger.Warn("Drift correction failed", append(fields, zap.Error(err))...)
+		return
+	}
+	drift.Corrections.WithLabelValues("success").Inc()
+	c.Logger.Info("Corrected drift", append(fields, zap.Int("revision", rev))...)
 }
 
 // failed reports a bundle's failure on a cluster: its state and message

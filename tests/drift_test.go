@@ -156,13 +156,28 @@ func testDriftDetection(t *testing.T, f *failureFleet) {
 	assert.Contains(t, out, "ConfigMap "+ns+"/edited")
 	assert.Contains(t, out, "missing")
 
-	// flotilla sync redeploys nothing (same deployment ID) and leaves the
-	// drift visible: detection does not depend on rollouts.
+	// flotilla sync makes the cluster match Git again without a deploy
+	// (same deployment ID): the deleted object is back and the edit
+	// undone; the orphan, which Helm does not own, stays reported.
+	id := dep(t, st, bundle, "cluster-1").DeploymentID
+	mark := f.mark()
 	f.sync(t, name)
-	st = f.waitForWithin(t, name, "still Modified after sync", driftWait, func(st status.GitRepo) bool {
-		return st.Settled && is(st, bundle, "cluster-1", status.Modified)
+	_, ok := f.configMap(t, "cluster-1", ns, "deleted")
+	assert.True(t, ok, "sync restores the deleted object")
+	assert.Equal(t, "v1", f.cmValue(t, "cluster-1", ns, "edited", "value"), "sync restores the edit")
+	st = f.waitForWithin(t, name, "only the orphan left after sync", driftWait, func(st status.GitRepo) bool {
+		d, _ := deploymentOn(st, bundle, "cluster-1")
+		return st.Settled && d.State == status.Modified && d.Missing == 0 && d.Modified == 0 && d.Orphaned == 1
 	})
-	assert.Equal(t, 1, dep(t, st, bundle, "cluster-1").Missing)
+	d = dep(t, st, bundle, "cluster-1")
+	assert.Equal(t, id, d.AppliedDeploymentID, "the deployment ID does not change")
+	lines := f.since(mark, logCorrected, "bundle", bundle)
+	if assert.Len(t, lines, 1, "one %q line for the sync's repair", logCorrected) {
+		assert.Equal(t, "cluster-1", lines[0].str("cluster"))
+		assert.Equal(t, "sync", lines[0].str("reason"))
+	}
+	assert.Empty(t, f.since(mark, logDeployed, "bundle", bundle), "a sync of an unchanged commit deploys nothing")
+	assert.True(t, is(st, bundle, "cluster-2", status.Ready), "cluster-2 untouched")
 }
 
 func testDriftCorrection(t *testing.T, f *failureFleet) {

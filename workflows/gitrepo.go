@@ -57,6 +57,8 @@ type GitRepoState struct {
 	Watched map[string]string `json:"watched,omitempty"`
 	// Syncs counts sync signals, so a client can wait for its own sync.
 	Syncs int64 `json:"syncs,omitempty"`
+	// Repair: a sync asked for a rollout that restores drifted releases.
+	Repair bool `json:"repair,omitempty"`
 	// Halts and Waits are the last rollout's halted bundles and what
 	// still held deployments back when it ended.
 	Halts []status.Halt `json:"halts,omitempty"`
@@ -184,7 +186,7 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		name string
 		signal
 	}{
-		{protocol.SignalSync, signal{apply: plain(func() { g.s.ResolveDue, g.s.Dirty = true, true; g.s.Syncs++; g.pollReset++ })}},
+		{protocol.SignalSync, signal{apply: plain(func() { g.s.ResolveDue, g.s.Dirty, g.s.Repair = true, true, true; g.s.Syncs++; g.pollReset++ })}},
 		{protocol.SignalPause, signal{apply: plain(func() { g.s.Paused = true })}},
 		{protocol.SignalResume, signal{apply: plain(g.resume)}},
 		{protocol.SignalDelete, signal{apply: plain(func() { g.s.Deleting = true })}},
@@ -477,10 +479,10 @@ func (g *gitRepo) upsertRepoKey(ctx workflow.Context) {
 // startRollout starts a child RolloutWorkflow for the latest commit and
 // spec; its result is folded in when it finishes.
 func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
-	g.s.Dirty = false
 	commit := g.s.LatestCommit
 	in := RolloutInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec, Commit: commit, Generation: g.s.Generation,
-		Inventory: g.s.Inventory, Delete: del}
+		Inventory: g.s.Inventory, Delete: del, Repair: g.s.Repair}
+	g.s.Dirty, g.s.Repair = false, false
 	id := protocol.RolloutID(g.ref.Namespace, g.ref.Name, commit, g.s.Generation)
 	if del {
 		id += "-delete"

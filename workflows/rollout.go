@@ -29,6 +29,9 @@ type RolloutInput struct {
 	Inventory []InventoryEntry `json:"inventory,omitempty"`
 	// Delete removes everything in the inventory (the GitRepo is deleted).
 	Delete bool `json:"delete,omitempty"`
+	// Repair: a sync started the rollout; releases that drifted at the
+	// deployment ID they should run are restored (rollout.MarkRepairs).
+	Repair bool `json:"repair,omitempty"`
 }
 
 // RolloutResult is what the rollout did.
@@ -200,6 +203,9 @@ func (r *rolloutRun) resolveTargets(ctx workflow.Context, bundles []activities.B
 // plan decides what to deploy and clean where, and starts tracking it.
 func (r *rolloutRun) plan(ctx workflow.Context, targets activities.TargetsResult) rollout.Plan {
 	r.typed = workflow.GetVersion(ctx, versionTypedOutcomes, workflow.DefaultVersion, 1) == 1
+	if r.in.Repair {
+		rollout.MarkRepairs(&targets, r.inventory)
+	}
 	p := rollout.MakePlan(targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
 	r.track = rollout.NewTracker(p, targets.Backoff)
 	r.inventory, r.st.Deployments = p.Inventory, p.Deployments

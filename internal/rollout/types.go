@@ -30,6 +30,10 @@ type Bundle struct {
 	BundleKey string `json:"bundleKey,omitempty"`
 	// Paused is fleet.yaml's paused: clusters keep what they run.
 	Paused bool `json:"paused,omitempty"`
+	// Repair lists the objects the cluster's watch saw drift (missing or
+	// modified) while the release runs DeploymentID: a sync's deploy,
+	// which would change nothing, restores them (MarkRepairs).
+	Repair []string `json:"repair,omitempty"`
 }
 
 // TargetCluster is one matched cluster.

@@ -23,6 +23,40 @@ func (w ClusterWatch) Hash() string {
 	return hex.EncodeToString(sum[:])
 }
 
+// MarkRepairs marks, on every matched cluster, the bundles whose release
+// runs the deployment ID the bundle wants but drifted there, as the
+// cluster's last live report in inv says: Bundle.Repair lists the missing
+// and modified objects (orphans are not Helm's to restore). A sync's
+// rollout deploys them, and their deploy restores the release instead of
+// leaving it as it is.
+func MarkRepairs(targets *Targets, inv []InventoryEntry) {
+	live := make(map[status.Key]*status.LiveReport, len(inv))
+	for _, e := range inv {
+		if e.Live != nil && e.Live.DeploymentID == e.DeploymentID {
+			live[e.Key()] = e.Live
+		}
+	}
+	for i := range targets.Matched {
+		tc := &targets.Matched[i]
+		for j := range tc.Bundles {
+			b := &tc.Bundles[j]
+			l := live[status.Key{Bundle: b.Name, Cluster: tc.Name}]
+			if l == nil || l.DeploymentID != b.DeploymentID || l.Missing+l.Modified == 0 {
+				continue
+			}
+			b.Repair = nil
+			for _, m := range l.ModifiedStatus {
+				if !m.Delete {
+					b.Repair = append(b.Repair, m.Object())
+				}
+			}
+			if len(b.Repair) == 0 || l.Incomplete {
+				b.Repair = append(b.Repair, "...")
+			}
+		}
+	}
+}
+
 // WatchSets returns, per cluster (sorted), the releases of gitRepo the
 // cluster runs at the deployment ID it should: the deployments applied at
 // their DeploymentID whose inventory entry knows the options. Releases are

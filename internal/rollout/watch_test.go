@@ -143,3 +143,52 @@ func TestClusterWatchHash(t *testing.T) {
 	other.Set.GitRepo = "fleet-default/other"
 	assert.NotEqual(t, base, other.Hash(), "another GitRepo's set hashes differently")
 }
+
+func TestMarkRepairs(t *testing.T) {
+	const id = "s-app:1"
+	edited := status.ModifiedStatus{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns-app", Name: "edited", Patch: `{"data":{"a":"b"}}`}
+	gone := status.ModifiedStatus{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns-app", Name: "gone", Missing: true}
+	orphan := status.ModifiedStatus{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns-app", Name: "extra", Delete: true}
+	tests := []struct {
+		name string
+		live *status.LiveReport
+		// wantID is the deployment ID the target wants (id when empty).
+		wantID string
+		want   []string
+	}{
+		{name: "no live report", live: nil},
+		{name: "no drift", live: &status.LiveReport{DeploymentID: id, Resources: 2, Ready: 2}},
+		{name: "modified and missing are repaired, orphans are not Helm's",
+			live: &status.LiveReport{DeploymentID: id, Modified: 1, Missing: 1, Orphaned: 1, ModifiedStatus: []status.ModifiedStatus{edited, gone, orphan}},
+			want: []string{"ConfigMap ns-app/edited", "ConfigMap ns-app/gone"}},
+		{name: "orphans alone need no repair",
+			live: &status.LiveReport{DeploymentID: id, Orphaned: 1, ModifiedStatus: []status.ModifiedStatus{orphan}}},
+		{name: "an incomplete list says so",
+			live: &status.LiveReport{DeploymentID: id, Missing: 11, Incomplete: true, ModifiedStatus: []status.ModifiedStatus{gone}},
+			want: []string{"ConfigMap ns-app/gone", "..."}},
+		{name: "a report about another deployment ID is stale",
+			live: &status.LiveReport{DeploymentID: "s-app:0", Missing: 1, ModifiedStatus: []status.ModifiedStatus{gone}}},
+		{name: "the target wants a new deployment ID: it deploys anyway",
+			live:   &status.LiveReport{DeploymentID: id, Missing: 1, ModifiedStatus: []status.ModifiedStatus{gone}},
+			wantID: "s-app:2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := watchedEntry("app", "c1")
+			e.Live = tt.live
+			b := rollout.Bundle{Name: "app", Release: "app", Namespace: "ns-app", DeploymentID: id}
+			if tt.wantID != "" {
+				b.DeploymentID = tt.wantID
+			}
+			other := rollout.Bundle{Name: "other", DeploymentID: "s-other:1"}
+			targets := rollout.Targets{Matched: []rollout.TargetCluster{
+				{Name: "c1", Bundles: []rollout.Bundle{b, other}},
+				{Name: "c2", Bundles: []rollout.Bundle{b}},
+			}}
+			rollout.MarkRepairs(&targets, []rollout.InventoryEntry{e, watchedEntry("other", "c1")})
+			assert.Equal(t, tt.want, targets.Matched[0].Bundles[0].Repair)
+			assert.Nil(t, targets.Matched[0].Bundles[1].Repair, "a bundle without a report")
+			assert.Nil(t, targets.Matched[1].Bundles[0].Repair, "the same bundle on a cluster that did not drift")
+		})
+	}
+}
