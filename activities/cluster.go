@@ -46,6 +46,8 @@ type ClusterActivities struct {
 	ReadyPoll time.Duration
 	// Signal reports what Watch sees to the GitRepos (required by Watch).
 	Signal Signaller
+	// watches keeps each cluster's drift monitor between Watch calls.
+	watches drift.Watches
 }
 
 // Deploy makes the cluster run each bundle at its deployment ID, each on

@@ -37,8 +37,11 @@ type Signaller func(ctx context.Context, workflowID, signal string, arg any) err
 // in.Sets (see internal/drift), reports their readiness and drift to
 // their GitRepos as SignalLive signals, and corrects drift where
 // correctDrift is on. It runs until the workflow cancels it, its worker
-// stops, or WatchRun passes, heartbeating meanwhile; a restarted watch
-// re-reads everything and corrects only what still differs.
+// stops, or WatchRun passes, heartbeating meanwhile. The cluster's
+// monitor outlives it in the worker (drift.Watches): the next Watch, which
+// the workflow starts as soon as the sets change, hands it the new sets.
+// In a restarted worker the watch re-reads everything and corrects only
+// what still differs.
 func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 	k, err := c.Clusters.Connect(in.Cluster)
 	if err != nil {
@@ -47,14 +50,11 @@ func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 	if c.Signal == nil {
 		return fmt.Errorf("cluster %s: this worker cannot report drift (no Temporal client)", in.Cluster)
 	}
-	m, err := drift.New(drift.Config{Cluster: k.Name(), Getter: k.Getter, Deployer: c.Deployer, Logger: c.Logger,
+	cfg := drift.Config{Cluster: k.Name(), Getter: k.Getter, Deployer: c.Deployer, Logger: c.Logger,
 		Report: func(ctx context.Context, gitRepo string, reports []status.LiveReport) error {
 			ns, name := splitRef(gitRepo)
 			return c.Signal(ctx, protocol.GitRepoID(ns, name), protocol.SignalLive, status.LiveSignal{Cluster: k.Name(), Reports: reports})
-		}})
-	if err != nil {
-		return err
-	}
+		}}
 	run, cancel := context.WithTimeout(ctx, WatchRun)
 	defer cancel()
 	go func() {
@@ -69,7 +69,9 @@ func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 			}
 		}
 	}()
-	_ = m.Run(run, c.watchTargets(ctx, in))
+	if err := c.watches.Follow(run, cfg, k.Identity(), c.watchTargets(ctx, in)); err != nil && run.Err() == nil {
+		return err
+	}
 	return ctx.Err() // nil when WatchRun passed
 }
 

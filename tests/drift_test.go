@@ -195,6 +195,8 @@ func testDriftCorrection(t *testing.T, f *failureFleet) {
 	f.editConfigMap(t, "cluster-1", ns, "kept", "value", "by-hand")
 	waitUntil(t, driftWait, "edit corrected", func() bool { return f.cmValue(t, "cluster-1", ns, "kept", "value") == "v1" })
 	t.Logf("edit to restored: %s", time.Since(edited).Round(time.Millisecond))
+	// The line follows Helm's last write.
+	waitUntil(t, 5*time.Second, "the correction logged", func() bool { return len(f.since(mark, logCorrected, "bundle", bundle)) > 0 })
 	lines := f.since(mark, logCorrected, "bundle", bundle, "cluster", "cluster-1")
 	if assert.Len(t, lines, 1, "one %q line", logCorrected) {
 		l := lines[0]
@@ -207,8 +209,10 @@ func testDriftCorrection(t *testing.T, f *failureFleet) {
 	cs, ctx := f.kube(t, "cluster-1")
 	require.NoError(t, cs.CoreV1().ConfigMaps(ns).Delete(ctx, "gone", metav1.DeleteOptions{}))
 	waitUntil(t, driftWait, "deleted object restored", func() bool { _, ok := f.configMap(t, "cluster-1", ns, "gone"); return ok })
+	// Edits a person makes now and then are corrected each time; only a
+	// change back within seconds of each correction is a conflict.
 	for i := range 3 {
-		time.Sleep(2 * time.Second)
+		time.Sleep(6 * time.Second)
 		f.editConfigMap(t, "cluster-1", ns, "kept", "value", fmt.Sprintf("again-%d", i))
 		waitUntil(t, driftWait, "edit corrected", func() bool { return f.cmValue(t, "cluster-1", ns, "kept", "value") == "v1" })
 	}
@@ -237,7 +241,7 @@ func testDriftComparePatches(t *testing.T, f *failureFleet) {
 }
 
 func testDriftFleetYAMLOverride(t *testing.T, f *failureFleet) {
-	const ns, name = "drift-off", "off"
+	const ns, name = "drift-off", "override"
 	bundle := name + "-app"
 	f.deployReady(t, name, "  correctDrift:\n    enabled: true\n", map[string]string{
 		"app/fleet.yaml": fleetYAML(ns) + "correctDrift:\n  enabled: false\n", "app/cm.yaml": configMapDoc("cm", "v1")}, bundle)

@@ -16,11 +16,12 @@ import (
 // heartbeats every few seconds, so a watch whose agent or controller died
 // is started again within watchHeartbeatTimeout on the next worker of
 // the cluster's queue; it is retried without limit and waits in the
-// queue as long as it takes.
+// queue as long as it takes. A canceled watch is not waited for (its
+// worker learns of the cancel only with a heartbeat's answer): the next
+// one starts at once and takes over the worker's running monitor.
 var watchOptions = workflow.ActivityOptions{
 	StartToCloseTimeout: activities.WatchRun + 10*time.Minute,
 	HeartbeatTimeout:    watchHeartbeatTimeout,
-	WaitForCancellation: true,
 	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second},
 }
 

@@ -104,6 +104,11 @@ func (c *Connections) Open(ctx context.Context, cluster string) (*Conn, error) {
 // Name is the cluster's name.
 func (k *Conn) Name() string { return k.name }
 
+// Identity identifies the server and credentials the connection uses (a
+// digest, not the credentials): two connections with the same identity
+// reach the cluster the same way.
+func (k *Conn) Identity() string { return k.key }
+
 // Getter returns the cluster's RESTClientGetter for namespace, cached with
 // every other getter of the same server and credentials, with which it
 // shares discovery. It does not contact the cluster.

@@ -87,15 +87,14 @@ func (m *Monitor) failed(w *watched, err error, rep *status.LiveReport) {
 	m.later(w.t.Key(), w.backoff)
 }
 
-// conflicted reports whether d drifted again after ConflictTries
-// corrections within ConflictWindow; it then records the conflict, naming
-// the field manager that changed it.
+// conflicted reports whether d drifted again within ConflictWindow of each
+// of its last ConflictTries corrections; it then records the conflict,
+// naming the field manager that changed it. A drift seen later than that
+// after the last correction starts the count again.
 func (m *Monitor) conflicted(ctx context.Context, w *watched, d drifted, now time.Time) bool {
-	recent := w.corrected[d.key][:0]
-	for _, t := range w.corrected[d.key] {
-		if now.Sub(t) < m.cfg.ConflictWindow {
-			recent = append(recent, t)
-		}
+	recent := w.corrected[d.key]
+	if n := len(recent); n > 0 && now.Sub(recent[n-1]) > m.cfg.ConflictWindow {
+		recent = nil
 	}
 	w.corrected[d.key] = recent
 	if len(recent) < m.cfg.ConflictTries {

@@ -119,7 +119,7 @@ func (m *Monitor) load(ctx context.Context, w *watched) bool {
 		return false
 	}
 	for _, info := range w.rev.Objects {
-		k := informerKey{gvr: info.Mapping.Resource}
+		k := objectsKey(info.Mapping.Resource, "")
 		if deployer.Namespaced(info) {
 			k.namespace = info.Namespace
 		}

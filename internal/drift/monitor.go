@@ -3,6 +3,8 @@ package drift
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,8 +84,10 @@ type Config struct {
 	// changes in between merged.
 	ReportBurst    int
 	ReportInterval time.Duration
-	// ConflictTries corrections of one object within ConflictWindow make
-	// it a conflict (defaults 3 and 2m).
+	// An object that drifts again within ConflictWindow of each of its
+	// last ConflictTries corrections is a conflict: something in the
+	// cluster changes it back (defaults 3 and 5s). A person editing it
+	// again later is corrected again.
 	ConflictTries  int
 	ConflictWindow time.Duration
 }
@@ -105,7 +109,7 @@ func (c *Config) defaults() {
 		c.ConflictTries = 3
 	}
 	if c.ConflictWindow <= 0 {
-		c.ConflictWindow = 2 * time.Minute
+		c.ConflictWindow = 5 * time.Second
 	}
 	if c.Corrected == nil {
 		c.Corrected = func(result string) { Corrections.WithLabelValues(result).Inc() }
@@ -129,6 +133,9 @@ type Monitor struct {
 	dirty    map[string]*mark
 	wake     chan struct{}
 
+	// updates carries SetTargets' sets to Run.
+	updates chan []Target
+
 	informers map[informerKey]cache.SharedIndexInformer
 	stop      chan struct{}
 	scalers   *scalerIndex
@@ -136,10 +143,13 @@ type Monitor struct {
 }
 
 // informerKey is one watch: a resource in a namespace ("" for
-// cluster-scoped kinds or every namespace).
+// cluster-scoped kinds or every namespace) with a label selector. Helm's
+// release records and a bundle's own Secrets are both Secrets of the
+// namespace, told apart by the selector.
 type informerKey struct {
 	gvr       schema.GroupVersionResource
 	namespace string
+	selector  string
 }
 
 // mark records when a release was first and last touched since its last
@@ -165,27 +175,18 @@ func New(cfg Config) (*Monitor, error) {
 		return nil, fmt.Errorf("cluster %s: %w", cfg.Cluster, err)
 	}
 	m := &Monitor{cfg: cfg, dyn: dyn, targets: map[string]*watched{}, byBundle: map[string][]string{},
-		dirty: map[string]*mark{}, wake: make(chan struct{}, 1), informers: map[informerKey]cache.SharedIndexInformer{},
+		dirty: map[string]*mark{}, wake: make(chan struct{}, 1), updates: make(chan []Target, 1),
+		informers: map[informerKey]cache.SharedIndexInformer{},
 		stop: make(chan struct{}), scalers: newScalerIndex()}
 	m.sender = newSender(cfg)
 	return m, nil
 }
 
-// Run watches targets until ctx ends. It returns ctx's error.
+// Run watches targets, and then each set SetTargets gives it, until ctx
+// ends. It returns ctx's error.
 func (m *Monitor) Run(ctx context.Context, targets []Target) error {
 	defer close(m.stop)
-	for _, t := range targets {
-		m.targets[t.Key()] = newWatched(t)
-		m.byBundle[t.Bundle] = append(m.byBundle[t.Bundle], t.Key())
-	}
-	// Informers start only once the targets are in place: their handlers
-	// read them.
-	for _, t := range targets {
-		if err := m.watchNamespace(t.Namespace); err != nil {
-			m.targets[t.Key()].watchErr = err.Error()
-		}
-		m.touch(t.Key(), true)
-	}
+	m.apply(targets)
 	go m.sender.run(ctx)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -195,9 +196,62 @@ func (m *Monitor) Run(ctx context.Context, targets []Target) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case ts := <-m.updates:
+			m.apply(ts)
 		case <-m.wake:
 		case <-timer.C:
 		}
+	}
+}
+
+// SetTargets makes the running monitor watch targets instead of what it
+// watched: releases it keeps at the same deployment ID keep their state
+// (the backoff of a failing correction, conflicts, the corrections
+// counted), new ones are read at once, and those left out are dropped.
+// Watches already open stay open.
+func (m *Monitor) SetTargets(targets []Target) {
+	for {
+		select {
+		case m.updates <- targets:
+			return
+		default:
+		}
+		select { // replace a set Run has not taken yet
+		case <-m.updates:
+		default:
+		}
+	}
+}
+
+// apply takes a target set (in Run's goroutine).
+func (m *Monitor) apply(targets []Target) {
+	next := make(map[string]*watched, len(targets))
+	byBundle := map[string][]string{}
+	var fresh []*watched
+	for _, t := range targets {
+		key := t.Key()
+		w := m.targets[key]
+		switch {
+		case w == nil || w.t.DeploymentID != t.DeploymentID || w.t.GitRepo != t.GitRepo || w.t.Bundle != t.Bundle:
+			w = newWatched(t)
+			fresh = append(fresh, w)
+		case !reflect.DeepEqual(w.t, t):
+			w.t = t // new drift settings at the same deployment ID
+			fresh = append(fresh, w)
+		}
+		next[key] = w
+		byBundle[t.Bundle] = append(byBundle[t.Bundle], key)
+	}
+	m.mu.Lock()
+	m.targets, m.byBundle = next, byBundle
+	m.mu.Unlock()
+	// Informers start only once the targets are in place: their handlers
+	// read them.
+	for _, w := range fresh {
+		if err := m.watchNamespace(w.t.Namespace); err != nil {
+			w.watchErr = err.Error()
+		}
+		m.touch(w.t.Key(), true)
 	}
 }
 
@@ -256,7 +310,7 @@ func (m *Monitor) due(ctx context.Context) time.Duration {
 		if ctx.Err() != nil {
 			break
 		}
-		if w := m.targets[key]; w != nil {
+		if w := m.target(key); w != nil {
 			m.evaluate(ctx, w, reload[key])
 		}
 	}
@@ -267,13 +321,13 @@ func (m *Monitor) due(ctx context.Context) time.Duration {
 // namespace ns, once.
 func (m *Monitor) watchNamespace(ns string) error {
 	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	if err := m.watch(informerKey{gvr: secrets, namespace: ns}, "owner=helm", func(u *unstructured.Unstructured, _ cache.Store) {
+	if err := m.watch(informerKey{gvr: secrets, namespace: ns, selector: "owner=helm"}, func(u *unstructured.Unstructured, _ cache.Store) {
 		m.onRelease(u)
 	}); err != nil {
 		return err
 	}
 	hpas := schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}
-	return m.watch(informerKey{gvr: hpas, namespace: ns}, "", func(u *unstructured.Unstructured, store cache.Store) {
+	return m.watch(informerKey{gvr: hpas, namespace: ns}, func(u *unstructured.Unstructured, store cache.Store) {
 		m.onScaler(u.GetNamespace(), store)
 	})
 }
@@ -281,7 +335,7 @@ func (m *Monitor) watchNamespace(ns string) error {
 // watchObjects watches the objects of kind gvr in ns that carry
 // BundleLabel, once.
 func (m *Monitor) watchObjects(gvr schema.GroupVersionResource, ns string) error {
-	return m.watch(informerKey{gvr: gvr, namespace: ns}, BundleLabel, func(u *unstructured.Unstructured, _ cache.Store) {
+	return m.watch(objectsKey(gvr, ns), func(u *unstructured.Unstructured, _ cache.Store) {
 		m.onObject(u)
 	})
 }
@@ -289,15 +343,20 @@ func (m *Monitor) watchObjects(gvr schema.GroupVersionResource, ns string) error
 // informerSync bounds the wait for a new watch's first list.
 const informerSync = 20 * time.Second
 
-// watch starts an informer for k with label selector sel, calling on
-// with each object added, changed or deleted, unless one runs already.
-// Objects are cached without managedFields.
-func (m *Monitor) watch(k informerKey, sel string, on func(*unstructured.Unstructured, cache.Store)) error {
+// objectsKey is the watch of the bundles' objects of kind gvr in ns.
+func objectsKey(gvr schema.GroupVersionResource, ns string) informerKey {
+	return informerKey{gvr: gvr, namespace: ns, selector: BundleLabel}
+}
+
+// watch starts an informer for k, calling on with each object added,
+// changed or deleted, unless one runs already. Objects are cached without
+// managedFields.
+func (m *Monitor) watch(k informerKey, on func(*unstructured.Unstructured, cache.Store)) error {
 	if _, ok := m.informers[k]; ok {
 		return nil
 	}
 	inf := dynamicinformer.NewFilteredDynamicInformer(m.dyn, k.gvr, k.namespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = sel }).Informer()
+		func(o *metav1.ListOptions) { o.LabelSelector = k.selector }).Informer()
 	if err := inf.SetTransform(stripManagedFields); err != nil {
 		return err
 	}
@@ -336,10 +395,17 @@ func (m *Monitor) onObject(u *unstructured.Unstructured) {
 	}
 }
 
+// target returns the watched release key, nil when it is not watched.
+func (m *Monitor) target(key string) *watched {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.targets[key]
+}
+
 // onRelease marks the release whose Helm record changed.
 func (m *Monitor) onRelease(u *unstructured.Unstructured) {
 	key := u.GetNamespace() + "/" + u.GetLabels()["name"]
-	if _, ok := m.targets[key]; ok {
+	if m.target(key) != nil {
 		m.touch(key, true)
 	}
 }
@@ -348,16 +414,22 @@ func (m *Monitor) onRelease(u *unstructured.Unstructured) {
 // namespace's releases.
 func (m *Monitor) onScaler(ns string, store cache.Store) {
 	m.scalers.set(ns, store.List())
-	for key, w := range m.targets {
-		if w.t.Namespace == ns {
-			m.touch(key, false)
+	m.mu.Lock()
+	var keys []string
+	for key := range m.targets {
+		if strings.HasPrefix(key, ns+"/") {
+			keys = append(keys, key)
 		}
+	}
+	m.mu.Unlock()
+	for _, key := range keys {
+		m.touch(key, false)
 	}
 }
 
 // cached returns the watched object gvr ns/name, nil when absent.
 func (m *Monitor) cached(gvr schema.GroupVersionResource, namespaced bool, ns, name string) *unstructured.Unstructured {
-	k := informerKey{gvr: gvr}
+	k := objectsKey(gvr, "")
 	if namespaced {
 		k.namespace = ns
 	}
