@@ -177,7 +177,7 @@ func New(cfg Config) (*Monitor, error) {
 	m := &Monitor{cfg: cfg, dyn: dyn, targets: map[string]*watched{}, byBundle: map[string][]string{},
 		dirty: map[string]*mark{}, wake: make(chan struct{}, 1), updates: make(chan []Target, 1),
 		informers: map[informerKey]cache.SharedIndexInformer{},
-		stop: make(chan struct{}), scalers: newScalerIndex()}
+		stop:      make(chan struct{}), scalers: newScalerIndex()}
 	m.sender = newSender(cfg)
 	return m, nil
 }
