@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Linger is how long Watches keeps a cluster's monitor running after its
-// last Follow returned, for the next Follow to take over.
-const Linger = 30 * time.Second
+// DefaultLinger is how long Watches keeps a cluster's monitor running
+// after its last Follow returned, for the next Follow to take over.
+const DefaultLinger = 30 * time.Second
 
 // Watches keeps one Monitor per cluster in a process, shared by the
 // successive Follow calls of the cluster's watch activity: when a
@@ -20,6 +20,8 @@ const Linger = 30 * time.Second
 // and a new release is watched within a second. The zero value is ready
 // to use.
 type Watches struct {
+	// Linger overrides DefaultLinger.
+	Linger   time.Duration
 	mu       sync.Mutex
 	monitors map[string]*shared
 }
@@ -89,7 +91,11 @@ func (ws *Watches) release(cluster string, s *shared) {
 	if s.users > 0 {
 		return
 	}
-	s.idle = time.AfterFunc(Linger, func() {
+	linger := ws.Linger
+	if linger <= 0 {
+		linger = DefaultLinger
+	}
+	s.idle = time.AfterFunc(linger, func() {
 		ws.mu.Lock()
 		defer ws.mu.Unlock()
 		if s.users == 0 && ws.monitors[cluster] == s {
