@@ -3,7 +3,6 @@ package rollout
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"sort"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -18,9 +17,15 @@ type ClusterWatch struct {
 
 // Hash identifies the set, so a GitRepo tells a cluster only changes.
 func (w ClusterWatch) Hash() string {
-	b, _ := json.Marshal(w.Set)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	h := sha256.New()
+	field := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	field(w.Set.GitRepo)
+	for _, r := range w.Set.Releases {
+		for _, s := range []string{r.Bundle, r.Release, r.Namespace, r.DeploymentID, r.OptionsKey} {
+			field(s)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // MarkRepairs marks, on every matched cluster, the bundles whose release
