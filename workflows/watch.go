@@ -85,13 +85,15 @@ func (w *clusterWatch) loop(ctx workflow.Context) {
 		if workflow.GetVersion(ctx, versionDriftWatch, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 			return
 		}
-		gen := w.gen
+		gen, pull := w.gen, w.rec.PullMode()
 		actx, cancel := workflow.WithCancel(ctx)
 		var a *activities.ClusterActivities
 		w.running = true
-		f := workflow.ExecuteActivity(onCluster(actx, w.name, w.rec.PullMode(), watchOptions), a.Watch,
+		f := workflow.ExecuteActivity(onCluster(actx, w.name, pull, watchOptions), a.Watch,
 			activities.WatchInput{Cluster: w.name, Sets: w.sets})
-		_ = workflow.Await(ctx, func() bool { return f.IsReady() || w.gen != gen || stopping(ctx) })
+		// A cluster that gets an agent (or loses it) is watched from its
+		// new queue at once.
+		_ = workflow.Await(ctx, func() bool { return f.IsReady() || w.gen != gen || stopping(ctx) || w.rec.PullMode() != pull })
 		if !f.IsReady() {
 			cancel()
 		}
