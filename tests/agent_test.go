@@ -515,7 +515,7 @@ func testKillAgentMidCorrection(t *testing.T, f *agentFleet) {
 		got, err := cms.Get(context.Background(), "cm", metav1.GetOptions{})
 		return err == nil && got.Data["value"] == "v1"
 	})
-	st = f.waitGitRepo(t, name, "Ready at the same deployment ID", time.Minute, func(st status.GitRepo) bool {
+	f.waitGitRepo(t, name, "Ready at the same deployment ID", time.Minute, func(st status.GitRepo) bool {
 		return readyAt(st, bundle, "cluster-1", id)
 	})
 	recs := records()

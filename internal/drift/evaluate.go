@@ -74,7 +74,7 @@ func (m *Monitor) evaluate(ctx context.Context, w *watched, reload bool) {
 			return
 		}
 	}
-	if w.rev.Pending && !(w.rev.PendingRollback && w.correcting()) {
+	if w.rev.Pending && (!w.rev.PendingRollback || !w.correcting()) {
 		// A deploy runs (or an agent died in one, which its retry
 		// recovers): judge the release once it is done.
 		m.later(w.t.Key(), 5*time.Second)

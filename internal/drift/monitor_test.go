@@ -404,6 +404,7 @@ func testMonitorDetects(t *testing.T, e *monitorEnv) {
 	assert.NotNil(t, e.get(t, monConfigMaps, ns, "stray"), "the orphan is left alone")
 	assert.Zero(t, run.count("Corrected drift"))
 	assert.Zero(t, run.count("Drift correction failed"))
+	assert.Zero(t, run.corrected("success")+run.corrected("failure"), "nothing corrected")
 	assert.Empty(t, run.results, "Corrected calls")
 	assert.Equal(t, 1, e.helmRecords(t, ns), "Helm records")
 	e.assertCurrent(t, ns, 1)
@@ -466,6 +467,7 @@ func testMonitorCorrects(t *testing.T, e *monitorEnv) {
 	// No correction follows the last one's re-diff.
 	time.Sleep(2500 * time.Millisecond)
 	assert.Equal(t, len(steps), run.count("Corrected drift"), "one correction per change")
+	assert.Equal(t, len(steps), run.corrected("success"), "flotilla_drift_corrections_total{result=success}")
 	assert.Equal(t, map[string]int{"success": len(steps)}, run.results, "Corrected calls")
 	assert.Zero(t, run.count("Drift correction failed"))
 	e.assertCurrent(t, ns, 1+len(steps))
@@ -553,6 +555,7 @@ func testMonitorConflict(t *testing.T, e *monitorEnv) {
 	assert.GreaterOrEqual(t, touches.Load(), int32(2), "the controller kept touching the object")
 	assert.Equal(t, tries, run.count("Corrected drift"), "corrections after the conflict")
 	assert.Equal(t, 1, run.count("Drift correction conflict"), "conflict lines")
+	assert.Equal(t, 1, run.corrected("conflict"), "flotilla_drift_corrections_total{result=conflict}")
 	assert.Equal(t, map[string]int{"success": tries, "conflict": 1}, run.results, "Corrected calls")
 	assert.Equal(t, "fighter", e.dataKey(t, ns, "first"))
 	reports, _ := run.reports.all()
