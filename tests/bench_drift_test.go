@@ -112,16 +112,24 @@ func allIs(st status.GitRepo, bundle string, clusters []string, s status.State) 
 	return true
 }
 
+// deployConfigMapEverywhere deploys GitRepo name, one bundle "app" with
+// fleet.yaml fy and ConfigMap cm (value v1), to clusters, waits until it is
+// Ready everywhere and the watches follow it, and returns the bundle.
+func deployConfigMapEverywhere(b *testing.B, f *failureFleet, name, fy string, clusters []string) string {
+	bundle := name + "-app"
+	repo := f.git.CreateRepo(b, name, map[string]string{"app/fleet.yaml": fy, "app/cm.yaml": configMapDoc("cm", "v1")})
+	f.apply(b, gitRepoDoc(name, repo.URL(), clusterTarget(clusters...)))
+	f.waitFor(b, name, "Ready everywhere", func(st status.GitRepo) bool { return allIs(st, bundle, clusters, status.Ready) })
+	settle()
+	return bundle
+}
+
 // benchDriftDetect edits a ConfigMap by hand, cluster after cluster, and
 // measures the time until the status shows the bundle Modified there; it
 // puts Git's value back after each round and waits for Ready.
 func benchDriftDetect(b *testing.B, f *failureFleet, clusters []string) (p50, maxMS float64) {
 	const ns, name = "bench-detect", "bench-detect"
-	bundle := name + "-app"
-	repo := f.git.CreateRepo(b, name, map[string]string{"app/fleet.yaml": fleetYAML(ns), "app/cm.yaml": configMapDoc("cm", "v1")})
-	f.apply(b, gitRepoDoc(name, repo.URL(), clusterTarget(clusters...)))
-	f.waitFor(b, name, "Ready everywhere", func(st status.GitRepo) bool { return allIs(st, bundle, clusters, status.Ready) })
-	settle()
+	bundle := deployConfigMapEverywhere(b, f, name, fleetYAML(ns), clusters)
 	var ms []float64
 	for i := range benchDriftRounds {
 		cl := clusters[i%len(clusters)]
@@ -140,12 +148,7 @@ func benchDriftDetect(b *testing.B, f *failureFleet, clusters []string) (p50, ma
 // cluster, and measures the time until it holds Git's value again.
 func benchDriftCorrect(b *testing.B, f *failureFleet, clusters []string) (p50, maxMS float64) {
 	const ns, name = "bench-correct", "bench-correct"
-	bundle := name + "-app"
-	repo := f.git.CreateRepo(b, name, map[string]string{"app/fleet.yaml": fleetYAML(ns) + "correctDrift:\n  enabled: true\n",
-		"app/cm.yaml": configMapDoc("cm", "v1")})
-	f.apply(b, gitRepoDoc(name, repo.URL(), clusterTarget(clusters...)))
-	f.waitFor(b, name, "Ready everywhere", func(st status.GitRepo) bool { return allIs(st, bundle, clusters, status.Ready) })
-	settle()
+	deployConfigMapEverywhere(b, f, name, fleetYAML(ns)+"correctDrift:\n  enabled: true\n", clusters)
 	var ms []float64
 	for i := range benchDriftRounds {
 		cl := clusters[i%len(clusters)]
