@@ -183,14 +183,16 @@ func benchDriftWatchMemory(b *testing.B, f *failureFleet, clusters []string) flo
 }
 
 // benchDriftChurnHistory edits a watched ConfigMap once a second for a
-// warm-up and then for churn, and returns the growth of the GitRepo's and
+// warm-up and then for churn, and returns the growth of the (not polling)
+// GitRepo's and
 // the cluster's workflow histories over churn, per hour (both, and the
 // GitRepo's alone).
 func benchDriftChurnHistory(b *testing.B, f *failureFleet, c client.Client, churn time.Duration) (total, gitRepo float64) {
 	const ns, name = "bench-churn", "bench-churn"
 	bundle := name + "-app"
 	repo := f.git.CreateRepo(b, name, map[string]string{"app/fleet.yaml": fleetYAML(ns), "app/cm.yaml": configMapDoc("cm", "v1")})
-	f.apply(b, gitRepoDoc(name, repo.URL(), clusterTarget("cluster-1")))
+	// No polling: the history grows by what the watch reports alone.
+	f.apply(b, gitRepoDoc(name, repo.URL(), "  disablePolling: true\n"+clusterTarget("cluster-1")))
 	f.waitFor(b, name, "Ready", func(st status.GitRepo) bool { return is(st, bundle, "cluster-1", status.Ready) })
 	settle()
 	edit := func(d time.Duration) {
