@@ -214,7 +214,7 @@ func (m *Monitor) diffObject(ctx context.Context, w *watched, info *resource.Inf
 	}
 	if patch != nil {
 		rep.Modified++
-		id.Patch, id.Conflict = string(patch), w.conflicts[key]
+		id.Patch, id.Conflict = string(Redact(id.APIVersion, id.Kind, patch)), w.conflicts[key]
 		d.entry = id
 		return d, ""
 	}
