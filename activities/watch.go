@@ -69,7 +69,8 @@ func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 			}
 		}
 	}()
-	if err := c.watches.Follow(run, cfg, k.Identity(), c.watchTargets(ctx, in)); err != nil && run.Err() == nil {
+	scheduled := activity.GetInfo(ctx).ScheduledTime
+	if err := c.watches.Follow(run, cfg, k.Identity(), scheduled, c.watchTargets(ctx, in)); err != nil && run.Err() == nil {
 		return err
 	}
 	return ctx.Err() // nil when WatchRun passed

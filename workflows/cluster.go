@@ -36,7 +36,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	c.e = entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
 	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent}
 	c.w = &clusterWatch{name: in.Record.Name, rec: &c.rec, sets: in.Watch}
-	c.e.busy = func() bool { return c.ag.pending() || c.w.running }
+	c.e.busy = func() bool { return c.ag.pending() || c.w.pending() }
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ClusterRecord, error) { return c.rec, nil }); err != nil {
 		return err
 	}

@@ -76,13 +76,17 @@ func (g *gitRepo) sendWatch(ctx workflow.Context) {
 	if g.s.Watched == nil {
 		g.s.Watched = map[string]string{}
 	}
-	var sent []workflow.Future
+	type sending struct {
+		cluster, hash string
+		f             workflow.Future
+	}
+	var sent []sending
 	seen := map[string]bool{}
 	for _, w := range sets {
 		seen[w.Cluster] = true
 		if h := w.Hash(); g.s.Watched[w.Cluster] != h {
-			g.s.Watched[w.Cluster] = h
-			sent = append(sent, workflow.SignalExternalWorkflow(ctx, protocol.ClusterID(w.Cluster), "", protocol.SignalWatch, w.Set))
+			sent = append(sent, sending{w.Cluster, h,
+				workflow.SignalExternalWorkflow(ctx, protocol.ClusterID(w.Cluster), "", protocol.SignalWatch, w.Set)})
 		}
 	}
 	var gone []string
@@ -95,10 +99,14 @@ func (g *gitRepo) sendWatch(ctx workflow.Context) {
 	slices.Sort(gone)
 	for _, c := range gone {
 		delete(g.s.Watched, c)
-		sent = append(sent, workflow.SignalExternalWorkflow(ctx, protocol.ClusterID(c), "", protocol.SignalWatch,
-			protocol.WatchSet{GitRepo: g.ref.String()}))
+		sent = append(sent, sending{c, "", workflow.SignalExternalWorkflow(ctx, protocol.ClusterID(c), "", protocol.SignalWatch,
+			protocol.WatchSet{GitRepo: g.ref.String()})})
 	}
-	for _, f := range sent {
-		_ = f.Get(ctx, nil) // a cluster removed meanwhile has no watch to tell
+	for _, s := range sent {
+		// A cluster removed meanwhile has no watch to tell; one that did
+		// not get its set is told again after the next rollout.
+		if s.f.Get(ctx, nil) == nil && s.hash != "" {
+			g.s.Watched[s.cluster] = s.hash
+		}
 	}
 }

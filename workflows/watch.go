@@ -39,7 +39,12 @@ type clusterWatch struct {
 	// gen counts changes of sets; running is set while a Watch runs.
 	gen     int
 	running bool
+	ch      workflow.ReceiveChannel
 }
+
+// pending reports whether a Watch runs or a watch signal waits: the run
+// must not continue as new meanwhile (the signal would be lost).
+func (w *clusterWatch) pending() bool { return w.running || w.ch != nil && w.ch.Len() > 0 }
 
 // set takes a GitRepo's watch set.
 func (w *clusterWatch) set(s protocol.WatchSet) {
@@ -59,11 +64,11 @@ func (w *clusterWatch) set(s protocol.WatchSet) {
 
 // start receives watch sets and runs the watch loop.
 func (w *clusterWatch) start(ctx workflow.Context) {
-	ch := workflow.GetSignalChannel(ctx, protocol.SignalWatch)
+	w.ch = workflow.GetSignalChannel(ctx, protocol.SignalWatch)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
 			var s protocol.WatchSet
-			ch.Receive(ctx, &s)
+			w.ch.Receive(ctx, &s)
 			w.set(s)
 		}
 	})

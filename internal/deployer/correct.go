@@ -102,6 +102,11 @@ func (d *Deployer) Correct(ctx context.Context, getter genericclioptions.RESTCli
 	if err != nil {
 		return 0, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
 	}
+	if last.Info.Status.IsPending() && last.Info.Status != release.StatusPendingRollback {
+		// An install or upgrade runs (maybe in another process), or died;
+		// the deploy or its retry settles it, not a correction.
+		return 0, fmt.Errorf("correct release %s/%s: %w: a %s is pending", namespace, name, ErrNotCurrent, last.Info.Status)
+	}
 	if _, err := d.recoverPending(cfg, last); err != nil {
 		return 0, err
 	}

@@ -74,14 +74,14 @@ func (m *Monitor) evaluate(ctx context.Context, w *watched, reload bool) {
 			return
 		}
 	}
-	if w.rev.Pending && (!w.rev.PendingRollback || !w.correcting()) {
+	if w.rev.Pending && (!w.rev.PendingRollback || !m.correcting(w)) {
 		// A deploy runs (or an agent died in one, which its retry
 		// recovers): judge the release once it is done.
 		m.later(w.t.Key(), 5*time.Second)
 		return
 	}
 	rep, drift := m.diff(ctx, w)
-	if w.correcting() && (len(drift) > 0 || w.rev.Pending) && m.correct(ctx, w, drift, &rep) {
+	if m.correcting(w) && (len(drift) > 0 || w.rev.Pending) && m.correct(ctx, w, drift, &rep) {
 		return // the re-diff after the correction reports
 	}
 	m.sender.put(w.t.GitRepo, rep)
@@ -91,6 +91,10 @@ func (m *Monitor) evaluate(ctx context.Context, w *watched, reload bool) {
 func (w *watched) correcting() bool {
 	return w.t.Correct != nil && w.t.Correct.Enabled && w.t.Error == ""
 }
+
+// correcting reports whether w's drift is to be corrected by this
+// monitor: not while it lingers unused.
+func (m *Monitor) correcting(w *watched) bool { return w.correcting() && !m.passive.Load() }
 
 // load reads the release's deployed revision and watches its objects'
 // kinds. It reports false, and the release is not diffed, when the
@@ -214,7 +218,7 @@ func (m *Monitor) diffObject(ctx context.Context, w *watched, info *resource.Inf
 	}
 	if patch != nil {
 		rep.Modified++
-		id.Patch, id.Conflict = string(Redact(id.APIVersion, id.Kind, patch)), w.conflicts[key]
+		id.Patch, id.Conflict = ShownPatch(Redact(id.APIVersion, id.Kind, patch)), w.conflicts[key]
 		d.entry = id
 		return d, ""
 	}
@@ -309,6 +313,20 @@ func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// MaxPatch bounds a patch as reports carry it: reports travel in signals
+// and live in workflow state, where one edited large object must not
+// weigh megabytes.
+const MaxPatch = 2048
+
+// ShownPatch is patch as a report carries it: a JSON string saying its
+// size when it is longer than MaxPatch.
+func ShownPatch(patch []byte) string {
+	if len(patch) <= MaxPatch {
+		return string(patch)
+	}
+	return fmt.Sprintf(`"(a patch of %d bytes, longer than %d: compare the object with Git's)"`, len(patch), MaxPatch)
 }
 
 func nonEmpty(s ...string) []string {

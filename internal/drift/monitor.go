@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,6 +136,10 @@ type Monitor struct {
 
 	// updates carries SetTargets' sets to Run.
 	updates chan []Target
+	// passive is set while no watch activity uses the monitor (it lingers
+	// for the next): it reports but corrects nothing, so that a monitor
+	// of another process that took the cluster over corrects alone.
+	passive atomic.Bool
 
 	informers map[informerKey]cache.SharedIndexInformer
 	stop      chan struct{}
@@ -236,7 +241,9 @@ func (m *Monitor) apply(targets []Target) {
 			w = newWatched(t)
 			fresh = append(fresh, w)
 		case !reflect.DeepEqual(w.t, t):
-			w.t = t // new drift settings at the same deployment ID
+			// New drift settings at the same deployment ID: what was
+			// compared under the old rules, and conflicts, start over.
+			w.t, w.cache, w.conflicts = t, map[objectKey]compared{}, map[objectKey]string{}
 			fresh = append(fresh, w)
 		}
 		next[key] = w
@@ -374,13 +381,26 @@ func (m *Monitor) watch(k informerKey, on func(*unstructured.Unstructured, cache
 	}); err != nil {
 		return err
 	}
-	m.informers[k] = inf
-	go inf.Run(m.stop)
+	// The informer runs until the monitor stops, or until its first list
+	// fails.
+	run, stop := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-m.stop:
+			stop()
+		case <-run.Done():
+		}
+	}()
+	go inf.Run(run.Done())
 	ctx, cancel := context.WithTimeout(context.Background(), informerSync)
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		// Not kept: the next release of this kind and namespace tries
+		// again, and reports the error again if it fails.
+		stop()
 		return fmt.Errorf("cluster %s: cannot watch %s in namespace %q", m.cfg.Cluster, k.gvr.String(), k.namespace)
 	}
+	m.informers[k] = inf
 	return nil
 }
 

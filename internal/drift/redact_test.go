@@ -1,6 +1,9 @@
 package drift_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -38,4 +41,14 @@ func TestRedact(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestShownPatch(t *testing.T) {
+	small := []byte(`{"data":{"a":"b"}}`)
+	assert.Equal(t, string(small), drift.ShownPatch(small))
+	big := []byte(`{"data":{"a":"` + strings.Repeat("x", drift.MaxPatch) + `"}}`)
+	got := drift.ShownPatch(big)
+	assert.Less(t, len(got), 200, "a long patch is not carried")
+	assert.True(t, json.Valid([]byte(got)), "still JSON: %s", got)
+	assert.Contains(t, got, fmt.Sprint(len(big)), "it says how long the patch is")
 }

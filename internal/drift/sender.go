@@ -24,7 +24,8 @@ type sender struct {
 	wake chan struct{}
 	// pending are the reports to send, by GitRepo and release key.
 	pending map[string]map[string]status.LiveReport
-	// last is the encoding of each release's last report handed over.
+	// last is the encoding of each release's last report handed over, by
+	// GitRepo and release.
 	last    map[string]string
 	budgets map[string]*rate.Limiter
 }
@@ -39,11 +40,11 @@ func (s *sender) put(gitRepo string, r status.LiveReport) {
 	b, _ := json.Marshal(r)
 	key := r.Namespace + "/" + r.Release
 	s.mu.Lock()
-	if s.last[key] == string(b) {
+	if s.last[gitRepo+" "+key] == string(b) {
 		s.mu.Unlock()
 		return
 	}
-	s.last[key] = string(b)
+	s.last[gitRepo+" "+key] = string(b)
 	if s.pending[gitRepo] == nil {
 		s.pending[gitRepo] = map[string]status.LiveReport{}
 	}

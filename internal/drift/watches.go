@@ -33,20 +33,30 @@ type shared struct {
 	users  int
 	stop   context.CancelFunc
 	idle   *time.Timer
+	// latest is when the Follow whose targets the monitor has was
+	// scheduled: an older one's targets come too late.
+	latest time.Time
 }
 
 // Follow makes cluster cfg.Cluster's monitor watch targets until ctx
 // ends, starting the monitor unless it runs already. source identifies
 // the connection cfg.Getter serves: a monitor of another source (the
-// cluster's credentials changed) is replaced. Follow returns ctx's error,
-// or New's.
-func (ws *Watches) Follow(ctx context.Context, cfg Config, source any, targets []Target) error {
+// cluster's credentials changed) is replaced. scheduled orders the
+// calls: targets of a call scheduled before the one the monitor follows
+// (a canceled watch that was slow to start) are not taken. Follow returns
+// ctx's error, or New's.
+func (ws *Watches) Follow(ctx context.Context, cfg Config, source any, scheduled time.Time, targets []Target) error {
 	s, err := ws.acquire(cfg, source)
 	if err != nil {
 		return err
 	}
 	defer ws.release(cfg.Cluster, s)
-	s.m.SetTargets(targets)
+	ws.mu.Lock()
+	if ctx.Err() == nil && !scheduled.Before(s.latest) {
+		s.latest = scheduled
+		s.m.SetTargets(targets)
+	}
+	ws.mu.Unlock()
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -79,6 +89,7 @@ func (ws *Watches) acquire(cfg Config, source any) (*shared, error) {
 		s.idle = nil
 	}
 	s.users++
+	s.m.passive.Store(false)
 	return s, nil
 }
 
@@ -91,6 +102,7 @@ func (ws *Watches) release(cluster string, s *shared) {
 	if s.users > 0 {
 		return
 	}
+	s.m.passive.Store(true)
 	linger := ws.Linger
 	if linger <= 0 {
 		linger = DefaultLinger

@@ -26,7 +26,7 @@ func follow(t *testing.T, ws *Watches, cfg Config, source string) context.Cancel
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ws.Follow(ctx, cfg, source, nil) }()
+	go func() { done <- ws.Follow(ctx, cfg, source, time.Now(), nil) }()
 	t.Cleanup(cancel)
 	return func() {
 		cancel()
@@ -96,4 +96,38 @@ func TestWatches_NewCredentialsReplaceTheMonitor(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the monitor of the old credentials still runs")
 	}
+}
+
+// A lingering monitor corrects nothing (another process may have taken
+// the cluster over); a watch that uses it again makes it correct again.
+func TestWatches_LingeringMonitorIsPassive(t *testing.T) {
+	ws := &Watches{Linger: time.Hour}
+	cfg := offlineConfig("c1")
+	stop := follow(t, ws, cfg, "creds-1")
+	m := waitUsers(t, ws, "c1", 1)
+	assert.False(t, m.passive.Load(), "in use: it corrects")
+	stop()
+	assert.True(t, m.passive.Load(), "lingering: it only reports")
+	follow(t, ws, cfg, "creds-1")
+	waitUsers(t, ws, "c1", 1)
+	assert.False(t, m.passive.Load(), "taken over: it corrects again")
+}
+
+// A watch scheduled before the one the monitor follows (canceled, and slow
+// to start) does not hand it its stale targets.
+func TestWatches_StaleTargetsAreNotTaken(t *testing.T) {
+	ws := &Watches{}
+	cfg := offlineConfig("c1")
+	now := time.Now()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	newer := []Target{{Release: "new", Namespace: "ns"}}
+	go func() { _ = ws.Follow(ctx, cfg, "creds-1", now, newer) }()
+	waitUsers(t, ws, "c1", 1)
+	go func() { _ = ws.Follow(ctx, cfg, "creds-1", now.Add(-time.Second), []Target{{Release: "old", Namespace: "ns"}}) }()
+	waitUsers(t, ws, "c1", 2)
+	ws.mu.Lock()
+	latest := ws.monitors["c1"].latest
+	ws.mu.Unlock()
+	assert.Equal(t, now, latest, "the newer watch's targets stand")
 }
