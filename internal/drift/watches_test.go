@@ -124,7 +124,9 @@ func TestWatches_StaleTargetsAreNotTaken(t *testing.T) {
 	newer := []Target{{Release: "new", Namespace: "ns"}}
 	go func() { _ = ws.Follow(ctx, cfg, "creds-1", now, newer) }()
 	waitUsers(t, ws, "c1", 1)
-	go func() { _ = ws.Follow(ctx, cfg, "creds-1", now.Add(-time.Second), []Target{{Release: "old", Namespace: "ns"}}) }()
+	go func() {
+		_ = ws.Follow(ctx, cfg, "creds-1", now.Add(-time.Second), []Target{{Release: "old", Namespace: "ns"}})
+	}()
 	waitUsers(t, ws, "c1", 2)
 	ws.mu.Lock()
 	latest := ws.monitors["c1"].latest
