@@ -2,10 +2,12 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
@@ -53,7 +55,12 @@ func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 	cfg := drift.Config{Cluster: k.Name(), Getter: k.Getter, Deployer: c.Deployer, Logger: c.Logger,
 		Report: func(ctx context.Context, gitRepo string, reports []status.LiveReport) error {
 			ns, name := splitRef(gitRepo)
-			return c.Signal(ctx, protocol.GitRepoID(ns, name), protocol.SignalLive, status.LiveSignal{Cluster: k.Name(), Reports: reports})
+			err := c.Signal(ctx, protocol.GitRepoID(ns, name), protocol.SignalLive, status.LiveSignal{Cluster: k.Name(), Reports: reports})
+			var gone *serviceerror.NotFound
+			if errors.As(err, &gone) {
+				return nil // the GitRepo was deleted: nobody to tell
+			}
+			return err
 		}}
 	run, cancel := context.WithTimeout(ctx, WatchRun)
 	defer cancel()

@@ -252,6 +252,11 @@ func (m *Monitor) apply(targets []Target) {
 	m.mu.Lock()
 	m.targets, m.byBundle = next, byBundle
 	m.mu.Unlock()
+	gitRepos := map[string]bool{}
+	for _, t := range targets {
+		gitRepos[t.GitRepo] = true
+	}
+	m.sender.keep(gitRepos)
 	// Informers start only once the targets are in place: their handlers
 	// read them.
 	for _, w := range fresh {

@@ -56,6 +56,28 @@ func (s *sender) put(gitRepo string, r status.LiveReport) {
 	}
 }
 
+// keep forgets the reports of every GitRepo not in gitRepos (the monitor
+// watches none of its releases any more): nothing is sent to it again.
+func (s *sender) keep(gitRepos map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for g := range s.pending {
+		if !gitRepos[g] {
+			delete(s.pending, g)
+		}
+	}
+	for k := range s.last {
+		if g, _, _ := strings.Cut(k, " "); !gitRepos[g] {
+			delete(s.last, k)
+		}
+	}
+	for g := range s.budgets {
+		if !gitRepos[g] {
+			delete(s.budgets, g)
+		}
+	}
+}
+
 // run sends until ctx ends.
 func (s *sender) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)

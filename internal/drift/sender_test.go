@@ -282,3 +282,23 @@ func TestSender_SortsReports(t *testing.T) {
 	assert.Equal(t, "fleet-default/other", calls[1].gitRepo)
 	assert.Equal(t, []status.LiveReport{report("other", "x", 1)}, calls[1].reports)
 }
+
+// A GitRepo the monitor no longer watches is forgotten: what waited for
+// it is not sent (a deleted GitRepo would refuse it forever).
+func TestSender_ForgetsGitReposNoLongerWatched(t *testing.T) {
+	rec := &reportRecorder{}
+	s := testSender(t, rec, 1, time.Hour)
+	s.put("fleet/a", report("ns", "a", 1))
+	s.put("fleet/b", report("ns", "b", 1))
+	s.flush(context.Background()) // spends each budget
+	require.Len(t, rec.sent(), 2)
+	s.put("fleet/a", report("ns", "a", 2))
+	s.put("fleet/b", report("ns", "b", 2))
+	s.keep(map[string]bool{"fleet/b": true})
+	s.mu.Lock()
+	_, pendingA := s.pending["fleet/a"]
+	_, pendingB := s.pending["fleet/b"]
+	s.mu.Unlock()
+	assert.False(t, pendingA, "fleet/a's report is dropped")
+	assert.True(t, pendingB, "fleet/b's still waits")
+}

@@ -12,9 +12,10 @@ import (
 )
 
 // offlineConfig is a monitor config of a cluster nobody serves: with no
-// targets, a monitor never contacts it.
+// targets, a monitor never contacts it, and the targets it is given are
+// never evaluated (the debounce outlasts the test).
 func offlineConfig(cluster string) Config {
-	return Config{Cluster: cluster, Getter: func(string) (genericclioptions.RESTClientGetter, error) {
+	return Config{Cluster: cluster, Debounce: time.Hour, Getter: func(string) (genericclioptions.RESTClientGetter, error) {
 		return genericclioptions.NewConfigFlags(false).WithWrapConfigFn(func(*rest.Config) *rest.Config {
 			return &rest.Config{Host: "https://127.0.0.1:1"}
 		}), nil
