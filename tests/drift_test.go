@@ -222,7 +222,12 @@ func testDriftCorrection(t *testing.T, f *failureFleet) {
 	d := dep(t, st, bundle, "cluster-1")
 	assert.Equal(t, id, d.AppliedDeploymentID, "the deployment ID does not change")
 	assert.LessOrEqual(t, helmRecordCount(t, f.cluster("cluster-1"), ns, bundle), 3, "helm.maxHistory bounds the records")
-	assert.Len(t, f.since(mark, logCorrected, "bundle", bundle, "cluster", "cluster-1"), 5, "one line per correction")
+	// Each line follows its correction's last Helm write, which the
+	// restored value can show first.
+	corrected := func() int { return len(f.since(mark, logCorrected, "bundle", bundle, "cluster", "cluster-1")) }
+	waitUntil(t, 5*time.Second, "five corrections logged", func() bool { return corrected() >= 5 })
+	time.Sleep(time.Second)
+	assert.Equal(t, 5, corrected(), "one line per correction")
 	assert.Empty(t, f.since(mark, logDeployed, "bundle", bundle), "a correction is not a deploy")
 }
 
