@@ -195,9 +195,16 @@ func benchDriftChurnHistory(b *testing.B, f *failureFleet, c client.Client, chur
 	f.apply(b, gitRepoDoc(name, repo.URL(), "  disablePolling: true\n"+clusterTarget("cluster-1")))
 	f.waitFor(b, name, "Ready", func(st status.GitRepo) bool { return is(st, bundle, "cluster-1", status.Ready) })
 	settle()
+	// Every other edit puts Git's value back: each report differs from the
+	// last (Modified, Ready, Modified, ...), the worst case for history.
+	// Edits to other values alone would all report the same patch.
 	edit := func(d time.Duration) {
 		for i, end := 0, time.Now().Add(d); time.Now().Before(end); i++ {
-			f.editConfigMap(b, "cluster-1", ns, "cm", "value", fmt.Sprintf("churn-%d", i))
+			value := "v1"
+			if i%2 == 0 {
+				value = fmt.Sprintf("churn-%d", i)
+			}
+			f.editConfigMap(b, "cluster-1", ns, "cm", "value", value)
 			time.Sleep(time.Second)
 		}
 	}
