@@ -374,6 +374,17 @@ func testDriftKillDuringCorrection(t *testing.T, f *failureFleet) {
 	f.waitForWithin(t, name, "Ready at the same deployment ID", 60*time.Second, func(st status.GitRepo) bool {
 		return readyAt(st, bundle, "cluster-1", id)
 	})
+	// The killed rollback may have restored the value before it died; its
+	// record is settled by the watch that takes over (after the dead
+	// one's heartbeat times out).
+	waitUntil(t, 90*time.Second, "the interrupted correction settled", func() bool {
+		for _, st := range f.helmRecords(t, "cluster-1", ns, bundle) {
+			if strings.HasPrefix(st, "pending") {
+				return false
+			}
+		}
+		return true
+	})
 	recs := f.helmRecords(t, "cluster-1", ns, bundle)
 	assert.Len(t, recs, before+1, "exactly one correction: %v", recs)
 	assert.Equal(t, "deployed", recs[fmt.Sprint(before+1)], "%v", recs)
