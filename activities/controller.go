@@ -25,8 +25,12 @@ import (
 // cluster registry. They run on the controller's task queue.
 type Activities struct {
 	// Client reads cluster and group workflows and signals GitRepos.
-	Client  client.Client
-	Secrets *cluster.SecretStore
+	Client client.Client
+	// Secrets reads the credentials GitRepos name (a cluster.Vault).
+	Secrets SecretSource
+	// Sealing re-seals secrets (ResealWorkflow). Optional: without it
+	// Reseal fails.
+	Sealing *Sealing
 	Content *content.Store
 	Git     *gitsource.Cache
 	// Charts configures fetching remote Helm charts (cache directory,

@@ -28,9 +28,10 @@ func newApplyCommand(g *globals) *cobra.Command {
 		Short: "Create or update GitRepos, Clusters, ClusterGroups and Git credential Secrets from YAML",
 		Long: `Apply reads every document first and validates all of them; if any is invalid nothing
 is applied. GitRepo and ClusterGroup documents may use apiVersion flotilla.dev/v1alpha1 or
-Fleet's fleet.cattle.io/v1alpha1. A v1 Secret (basic-auth: username and password, or token)
-is stored under --state-dir on this host, never sent to Temporal; name it in a GitRepo's
-clientSecretName.`,
+Fleet's fleet.cattle.io/v1alpha1. A v1 Secret (basic-auth: username and password, or token;
+or webhook keys) is sealed on this machine to the controllers' public key and stored in
+Temporal as ciphertext; name it in a GitRepo's clientSecretName, helmSecretName or
+webhookSecret.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
@@ -124,10 +125,7 @@ func applyDocuments(ctx context.Context, c client.Client, g *globals, docs []api
 func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) (string, error) {
 	switch {
 	case d.Secret != nil:
-		if err := g.secrets().Save(*d.Secret); err != nil {
-			return "", err
-		}
-		return "stored in " + g.StateDir, nil
+		return applySecret(ctx, c, g.TaskQueue, *d.Secret)
 	case d.GitRepo != nil:
 		gr := d.GitRepo
 		var res protocol.ApplyResult

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/output"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
@@ -33,11 +34,12 @@ func newClusterAddCommand(g *globals) *cobra.Command {
 	var agent agentFlags
 	cmd := &cobra.Command{
 		Use:   "add NAME --kubeconfig FILE [--context C] [--label k=v]...",
-		Short: "Register a cluster, storing its kubeconfig under --state-dir on this host",
-		Long: `Add registers a cluster. Its kubeconfig (reduced to one context, with certificates
-embedded) is written to <state-dir>/clusters/NAME.kubeconfig with mode 0600, where the
-worker sharing that state dir picks it up; it never enters Temporal. Adding an existing
-cluster replaces its kubeconfig, and its labels when --label is given.
+		Short: "Register a cluster; its kubeconfig is sealed to the controllers' key",
+		Long: `Add registers a cluster. Its kubeconfig (reduced to one context, with certificates and
+token files embedded) is sealed on this machine to the controllers' newest public key and
+stored in the cluster's workflow as ciphertext: any controller replica can open it, nothing
+else can, and nothing is written on this host. Adding an existing cluster replaces its
+kubeconfig, and its labels when --label is given.
 
 With --install-agent the cluster runs in pull mode: the controller installs the agent
 (a Deployment in flotilla-system, from the flotilla-agent chart) through the kubeconfig
@@ -62,18 +64,17 @@ anything unset comes from the controller's --agent-defaults.`,
 				return err
 			}
 			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
-				store := g.clusters()
-				_, missing := store.Hash(name)
-				hash, err := store.SaveFile(name, kubeconfig, kubeContext)
+				data, hash, err := cluster.ReadKubeconfig(name, kubeconfig, kubeContext)
 				if err != nil {
 					return err
 				}
-				rec, err := applyCluster(ctx, c, g.TaskQueue, name, protocol.ClusterApply{Labels: set, SetLabels: len(labels) > 0,
-					KubeconfigHash: hash, Context: kubeContext, Agent: agentApply})
+				sealed, err := sealData(ctx, c, data)
 				if err != nil {
-					if missing != nil {
-						_ = store.Remove(name) // registration failed: leave no orphan kubeconfig
-					}
+					return fmt.Errorf("register cluster %s: %w", name, err)
+				}
+				rec, err := applyCluster(ctx, c, g.TaskQueue, name, protocol.ClusterApply{Labels: set, SetLabels: len(labels) > 0,
+					KubeconfigHash: hash, Context: kubeContext, Kubeconfig: &sealed, Agent: agentApply})
+				if err != nil {
 					return fmt.Errorf("register cluster %s: %w", name, unwrapUpdate(err))
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "cluster/%s %s\n", name, verb(rec.Generation == 1, true))
@@ -123,16 +124,13 @@ func newClusterLabelCommand(g *globals) *cobra.Command {
 func newClusterRemoveCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "remove NAME",
-		Short: "Unregister a cluster and delete its stored kubeconfig (its releases are left in place)",
+		Short: "Unregister a cluster and forget its sealed kubeconfig (its releases are left in place)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
 				if err := c.SignalWorkflow(ctx, protocol.ClusterID(name), "", protocol.SignalDelete, nil); err != nil {
 					return notFound(err, "cluster "+name)
-				}
-				if err := g.clusters().Remove(name); err != nil {
-					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "cluster/%s removed\n", name)
 				return nil
@@ -154,8 +152,6 @@ func newClusterListCommand(g *globals) *cobra.Command {
 // clusterView is one row of `flotilla cluster list`.
 type clusterView struct {
 	protocol.ClusterRecord `json:",inline"`
-	// Kubeconfig says whether this host holds the cluster's kubeconfig.
-	Kubeconfig bool `json:"kubeconfigOnThisHost"`
 }
 
 func listClusters(cmd *cobra.Command, g *globals) error {
@@ -167,8 +163,7 @@ func listClusters(cmd *cobra.Command, g *globals) error {
 			if err := query(ctx, c, id, id, &rec); err != nil || rec.Removed {
 				return err
 			}
-			_, herr := g.clusters().Hash(rec.Name)
-			views = append(views, clusterView{ClusterRecord: rec, Kubeconfig: herr == nil})
+			views = append(views, clusterView{ClusterRecord: rec})
 			return nil
 		})
 		if err != nil {
@@ -177,9 +172,9 @@ func listClusters(cmd *cobra.Command, g *globals) error {
 		sort.Slice(views, func(i, j int) bool { return views[i].Name < views[j].Name })
 		rows := output.Rows{Header: []string{"NAME", "MODE", "STATE", "LAST SEEN", "LABELS", "PAUSED", "KUBECONFIG"}}
 		for _, v := range views {
-			kc := "missing on this host"
-			if v.Kubeconfig {
-				kc = "stored"
+			kc := "-"
+			if v.KubeconfigHash != "" {
+				kc = "sealed"
 			}
 			mode, state, seen := clusterMode(v.ClusterRecord, time.Now())
 			rows.Rows = append(rows.Rows, []string{v.Name, mode, state, seen, formatLabels(v.Labels), fmt.Sprint(v.Paused), kc})

@@ -3,12 +3,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/envflag"
 	"github.com/flotilla-gitops/flotilla/internal/logging"
 	"github.com/flotilla-gitops/flotilla/internal/output"
@@ -38,16 +36,6 @@ type globals struct {
 	TaskQueue string
 }
 
-// clusters is the kubeconfig store the worker on this host reads.
-func (g *globals) clusters() *cluster.Store {
-	return cluster.NewStore(filepath.Join(g.StateDir, "clusters"))
-}
-
-// secrets is the Git credential store the worker on this host reads.
-func (g *globals) secrets() *cluster.SecretStore {
-	return cluster.NewSecretStore(filepath.Join(g.StateDir, "secrets"))
-}
-
 func (g *globals) format() (output.Format, error) { return output.Parse(g.Output) }
 
 func newRootCommand() *cobra.Command {
@@ -70,7 +58,8 @@ func newRootCommand() *cobra.Command {
 	fs.StringVarP(&g.Output, "output", "o", string(output.Table), "output format: table, yaml or json")
 	fs.StringVar(&g.Log.Level, "log-level", "warn", "log level of the CLI's own diagnostics")
 	fs.StringVarP(&g.Namespace, "gitrepo-namespace", "n", api.DefaultNamespace, "namespace of the GitRepo (status, sync, pause, resume, delete)")
-	fs.StringVar(&g.StateDir, "state-dir", defaultStateDir, "the worker's state directory on this host (cluster add/remove and Secrets write kubeconfigs and credentials there)")
+	fs.StringVar(&g.StateDir, "state-dir", defaultStateDir, "unused: kubeconfigs and Secrets are sealed into Temporal")
+	_ = fs.MarkDeprecated("state-dir", "kubeconfigs and Secrets are now sealed and stored in Temporal; the CLI keeps nothing on this host") // the flag exists
 	fs.StringVar(&g.TaskQueue, "task-queue", protocol.DefaultTaskQueue, "the controller worker's task queue")
 	g.Log.Format = "console"
 	envflag.Annotate(fs, envPrefix)
@@ -83,6 +72,6 @@ func newRootCommand() *cobra.Command {
 		newSignalCommand(g, "pause", protocol.SignalPause, "Stop rolling out the GitRepo's changes (polling continues)", false),
 		newSignalCommand(g, "resume", protocol.SignalResume, "Roll out the GitRepo's changes again", false),
 		newSignalCommand(g, "delete", protocol.SignalDelete, "Delete the GitRepo and uninstall its releases (unless keepResources)", true))
-	cmd.AddCommand(newDiffCommand(g))
+	cmd.AddCommand(newDiffCommand(g), newSecretsCommand(g))
 	return cmd
 }

@@ -189,7 +189,7 @@ func (f *agentFleet) cliErr(t testing.TB, args ...string) (string, error) {
 func (f *agentFleet) run(args ...string) (stdout, stderr string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	full := append([]string{"--temporal-address", f.frontend(), "--state-dir", f.stateDir}, args...)
+	full := append([]string{"--temporal-address", f.frontend()}, args...)
 	cmd := exec.CommandContext(ctx, bins.cli, full...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e

@@ -128,15 +128,16 @@ func BenchmarkFanout(b *testing.B) {
 			direct = true
 			lg.logf("`flotilla cluster add` takes %s per cluster (%s for %d): registering the other %d from this process",
 				(time.Since(reg) / time.Duration(max(probe, 1))).Round(time.Millisecond), projected.Round(time.Second), n, n-probe)
-			store := cluster.NewStore(stateDir + "/clusters")
+			key, err := cluster.CurrentKey(ctx, c)
+			require.NoError(b, err)
 			labels := map[string]string{"fanout": "yes"}
 			// Each registration is followed by the cluster workflow's
 			// notification of the GitRepos; waiting for it keeps at most
 			// 8 of them in flight (see waitNotified).
-			err := parallel(probe, n, 8, func(i int) error {
+			err = parallel(probe, n, 8, func(i int) error {
 				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 				defer cancel()
-				if err := registerClusterDirect(rctx, c, store, names[i], apis[i%k].KubeconfigPath, labels); err != nil {
+				if err := registerClusterDirect(rctx, c, key, names[i], apis[i%k].KubeconfigPath, labels); err != nil {
 					return err
 				}
 				return waitNotified(rctx, c, names[i])

@@ -27,6 +27,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/seal"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
@@ -190,11 +191,15 @@ func addFakeNodes(ctx context.Context, b *testing.B, c *testenv.Cluster, pods in
 }
 
 // registerClusterDirect does what `flotilla cluster add NAME --kubeconfig
-// F --label ...` does, from this process: store the kubeconfig under the
-// worker's state dir, then send the apply update, starting the
-// ClusterWorkflow if needed (starter/cluster.go, applyCluster).
-func registerClusterDirect(ctx context.Context, c client.Client, store *cluster.Store, name, kubeconfig string, labels map[string]string) error {
-	hash, err := store.SaveFile(name, kubeconfig, "")
+// F --label ...` does, from this process: seal the kubeconfig to key, then
+// send the apply update, starting the ClusterWorkflow if needed
+// (starter/cluster.go, applyCluster).
+func registerClusterDirect(ctx context.Context, c client.Client, key seal.PublicKey, name, kubeconfig string, labels map[string]string) error {
+	data, hash, err := cluster.ReadKubeconfig(name, kubeconfig, "")
+	if err != nil {
+		return err
+	}
+	sealed, err := seal.Seal(key, data)
 	if err != nil {
 		return err
 	}
@@ -208,7 +213,7 @@ func registerClusterDirect(ctx context.Context, c client.Client, store *cluster.
 		StartWorkflowOperation: op,
 		UpdateOptions: client.UpdateWorkflowOptions{
 			UpdateName:   protocol.UpdateApply,
-			Args:         []any{protocol.ClusterApply{Labels: labels, SetLabels: true, KubeconfigHash: hash}},
+			Args:         []any{protocol.ClusterApply{Labels: labels, SetLabels: true, KubeconfigHash: hash, Kubeconfig: &sealed}},
 			WaitForStage: client.WorkflowUpdateStageCompleted,
 		},
 	})

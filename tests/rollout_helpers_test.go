@@ -97,7 +97,7 @@ func (f *fleet) cliErr(t testing.TB, args ...string) (stdout, stderr string, err
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	full := append([]string{"--temporal-address", f.w.frontend, "--state-dir", f.stateDir}, args...)
+	full := append([]string{"--temporal-address", f.w.frontend}, args...)
 	cmd := exec.CommandContext(ctx, bins.cli, full...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e

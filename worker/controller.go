@@ -23,13 +23,14 @@ import (
 	"github.com/flotilla-gitops/flotilla/workflows"
 )
 
-// stores are the worker's on-disk state under --state-dir.
+// stores are where the controller reads its state: the sealed
+// kubeconfigs and secrets in Temporal (vault), and its caches under
+// --state-dir.
 type stores struct {
-	clusters *cluster.Store
-	secrets  *cluster.SecretStore
-	content  *content.Store
-	git      *gitsource.Cache
-	charts   *chartfetch.Fetcher
+	sealing *activities.Sealing
+	content *content.Store
+	git     *gitsource.Cache
+	charts  *chartfetch.Fetcher
 }
 
 func openStores(dir string, mirrors map[string]string, registry registryFlags) (*stores, error) {
@@ -38,18 +39,16 @@ func openStores(dir string, mirrors map[string]string, registry registryFlags) (
 		return nil, err
 	}
 	return &stores{
-		clusters: cluster.NewStore(filepath.Join(dir, "clusters")),
-		secrets:  cluster.NewSecretStore(filepath.Join(dir, "secrets")),
-		content:  cs,
-		git:      gitsource.NewCache(filepath.Join(dir, "git")),
-		charts:   &chartfetch.Fetcher{CacheDir: filepath.Join(dir, "charts"), Mirrors: mirrors},
+		content: cs,
+		git:     gitsource.NewCache(filepath.Join(dir, "git")),
+		charts:  &chartfetch.Fetcher{CacheDir: filepath.Join(dir, "charts"), Mirrors: mirrors},
 	}, nil
 }
 
 // registerController registers the workflows, the controller's
 // activities and, for clusters in push mode, the cluster activities on the
-// controller's worker: one worker serves every cluster whose kubeconfig is
-// in the store, each call naming its cluster, so a fleet of thousands of
+// controller's worker: one worker serves every cluster with a sealed
+// kubeconfig, each call naming its cluster, so a fleet of thousands of
 // clusters needs no worker (and no task queue poller) per cluster.
 func registerController(w worker.Worker, c client.Client, st *stores, agents *activities.AgentActivities, retry rollout.Backoff, logger *zap.Logger) {
 	w.RegisterWorkflow(workflows.GitRepoWorkflow)
@@ -58,10 +57,13 @@ func registerController(w worker.Worker, c client.Client, st *stores, agents *ac
 	w.RegisterWorkflow(workflows.ClusterWorkflow)
 	w.RegisterWorkflow(workflows.ClusterGroupWorkflow)
 	w.RegisterWorkflow(workflows.ClusterTokenWorkflow)
+	w.RegisterWorkflow(workflows.SecretWorkflow)
+	w.RegisterWorkflow(workflows.KeysWorkflow)
+	w.RegisterWorkflow(workflows.ResealWorkflow)
 	w.RegisterActivity(agents)
-	w.RegisterActivity(&activities.Activities{Client: c, Secrets: st.secrets, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, Logger: logger})
+	w.RegisterActivity(&activities.Activities{Client: c, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, Logger: logger})
 	w.RegisterActivity(&activities.ClusterActivities{
-		Clusters: cluster.NewConnections(cluster.ConnectionsOptions{Config: st.clusters.RESTConfig}),
+		Clusters: cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),
 		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
 		Content:  st.content,
 		Logger:   logger,
@@ -84,7 +86,7 @@ func (o *options) agentActivities(st *stores, logger *zap.Logger) (*activities.A
 	}
 	t := o.Temporal
 	return &activities.AgentActivities{
-		Config:   st.clusters.RESTConfig,
+		Config:   st.sealing.Vault.RESTConfig,
 		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
 		Defaults: defaults,
 		Controller: agentcfg.Controller{

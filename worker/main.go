@@ -42,7 +42,7 @@ func newRootCommand() *cobra.Command {
 	}
 	o.bindFlags(cmd.Flags())
 	envflag.Annotate(cmd.Flags(), envPrefix)
-	cmd.AddCommand(newAgentCommand())
+	cmd.AddCommand(newAgentCommand(), newKeygenCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the worker version",
@@ -114,6 +114,9 @@ func runController(ctx context.Context, o options, c client.Client, logger *zap.
 	if err != nil {
 		return err
 	}
+	if st.sealing, err = o.openSealing(c, logger); err != nil {
+		return err
+	}
 	agents, err := o.agentActivities(st, logger)
 	if err != nil {
 		return err
@@ -126,7 +129,12 @@ func runController(ctx context.Context, o options, c client.Client, logger *zap.
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}
-	if err := serveWebhooks(ctx, o.Webhook, c, st.secrets, logger); err != nil {
+	if err := publishKeys(ctx, c, o.TaskQueue, st.sealing, logger); err != nil {
+		w.Stop()
+		return err
+	}
+	importStateDir(ctx, c, o.TaskQueue, o.DevSrv.StateDir, st.sealing, logger)
+	if err := serveWebhooks(ctx, o.Webhook, c, st.sealing.Vault, logger); err != nil {
 		w.Stop()
 		return err
 	}

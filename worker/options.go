@@ -27,6 +27,9 @@ type options struct {
 	ChartMirrors []string
 	// Registry carries rendered bundles to agents.
 	Registry registryFlags
+	// SealKeys is the keyring directory of the controllers' private
+	// sealing keys (default <state-dir>/seal-keys).
+	SealKeys string
 	// AgentDefaults is the file of defaults for agents the controller
 	// installs.
 	AgentDefaults string
@@ -44,7 +47,8 @@ type options struct {
 func (o *options) bindFlags(fs *pflag.FlagSet) {
 	o.Temporal.BindFlags(fs)
 	fs.BoolVar(&o.Dev, "dev", false, "start an embedded Temporal server with Web UI (the default when --temporal-address is empty)")
-	fs.StringVar(&o.DevSrv.StateDir, "state-dir", devserver.DefaultStateDir, "directory for Flotilla's state: cluster kubeconfigs, Git credentials, rendered bundles, Git cache, and the embedded server's database (with --dev)")
+	fs.StringVar(&o.DevSrv.StateDir, "state-dir", devserver.DefaultStateDir, "cache directory (Git clones, charts, rendered bundles; deleting it loses nothing when --seal-keys is set) and, with --dev, the embedded server's database")
+	fs.StringVar(&o.SealKeys, "seal-keys", "", "directory of the controllers' private sealing keys, one file per key named by its ID (a mounted Secret; every replica needs the same); kubeconfigs and secrets reach controllers through Temporal sealed to the newest. Default: <state-dir>/seal-keys, generated on first start")
 	fs.StringVar(&o.DevSrv.Listen, "dev-listen", devserver.DefaultListen, "host:port of the embedded Temporal frontend (with --dev)")
 	fs.StringVar(&o.DevSrv.UIListen, "ui-listen", devserver.DefaultUIListen, `host:port of the embedded Temporal Web UI; "" disables it (with --dev)`)
 	fs.StringVar(&o.TaskQueue, "task-queue", defaultTaskQueue, "Temporal task queue of the controller")

@@ -16,7 +16,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/webhook"
@@ -55,10 +54,16 @@ func (f *webhookFlags) validate() error {
 	return nil
 }
 
+// webhookSecrets reads the webhook keys of a GitRepo's webhookSecret (a
+// cluster.Vault).
+type webhookSecrets interface {
+	LoadWebhook(namespace, name string) (map[string]string, error)
+}
+
 // serveWebhooks starts the webhook receiver on --webhook-listen until ctx
 // ends. Deliveries become durable push signals of the GitRepo workflows
 // of the pushed repository.
-func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets *cluster.SecretStore, logger *zap.Logger) error {
+func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets webhookSecrets, logger *zap.Logger) error {
 	if f.Listen == "" {
 		return nil
 	}

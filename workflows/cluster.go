@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/seal"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
@@ -25,6 +26,9 @@ type ClusterInput struct {
 	EnsureAgent bool `json:"ensureAgent,omitempty"`
 	// Watch carries the GitRepos' watch sets across continue-as-new.
 	Watch []protocol.WatchSet `json:"watch,omitempty"`
+	// Kubeconfig is the cluster's sealed kubeconfig (push mode or a
+	// managed agent), carried across continue-as-new.
+	Kubeconfig *seal.Box `json:"kubeconfig,omitempty"`
 }
 
 // ClusterWorkflow is the entity workflow of one registered cluster (ID
@@ -32,12 +36,15 @@ type ClusterInput struct {
 // alter targeting tells the GitRepos, which re-evaluate their targets.
 // `flotilla cluster remove` ends it.
 func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
-	c := &clusterEntity{rec: in.Record}
+	c := &clusterEntity{rec: in.Record, kubeconfig: in.Kubeconfig}
 	c.e = entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
 	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent}
 	c.w = &clusterWatch{name: in.Record.Name, rec: &c.rec, sets: in.Watch}
 	c.e.busy = func() bool { return c.ag.pending() || c.w.pending() }
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ClusterRecord, error) { return c.rec, nil }); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryKubeconfig, func() (*seal.Box, error) { return c.kubeconfig, nil }); err != nil {
 		return err
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, c.apply,
@@ -56,15 +63,17 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 		return err
 	}
 	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: c.rec},
-		Notified: !c.e.notifyDue, EnsureAgent: c.ag.ensureDue, Watch: c.w.sets})
+		Notified: !c.e.notifyDue, EnsureAgent: c.ag.ensureDue, Watch: c.w.sets, Kubeconfig: c.kubeconfig})
 }
 
 // clusterEntity is the state of one ClusterWorkflow run.
 type clusterEntity struct {
 	rec protocol.ClusterRecord
-	e   entity
-	ag  *agentWatch
-	w   *clusterWatch
+	// kubeconfig is sealed; it is never part of the record.
+	kubeconfig *seal.Box
+	e          entity
+	ag         *agentWatch
+	w          *clusterWatch
 }
 
 // apply takes a registration or an update of the cluster.
@@ -79,6 +88,9 @@ func (c *clusterEntity) apply(ctx workflow.Context, a protocol.ClusterApply) (pr
 	}
 	if a.KubeconfigHash != "" {
 		next.KubeconfigHash, next.Context = a.KubeconfigHash, a.Context
+	}
+	if a.Kubeconfig != nil {
+		c.kubeconfig = a.Kubeconfig
 	}
 	if a.Agent != nil {
 		next.Agent = applyAgent(ctx, c.rec.Agent, *a.Agent)
@@ -112,6 +124,9 @@ func (c *clusterEntity) validateApply(ctx workflow.Context, a protocol.ClusterAp
 	}
 	if a.Agent != nil && a.Agent.Managed && a.KubeconfigHash == "" && rec.KubeconfigHash == "" {
 		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a managed agent is installed through the cluster's kubeconfig; add it with --kubeconfig", "InvalidSpec", nil)
+	}
+	if a.Kubeconfig != nil && (a.Kubeconfig.IsZero() || a.KubeconfigHash == "") {
+		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a sealed kubeconfig comes with its hash", "InvalidSpec", nil)
 	}
 	return validateLabels(rec.Name, a.Labels)
 }

@@ -124,7 +124,7 @@ func applyDemo(ctx context.Context, r *runner, f demoFlags, kubeconfig, repoURL 
 // cli runs the flotilla CLI with stdin, retrying while the worker's
 // Temporal server is still starting (the CLI reports it unreachable).
 func (f demoFlags) cli(ctx context.Context, stdin string, args ...string) error {
-	args = append([]string{"--temporal-address", f.devListen, "--state-dir", f.stateDir}, args...)
+	args = append([]string{"--temporal-address", f.devListen}, args...)
 	var err error
 	for attempt := 0; attempt < 60; attempt++ { // the server may still be starting
 		cmd := exec.CommandContext(ctx, filepath.Join(f.bin, "flotilla"), args...)

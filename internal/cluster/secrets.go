@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -37,11 +38,29 @@ func (s *SecretStore) Save(sec api.Secret) error {
 		sec.Metadata.Namespace = api.DefaultNamespace
 	}
 	ns, name := sec.Metadata.Namespace, sec.Metadata.Name
-	if err := validateSecretName(ns, name); err != nil {
+	data, err := EncodeSecret(sec)
+	if err != nil {
 		return err
 	}
-	if err := sec.Validate(); err != nil {
+	if err := writeFileAtomic(filepath.Join(s.dir, ns), name+".json", data); err != nil {
 		return fmt.Errorf("secret %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// EncodeSecret validates sec and returns its content as stored (the
+// credentials and webhook keys; other keys are dropped): what `flotilla
+// apply` seals. An empty namespace is api.DefaultNamespace.
+func EncodeSecret(sec api.Secret) ([]byte, error) {
+	if sec.Metadata.Namespace == "" {
+		sec.Metadata.Namespace = api.DefaultNamespace
+	}
+	ns, name := sec.Metadata.Namespace, sec.Metadata.Name
+	if err := validateSecretName(ns, name); err != nil {
+		return nil, err
+	}
+	if err := sec.Validate(); err != nil {
+		return nil, fmt.Errorf("secret %s/%s: %w", ns, name, err)
 	}
 	var st storedSecret
 	st.Username, st.Password = sec.Credentials()
@@ -50,12 +69,87 @@ func (s *SecretStore) Save(sec api.Secret) error {
 	}
 	data, err := json.Marshal(st)
 	if err != nil {
-		return fmt.Errorf("secret %s/%s: encode: %w", ns, name, err)
+		return nil, fmt.Errorf("secret %s/%s: encode: %w", ns, name, err)
 	}
-	if err := writeFileAtomic(filepath.Join(s.dir, ns), name+".json", data); err != nil {
-		return fmt.Errorf("secret %s/%s: %w", ns, name, err)
+	return data, nil
+}
+
+// decodeSecret reads what EncodeSecret wrote; the message never quotes
+// the content.
+func decodeSecret(namespace, name string, data []byte) (storedSecret, error) {
+	var st storedSecret
+	if err := json.Unmarshal(data, &st); err != nil {
+		return storedSecret{}, fmt.Errorf("secret %s/%s: not a stored secret", namespace, name)
 	}
-	return nil
+	if st.Webhook == nil {
+		st.Webhook = map[string]string{}
+	}
+	return st, nil
+}
+
+// ContentKeys names the keys a stored content holds (username, password
+// and the webhook keys that are set), sorted: what a SecretRecord shows.
+func ContentKeys(namespace, name string, data []byte) ([]string, error) {
+	st, err := decodeSecret(namespace, name, data)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	if st.Username != "" {
+		keys = append(keys, "username")
+	}
+	if st.Password != "" {
+		keys = append(keys, "password")
+	}
+	for k := range st.Webhook {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// Read returns namespace/name's stored content, as EncodeSecret made it.
+func (s *SecretStore) Read(namespace, name string) ([]byte, error) {
+	if err := validateSecretName(namespace, name); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(s.path(namespace, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("secret %s/%s %w in %s", namespace, name, ErrNotFound, s.dir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("secret %s/%s: %w", namespace, name, err)
+	}
+	return data, nil
+}
+
+// Names returns the stored secrets as namespace/name pairs, sorted. A
+// store never written to is empty.
+func (s *SecretStore) Names() ([][2]string, error) {
+	nss, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list secrets in %s: %w", s.dir, err)
+	}
+	var out [][2]string
+	for _, ns := range nss {
+		if !ns.IsDir() {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(s.dir, ns.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("list secrets in %s: %w", s.dir, err)
+		}
+		for _, f := range files {
+			name, ok := strings.CutSuffix(f.Name(), ".json")
+			if ok && f.Type().IsRegular() && validateSecretName(ns.Name(), name) == nil {
+				out = append(out, [2]string{ns.Name(), name})
+			}
+		}
+	}
+	return out, nil // ReadDir sorts
 }
 
 // Load returns the credentials stored for namespace/name.
@@ -75,22 +169,11 @@ func (s *SecretStore) LoadWebhook(namespace, name string) (map[string]string, er
 }
 
 func (s *SecretStore) read(namespace, name string) (storedSecret, error) {
-	if err := validateSecretName(namespace, name); err != nil {
+	data, err := s.Read(namespace, name)
+	if err != nil {
 		return storedSecret{}, err
 	}
-	data, err := os.ReadFile(s.path(namespace, name))
-	if errors.Is(err, os.ErrNotExist) {
-		return storedSecret{}, fmt.Errorf("secret %s/%s %w in %s", namespace, name, ErrNotFound, s.dir)
-	}
-	if err != nil {
-		return storedSecret{}, fmt.Errorf("secret %s/%s: %w", namespace, name, err)
-	}
-	var st storedSecret
-	if err := json.Unmarshal(data, &st); err != nil {
-		// The decoder's message may quote the file; name the file instead.
-		return storedSecret{}, fmt.Errorf("secret %s/%s: %s is not a stored secret", namespace, name, s.path(namespace, name))
-	}
-	return st, nil
+	return decodeSecret(namespace, name, data)
 }
 
 // Remove deletes namespace/name; removing a secret that is not stored is

@@ -65,6 +65,38 @@ func (s *Store) SaveFile(name, path, contextName string) (string, error) {
 }
 
 func (s *Store) save(name string, cfg *clientcmdapi.Config, contextName string) (string, error) {
+	data, err := prepare(name, cfg, contextName)
+	if err != nil {
+		return "", err
+	}
+	if err := writeFileAtomic(s.dir, name+kubeconfigExt, data); err != nil {
+		return "", fmt.Errorf("cluster %q: %w", name, err)
+	}
+	return hashOf(data), nil
+}
+
+// ReadKubeconfig reads the kubeconfig file at path for cluster name and
+// returns it as Store.SaveFile would store it (one context, referenced
+// files embedded), with its SHA-256 (hex), without writing anything: what
+// `flotilla cluster add` seals. Errors never include the content.
+func ReadKubeconfig(name, path, contextName string) (data []byte, hash string, err error) {
+	if err := validateClusterName(name); err != nil {
+		return nil, "", err
+	}
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("cluster %q: read %s: %w: %w", name, path, ErrInvalidKubeconfig, err)
+	}
+	if data, err = prepare(name, cfg, contextName); err != nil {
+		return nil, "", err
+	}
+	return data, hashOf(data), nil
+}
+
+// prepare reduces cfg to contextName (empty: its current context) with
+// every referenced file embedded, checks that it yields a REST client
+// configuration and encodes it.
+func prepare(name string, cfg *clientcmdapi.Config, contextName string) ([]byte, error) {
 	secrets := configSecrets(cfg)
 	fail := func(step string, err error) error {
 		// The error came from code that saw the secrets; keep only its
@@ -73,31 +105,52 @@ func (s *Store) save(name string, cfg *clientcmdapi.Config, contextName string) 
 	}
 	chosen, err := chooseContext(cfg, contextName)
 	if err != nil {
-		return "", fmt.Errorf("cluster %q: %w", name, err)
+		return nil, fmt.Errorf("cluster %q: %w", name, err)
 	}
 	cfg.CurrentContext = chosen
 	if err := clientcmdapi.MinifyConfig(cfg); err != nil {
-		return "", fail("select context "+chosen, err)
+		return nil, fail("select context "+chosen, err)
 	}
 	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
-		return "", fail("embed referenced files", err)
+		return nil, fail("embed referenced files", err)
 	}
 	token, err := embedTokenFiles(cfg)
 	if err != nil {
-		return "", fail("embed token file", err)
+		return nil, fail("embed token file", err)
 	}
 	secrets = append(secrets, token...)
 	if _, err := clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{}).ClientConfig(); err != nil {
-		return "", fail("build client configuration", err)
+		return nil, fail("build client configuration", err)
 	}
 	data, err := clientcmd.Write(*cfg)
 	if err != nil {
-		return "", fail("encode", err)
+		return nil, fail("encode", err)
 	}
-	if err := writeFileAtomic(s.dir, name+kubeconfigExt, data); err != nil {
-		return "", fmt.Errorf("cluster %q: %w", name, err)
+	return data, nil
+}
+
+// RESTConfigFrom builds the REST client configuration of cluster name
+// from a kubeconfig as ReadKubeconfig returns it. Errors never include the
+// content.
+func RESTConfigFrom(name string, data []byte) (*rest.Config, error) {
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		var secrets []string
+		if parsed, perr := clientcmd.Load(data); perr == nil {
+			secrets = configSecrets(parsed)
+		}
+		return nil, fmt.Errorf("cluster %q: %w: %s", name, ErrInvalidKubeconfig, scrub(err.Error(), secrets))
 	}
-	return hashOf(data), nil
+	return cfg, nil
+}
+
+// Read returns cluster name's stored kubeconfig and its SHA-256 (hex).
+func (s *Store) Read(name string) (data []byte, hash string, err error) {
+	data, err = s.read(name)
+	if err != nil {
+		return nil, "", err
+	}
+	return data, hashOf(data), nil
 }
 
 // chooseContext returns the context to keep; a missing one is an error
@@ -173,15 +226,7 @@ func (s *Store) RESTConfig(name string) (*rest.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
-	if err != nil {
-		var secrets []string
-		if parsed, perr := clientcmd.Load(data); perr == nil {
-			secrets = configSecrets(parsed)
-		}
-		return nil, fmt.Errorf("cluster %q: %w: %s", name, ErrInvalidKubeconfig, scrub(err.Error(), secrets))
-	}
-	return cfg, nil
+	return RESTConfigFrom(name, data)
 }
 
 // Hash returns the SHA-256 (hex) of cluster name's stored kubeconfig, as

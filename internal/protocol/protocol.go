@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/seal"
 )
 
 // Workflow types.
@@ -17,7 +18,18 @@ const (
 	ClusterWorkflow      = "ClusterWorkflow"
 	ClusterGroupWorkflow = "ClusterGroupWorkflow"
 	ClusterTokenWorkflow = "ClusterTokenWorkflow"
+	// SecretWorkflow holds one sealed Secret (SecretRecord).
+	SecretWorkflow = "SecretWorkflow"
+	// KeysWorkflow holds the controllers' public sealing keys (KeysID).
+	KeysWorkflow = "KeysWorkflow"
+	// ResealWorkflow moves every sealed kubeconfig and Secret to the
+	// newest key (`flotilla secrets rotate`).
+	ResealWorkflow = "ResealWorkflow"
 )
+
+// KeysID is the ID of the well-known workflow that holds the controllers'
+// public sealing keys: the CLI reads the newest there and seals with it.
+const KeysID = "flotilla/keys"
 
 // DefaultTaskQueue is the controller's task queue.
 const DefaultTaskQueue = "flotilla"
@@ -57,7 +69,14 @@ const (
 	// releases (status.LiveSignal): readiness and drift.
 	SignalLive = "live"
 
+	// UpdatePublishKeys adds a controller's public sealing keys
+	// ([]seal.PublicKey) to the KeysWorkflow.
+	UpdatePublishKeys = "publishKeys"
+
 	QueryStatus = "status"
+	// QueryKubeconfig returns a cluster's sealed kubeconfig (*seal.Box,
+	// nil for a cluster without one).
+	QueryKubeconfig = "kubeconfig"
 	// QueryWebhookTarget returns what the webhook receiver matches a
 	// GitRepo by (WebhookTarget).
 	QueryWebhookTarget = "webhookTarget"
@@ -104,6 +123,9 @@ func ClusterID(name string) string { return "cluster/" + name }
 // ClusterGroupID is the ID of a cluster group's entity workflow.
 func ClusterGroupID(name string) string { return "clustergroup/" + name }
 
+// SecretID is the ID of a Secret's entity workflow.
+func SecretID(namespace, name string) string { return "secret/" + namespace + "/" + name }
+
 // ClusterTokenID is the ID of a registration token's workflow.
 func ClusterTokenID(id string) string { return "clustertoken/" + id }
 
@@ -147,8 +169,9 @@ type ClusterRecord struct {
 	Annotations    map[string]string `json:"annotations,omitempty"`
 	TemplateValues map[string]any    `json:"templateValues,omitempty"`
 	Paused         bool              `json:"paused,omitempty"`
-	// KubeconfigHash is the sha256 of the kubeconfig stored on the worker's
-	// host (push mode); the kubeconfig itself never enters Temporal.
+	// KubeconfigHash is the sha256 of the cluster's kubeconfig (push
+	// mode). The kubeconfig itself is held sealed by the ClusterWorkflow
+	// (QueryKubeconfig), never in the record.
 	KubeconfigHash string `json:"kubeconfigHash,omitempty"`
 	Context        string `json:"context,omitempty"`
 	// Agent is set for a cluster served by an agent (pull mode).
@@ -274,6 +297,10 @@ type ClusterApply struct {
 	Paused         *bool             `json:"paused,omitempty"`
 	KubeconfigHash string            `json:"kubeconfigHash,omitempty"`
 	Context        string            `json:"context,omitempty"`
+	// Kubeconfig is the kubeconfig sealed to the controllers' key; it
+	// comes with KubeconfigHash (a re-seal sends it alone with the same
+	// hash).
+	Kubeconfig *seal.Box `json:"kubeconfig,omitempty"`
 	// Agent, when set, puts the cluster in pull mode.
 	Agent *AgentApply `json:"agent,omitempty"`
 	// AgentSettings change the managed agent's settings (a Cluster
@@ -369,4 +396,40 @@ type WatchedRelease struct {
 type WatchSet struct {
 	GitRepo  string           `json:"gitRepo"`
 	Releases []WatchedRelease `json:"releases,omitempty"`
+}
+
+// SecretRecord is a Secret applied with `flotilla apply`, the
+// SecretWorkflow's state: its credentials and webhook keys sealed to the
+// controllers' key, and only names in the clear.
+type SecretRecord struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Type      string `json:"type,omitempty"`
+	// Keys names the data keys the sealed content holds (never values).
+	Keys []string `json:"keys,omitempty"`
+	// Sealed is the secret's content (cluster.SecretContent), sealed.
+	Sealed seal.Box `json:"sealed"`
+	// Generation counts accepted changes; Removed is set by a delete.
+	Generation int64 `json:"generation"`
+	Removed    bool  `json:"removed,omitempty"`
+}
+
+// SecretStart starts (or continues) a SecretWorkflow.
+type SecretStart struct {
+	Record SecretRecord `json:"record"`
+}
+
+// KeysRecord is the KeysWorkflow's state: every public key a controller
+// published, oldest first. New secrets are sealed to the newest.
+type KeysRecord struct {
+	Keys []seal.PublicKey `json:"keys"`
+}
+
+// ResealResult reports a re-seal to the newest key.
+type ResealResult struct {
+	KeyID       string   `json:"keyID"`
+	Kubeconfigs int      `json:"kubeconfigs"`
+	Secrets     int      `json:"secrets"`
+	Unchanged   int      `json:"unchanged"`
+	Failed      []string `json:"failed,omitempty"`
 }

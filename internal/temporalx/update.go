@@ -44,3 +44,13 @@ func ApplyCluster(ctx context.Context, c client.Client, queue, name string, a pr
 		KeyCluster.ValueSet([]string{name}))
 	return rec, err
 }
+
+// ApplySecret stores a sealed Secret in its entity workflow, starting the
+// workflow for a new Secret, and returns the record.
+func ApplySecret(ctx context.Context, c client.Client, queue string, rec protocol.SecretRecord) (protocol.SecretRecord, error) {
+	var out protocol.SecretRecord
+	start := protocol.SecretStart{Record: protocol.SecretRecord{Namespace: rec.Namespace, Name: rec.Name}}
+	err := UpdateWithStart(ctx, c, queue, protocol.SecretID(rec.Namespace, rec.Name), protocol.UpdateApply, rec, &out,
+		protocol.SecretWorkflow, start)
+	return out, err
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/seal"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+)
+
+// sealSecret seals a Secret's credentials and webhook keys to the
+// controllers' newest key.
+func sealSecret(ctx context.Context, c client.Client, sec api.Secret) (protocol.SecretRecord, error) {
+	if sec.Metadata.Namespace == "" {
+		sec.Metadata.Namespace = api.DefaultNamespace
+	}
+	ns, name := sec.Metadata.Namespace, sec.Metadata.Name
+	data, err := cluster.EncodeSecret(sec)
+	if err != nil {
+		return protocol.SecretRecord{}, err
+	}
+	keys, err := cluster.ContentKeys(ns, name, data)
+	if err != nil {
+		return protocol.SecretRecord{}, err
+	}
+	box, err := sealData(ctx, c, data)
+	if err != nil {
+		return protocol.SecretRecord{}, err
+	}
+	return protocol.SecretRecord{Namespace: ns, Name: name, Type: sec.Type, Keys: keys, Sealed: box}, nil
+}
+
+// sealData seals data to the newest key the controllers published.
+func sealData(ctx context.Context, c client.Client, data []byte) (seal.Box, error) {
+	key, err := cluster.CurrentKey(ctx, c)
+	if err != nil {
+		return seal.Box{}, err
+	}
+	return seal.Seal(key, data)
+}
+
+func newSecretsCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "secrets",
+		Short: "Manage the sealed Secrets and the controllers' sealing keys",
+		Long: `Kubeconfigs (flotilla cluster add) and Secrets (flotilla apply) are sealed on this
+machine to the newest public key the controllers published, and reach the controllers
+through Temporal as ciphertext: only the controllers hold the private keys (--seal-keys).`,
+	}
+	cmd.AddCommand(newSecretsRotateCommand(g), newSecretsPublicKeyCommand(g), newSecretsDeleteCommand(g))
+	return cmd
+}
+
+func newSecretsRotateCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate",
+		Short: "Re-seal every kubeconfig and Secret to the controllers' newest key",
+		Long: `Rotate asks a controller to open every sealed kubeconfig and Secret with the key it was
+sealed to and seal it again to the newest key. Add the new key to every controller's
+--seal-keys first and restart them; after the rotation the old key can be removed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withClient(cmd.Context(), 30*time.Minute, func(ctx context.Context, c client.Client) error {
+				run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+					ID: "reseal/" + time.Now().UTC().Format("20060102T150405.000Z"), TaskQueue: g.TaskQueue,
+				}, protocol.ResealWorkflow)
+				if err != nil {
+					return err
+				}
+				var res protocol.ResealResult
+				if err := run.Get(ctx, &res); err != nil {
+					return unwrapUpdate(err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "re-sealed %d kubeconfigs and %d secrets to key %s (%d already were)\n",
+					res.Kubeconfigs, res.Secrets, res.KeyID, res.Unchanged)
+				for _, f := range res.Failed {
+					fmt.Fprintf(cmd.ErrOrStderr(), "not re-sealed: %s\n", f)
+				}
+				if len(res.Failed) > 0 {
+					return fmt.Errorf("%d could not be re-sealed; keep their keys until they are", len(res.Failed))
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func newSecretsPublicKeyCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "public-key",
+		Short: "Print the controllers' newest public sealing key (ID:base64)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
+				k, err := cluster.CurrentKey(ctx, c)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), k.String())
+				return nil
+			})
+		},
+	}
+}
+
+func newSecretsDeleteCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a Secret applied with `flotilla apply` (namespace from -n)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
+				if err := c.SignalWorkflow(ctx, protocol.SecretID(g.Namespace, args[0]), "", protocol.SignalDelete, nil); err != nil {
+					return notFound(err, "secret "+g.Namespace+"/"+args[0])
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "secret/%s/%s deleted\n", g.Namespace, args[0])
+				return nil
+			})
+		},
+	}
+}
+
+// applySecret seals and stores a Secret.
+func applySecret(ctx context.Context, c client.Client, queue string, sec api.Secret) (string, error) {
+	rec, err := sealSecret(ctx, c, sec)
+	if err != nil {
+		return "", err
+	}
+	out, err := temporalx.ApplySecret(ctx, c, queue, rec)
+	if err != nil {
+		return "", err
+	}
+	return verb(out.Generation == 1, true) + " (sealed to key " + rec.Sealed.KeyID + ")", nil
+}

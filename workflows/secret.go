@@ -1,0 +1,141 @@
+package workflows
+
+import (
+	"bytes"
+	"slices"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/seal"
+)
+
+// SecretWorkflow is the entity workflow of one Secret applied with
+// `flotilla apply` (ID secret/<namespace>/<name>). It holds the Secret's
+// credentials and webhook keys sealed to the controllers' key: only
+// ciphertext and key names ever enter its history. Controllers read it
+// with a query and open it in memory; the delete signal ends it.
+func SecretWorkflow(ctx workflow.Context, in protocol.SecretStart) error {
+	rec := in.Record
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.SecretRecord, error) { return rec, nil }); err != nil {
+		return err
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply,
+		func(ctx workflow.Context, a protocol.SecretRecord) (protocol.SecretRecord, error) {
+			changed := rec.Type != a.Type || !slices.Equal(rec.Keys, a.Keys) || rec.Sealed.KeyID != a.Sealed.KeyID ||
+				!bytes.Equal(rec.Sealed.Data, a.Sealed.Data)
+			if changed {
+				rec.Type, rec.Keys, rec.Sealed = a.Type, a.Keys, a.Sealed
+				rec.Generation++
+			}
+			return rec, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a protocol.SecretRecord) error {
+			if a.Namespace != rec.Namespace || a.Name != rec.Name {
+				return temporal.NewNonRetryableApplicationError("Secret "+a.Namespace+"/"+a.Name+" sent to the workflow of "+
+					rec.Namespace+"/"+rec.Name, "InvalidSpec", nil)
+			}
+			if a.Sealed.IsZero() || a.Sealed.KeyID == "" {
+				return temporal.NewNonRetryableApplicationError("Secret "+a.Namespace+"/"+a.Name+": content is not sealed", "InvalidSpec", nil)
+			}
+			return nil
+		}})
+	if err != nil {
+		return err
+	}
+	deleted := false
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		workflow.GetSignalChannel(ctx, protocol.SignalDelete).Receive(ctx, nil)
+		deleted = true
+	})
+	if err := workflow.Await(ctx, func() bool {
+		return deleted || workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
+	}); err != nil {
+		return err
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	if deleted || workflow.GetSignalChannel(ctx, protocol.SignalDelete).ReceiveAsync(nil) {
+		rec.Removed = true
+		return nil
+	}
+	return workflow.NewContinueAsNewError(ctx, SecretWorkflow, protocol.SecretStart{Record: rec})
+}
+
+// KeysWorkflow is the well-known workflow (ID protocol.KeysID) that holds
+// every public sealing key the controllers published; the CLI seals to the
+// newest. A controller publishes its keys at every start. A key ID
+// published again with different key material is refused: two
+// controllers would hold different keys under one name, and secrets
+// sealed by the CLI would open on only one of them.
+func KeysWorkflow(ctx workflow.Context, rec protocol.KeysRecord) error {
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.KeysRecord, error) { return rec, nil }); err != nil {
+		return err
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdatePublishKeys,
+		func(ctx workflow.Context, keys []seal.PublicKey) (protocol.KeysRecord, error) {
+			for _, k := range keys {
+				if !slices.ContainsFunc(rec.Keys, func(p seal.PublicKey) bool { return p.ID == k.ID }) {
+					rec.Keys = append(rec.Keys, k)
+				}
+			}
+			slices.SortFunc(rec.Keys, func(a, b seal.PublicKey) int {
+				switch {
+				case a.ID < b.ID:
+					return -1
+				case a.ID > b.ID:
+					return 1
+				}
+				return 0
+			})
+			return rec, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, keys []seal.PublicKey) error {
+			for _, k := range keys {
+				if err := k.Validate(); err != nil {
+					return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
+				}
+				for _, p := range rec.Keys {
+					if p.ID == k.ID && !bytes.Equal(p.Key, k.Key) {
+						return temporal.NewNonRetryableApplicationError("sealing key "+k.ID+
+							" is already published with different key material: every controller must hold the same --seal-keys", "InvalidSpec", nil)
+					}
+				}
+			}
+			return nil
+		}})
+	if err != nil {
+		return err
+	}
+	if err := workflow.Await(ctx, func() bool {
+		return workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
+	}); err != nil {
+		return err
+	}
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return err
+	}
+	return workflow.NewContinueAsNewError(ctx, KeysWorkflow, rec)
+}
+
+// resealOptions: one pass over every sealed kubeconfig and Secret.
+var resealOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 30 * time.Minute,
+	HeartbeatTimeout:    30 * time.Second,
+	RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 5},
+}
+
+// ResealWorkflow moves every sealed kubeconfig and Secret to the newest
+// sealing key (`flotilla secrets rotate`): a controller opens each with
+// the key it names and seals it again. Afterwards the older keys can be
+// removed from the controllers' keyring.
+func ResealWorkflow(ctx workflow.Context) (protocol.ResealResult, error) {
+	var a *activities.Activities
+	var res protocol.ResealResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, resealOptions), a.Reseal).Get(ctx, &res)
+	return res, err
+}
