@@ -2,13 +2,20 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/base64"
+	"maps"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -22,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-gitops/flotilla/deploy"
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
@@ -52,7 +60,7 @@ func TestChartsApplyToAPIServer(t *testing.T) {
 		objs := renderObjects(t, c, agentRelease, agentNamespace, agentValues(t))
 		applied := applyAll(ctx, t, dyn, mapper, objs)
 		d := appliedDeployment(t, applied, agentRelease)
-		assertPodSpec(t, d.Spec.Template.Spec)
+		assertPodSpec(t, d.Spec.Template.Spec, wantAffinity)
 		args := d.Spec.Template.Spec.Containers[0].Args
 		assert.Equal(t, []string{"env=prod", "region=eu-west-1"}, flagValues(args, "--label"))
 		assert.Contains(t, envSecretRefs(d.Spec.Template.Spec.Containers[0]), "FLOTILLA_REGISTRATION_TOKEN")
@@ -72,14 +80,40 @@ metrics: {serviceMonitor: {enabled: true, labels: {release: prometheus}}}
 rbac: {clusterAdmin: true}
 extraVolumes: [{name: agent-ca, secret: {secretName: agent-ca}}]
 extraVolumeMounts: [{name: agent-ca, mountPath: /etc/flotilla/agent, readOnly: true}]
+topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]
+persistence: {emptyDir: {sizeLimit: 2Gi}}
+payloadEncryption:
+  enabled: true
+  existingSecret: flotilla-payload-keys
+  codecTokenSecret: {name: flotilla-codec, key: bearer}
+  corsOrigins: [https://temporal.example.com]
 `)
 		objs := renderObjects(t, c, controllerRelease, controllerNamespace, vals)
-		require.NotNil(t, find(objs, "ServiceMonitor", controllerRelease))
-		require.NotNil(t, find(objs, "Ingress", controllerRelease))
+		for _, kind := range []string{"ServiceMonitor", "Ingress", "PodDisruptionBudget"} {
+			require.NotNil(t, find(objs, kind, controllerRelease), kind)
+		}
+		require.NotNil(t, find(objs, "Secret", controllerRelease+"-seal-keys"))
 		applied := applyAll(ctx, t, dyn, mapper, objs)
 		d := appliedDeployment(t, applied, controllerRelease)
-		assertPodSpec(t, d.Spec.Template.Spec)
-		args := d.Spec.Template.Spec.Containers[0].Args
+		assert.Equal(t, int32(2), *d.Spec.Replicas)
+		pod := d.Spec.Template.Spec
+		assertPodSpec(t, pod, wantControllerAffinity)
+		require.Len(t, pod.TopologySpreadConstraints, 1)
+		assert.Equal(t, &metav1.LabelSelector{MatchLabels: controllerSelector}, pod.TopologySpreadConstraints[0].LabelSelector)
+		require.NotNil(t, volume(pod, "state").EmptyDir)
+		assert.Equal(t, "2Gi", volume(pod, "state").EmptyDir.SizeLimit.String())
+		pdb := podDisruptionBudget(t, applied, controllerRelease)
+		assert.Equal(t, 1, pdb.Spec.MinAvailable.IntValue())
+		args := pod.Containers[0].Args
+		for flag, want := range map[string]string{
+			"--seal-keys":        "/etc/flotilla/seal-keys",
+			"--payload-keys":     "/etc/flotilla/payload-keys",
+			"--codec-token-file": "/etc/flotilla/codec/token",
+		} {
+			got, _ := flagValue(args, flag)
+			assert.Equal(t, want, got, flag)
+		}
+		assert.Equal(t, []string{"https://temporal.example.com"}, flagValues(args, "--codec-cors-origin"))
 		listen, _ := flagValue(args, "--webhook-listen")
 		assert.Equal(t, ":8080", listen)
 		secrets, _ := flagValue(args, "--webhook-secrets")
@@ -93,11 +127,12 @@ extraVolumeMounts: [{name: agent-ca, mountPath: /etc/flotilla/agent, readOnly: t
 }
 
 // assertPodSpec checks what both charts' tests set in a pod spec the API
-// server returned: scheduling, resources, flags and credentials.
-func assertPodSpec(t *testing.T, pod corev1.PodSpec) {
+// server returned: scheduling (with affinity, which the charts complete
+// differently), resources, flags and credentials.
+func assertPodSpec(t *testing.T, pod corev1.PodSpec, affinity *corev1.Affinity) {
 	t.Helper()
 	assert.Equal(t, wantTolerations, pod.Tolerations)
-	assert.Equal(t, wantAffinity, pod.Affinity)
+	assert.Equal(t, affinity, pod.Affinity)
 	assert.Equal(t, wantNodeSelector, pod.NodeSelector)
 	require.Len(t, pod.Containers, 1)
 	ctr := pod.Containers[0]
@@ -206,4 +241,77 @@ func crdEstablished(crd *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// TestControllerChartSealKeysLifecycle installs, upgrades, uninstalls and
+// reinstalls the controller chart on a real kube-apiserver and checks that
+// the seal keys Secret it generates keeps its data throughout: an upgrade
+// reads it back with lookup (keys added for rotation included), and
+// helm.sh/resource-policy: keep leaves it behind on uninstall.
+func TestControllerChartSealKeysLifecycle(t *testing.T) {
+	clusters := testenv.StartClusters(t, 1, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const ns = "flotilla-lifecycle"
+	secretName := controllerRelease + "-seal-keys"
+	cs := clusters[0].Clientset(t)
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	getter, err := deployer.NewRESTClientGetter(clusters[0].RESTConfig(), ns)
+	require.NoError(t, err)
+	cfg := &action.Configuration{
+		RESTClientGetter: getter,
+		KubeClient:       kube.New(getter),
+		Releases:         storage.Init(driver.NewMemory()),
+		Log:              t.Logf,
+	}
+	c, err := deploy.ControllerChart()
+	require.NoError(t, err)
+	vals := values(t, "temporal: {address: t:7233}")
+	install := func() {
+		t.Helper()
+		in := action.NewInstall(cfg)
+		in.ReleaseName, in.Namespace = controllerRelease, ns
+		_, err := in.Run(c, vals)
+		require.NoError(t, err)
+	}
+	upgrade := func() {
+		t.Helper()
+		up := action.NewUpgrade(cfg)
+		up.Namespace = ns
+		_, err := up.Run(controllerRelease, c, vals)
+		require.NoError(t, err)
+	}
+	keys := func() map[string][]byte {
+		t.Helper()
+		s, err := cs.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
+		require.NoError(t, err)
+		return s.Data
+	}
+
+	install()
+	installed := keys()
+	require.Len(t, installed, 1)
+	upgrade()
+	assert.Equal(t, installed, keys(), "an upgrade generated a new key")
+
+	// Rotation: a newer key added to the Secret survives upgrades too.
+	rotated := maps.Clone(installed)
+	rotated["fk-29991231t235959z"] = []byte(base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	s, err := cs.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
+	require.NoError(t, err)
+	s.Data = rotated
+	_, err = cs.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	upgrade()
+	assert.Equal(t, rotated, keys(), "an upgrade dropped a rotated key")
+
+	_, err = action.NewUninstall(cfg).Run(controllerRelease)
+	require.NoError(t, err)
+	_, err = cs.AppsV1().Deployments(ns).Get(ctx, controllerRelease, metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "uninstall left the Deployment: %v", err)
+	assert.Equal(t, rotated, keys(), "uninstall must keep the seal keys")
+
+	install()
+	assert.Equal(t, rotated, keys(), "a reinstall must reuse the kept seal keys")
 }

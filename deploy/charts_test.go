@@ -129,16 +129,19 @@ func TestChartsLoad(t *testing.T) {
 	tests := []struct {
 		name string
 		load func() (*chart.Chart, error)
+		// wantVersion is the chart's version; both charts have
+		// appVersion 0.1.0.
+		wantVersion string
 	}{
-		{"flotilla-agent", deploy.AgentChart},
-		{"flotilla", deploy.ControllerChart},
+		{"flotilla-agent", deploy.AgentChart, "0.1.0"},
+		{"flotilla", deploy.ControllerChart, "0.2.0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := tt.load()
 			require.NoError(t, err)
 			assert.Equal(t, tt.name, c.Name())
-			assert.Equal(t, "0.1.0", c.Metadata.Version)
+			assert.Equal(t, tt.wantVersion, c.Metadata.Version)
 			assert.Equal(t, "0.1.0", c.Metadata.AppVersion)
 			var templates []string
 			for _, f := range c.Templates {
@@ -165,6 +168,14 @@ func TestChartsLint(t *testing.T) {
 		{"flotilla-agent", agentValues(t)},
 		{"flotilla", values(t, "temporal: {address: temporal:7233}")},
 		{"flotilla", controllerValues(t, "webhook: {enabled: true, existingSecret: flotilla-webhook, requireSignature: true, maxBodyBytes: 1048576, ingress: {enabled: true, host: flotilla.example.com}}\nmetrics: {serviceMonitor: {enabled: true}}")},
+		{"flotilla", controllerValues(t, `
+replicaCount: 3
+podDisruptionBudget: {maxUnavailable: 1}
+topologySpreadConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}]
+persistence: {enabled: true, accessModes: [ReadWriteMany], storageClass: nfs}
+sealKeys: {existingSecret: flotilla-seal-keys}
+payloadEncryption: {enabled: true, existingSecret: flotilla-payload-keys, codecTokenSecret: {name: flotilla-codec}, corsOrigins: [https://temporal.example.com]}
+`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {

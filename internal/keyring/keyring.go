@@ -3,7 +3,7 @@
 // and the AES-256 keys of the optional payload codec. A keyring is a
 // directory with one file per key, the file's name being the key's ID and
 // its content the key in standard base64, which is exactly how a mounted
-// Kubernetes Secret looks. IDs sort by age ("fk-20261127T033000Z"), so the
+// Kubernetes Secret looks. IDs sort by age ("fk-20261127t033000z"), so the
 // newest key, the one new data is encrypted with, is the greatest ID, and
 // every replica given the same directory agrees on it without talking to
 // the others. Older keys stay to read what they encrypted.

@@ -231,3 +231,96 @@ number above 0.
 {{- end }}
 {{- $n }}
 {{- end }}
+
+{{/*
+The name of the Secret holding the controllers' seal keys: sealKeys.existingSecret,
+else the one the chart generates.
+*/}}
+{{- define "flotilla.sealKeysSecret" -}}
+{{- .Values.sealKeys.existingSecret | default (printf "%s-seal-keys" (include "flotilla.fullname" .)) }}
+{{- end }}
+
+{{/*
+Whether the state dir is a claim only one node can mount ("true" or ""):
+persistence without ReadWriteMany. Such a claim needs one replica and the
+Recreate strategy.
+*/}}
+{{- define "flotilla.stateClaimSingleNode" -}}
+{{- if and .Values.persistence.enabled (not (has "ReadWriteMany" .Values.persistence.accessModes)) }}true{{ end }}
+{{- end }}
+
+{{/*
+replicaCount as an integer: a values file holds numbers as floats.
+Fails unless it is a whole number of at least 0.
+*/}}
+{{- define "flotilla.replicas" -}}
+{{- $v := .Values.replicaCount }}
+{{- $n := int64 $v }}
+{{- if or (lt $n 0) (ne (float64 $v) (float64 $n)) }}
+{{- fail (printf "replicaCount must be a whole number of at least 0, not %v" $v) }}
+{{- end }}
+{{- if and (gt $n 1) (include "flotilla.stateClaimSingleNode" .) }}
+{{- fail (printf "persistence.enabled with replicaCount %d needs a ReadWriteMany claim: a ReadWriteOnce volume mounts on one node only. The state dir is only a cache, so leave persistence.enabled false (an emptyDir per pod), set persistence.accessModes to [ReadWriteMany] (with existingClaim: a claim that allows it), or set replicaCount to 1" $n) }}
+{{- end }}
+{{- $n }}
+{{- end }}
+
+{{/*
+The Deployment's strategy: updateStrategy, else Recreate for a single-node
+claim, else a RollingUpdate that never has fewer ready pods than replicas.
+*/}}
+{{- define "flotilla.updateStrategy" -}}
+{{- if .Values.updateStrategy }}
+{{- toYaml .Values.updateStrategy }}
+{{- else if include "flotilla.stateClaimSingleNode" . }}
+type: Recreate
+{{- else }}
+type: RollingUpdate
+rollingUpdate:
+  maxSurge: 1
+  maxUnavailable: 0
+{{- end }}
+{{- end }}
+
+{{/*
+The pods' affinity: .Values.affinity, its podAntiAffinity defaulting to a
+preference for nodes that run no other controller of the release.
+*/}}
+{{- define "flotilla.affinity" -}}
+{{- $affinity := deepCopy (.Values.affinity | default dict) }}
+{{- if not (hasKey $affinity "podAntiAffinity") }}
+{{- $term := dict
+  "topologyKey" "kubernetes.io/hostname"
+  "labelSelector" (dict "matchLabels" (include "flotilla.selectorLabels" . | fromYaml)) }}
+{{- $_ := set $affinity "podAntiAffinity" (dict
+  "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term))) }}
+{{- end }}
+{{- with $affinity }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pods' topologySpreadConstraints: a constraint without labelSelector
+selects the release's controller pods.
+*/}}
+{{- define "flotilla.topologySpreadConstraints" -}}
+{{- $out := list }}
+{{- range .Values.topologySpreadConstraints }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (include "flotilla.selectorLabels" $ | fromYaml)) }}
+{{- end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- with $out }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/*
+A PodDisruptionBudget bound: an integer, or a percentage string as given.
+*/}}
+{{- define "flotilla.intOrPercent" -}}
+{{- if kindIs "string" . }}{{ . | quote }}{{ else }}{{ int64 . }}{{ end }}
+{{- end }}
