@@ -55,7 +55,8 @@ testbin: ## Build (once, cached) the kube-apiserver/etcd/kwok binaries tests use
 test: ## Run every test CI runs: unit (with -race), integration and end-to-end
 	FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; export FLOTILLA_TESTBIN; \
 	FLOTILLA_CHROMIUM="$$(bash hack/chromium.sh)"; export FLOTILLA_CHROMIUM; \
-	unit=$$($(GO) list ./... | grep -v -E '/(tests|worker|internal/devserver|internal/testenv/devtemporal)($$|/)'); \
+	FLOTILLA_POSTGRES="$$(bash hack/postgres.sh)"; export FLOTILLA_POSTGRES; \
+	unit=$$($(GO) list ./... | grep -v -E '/(tests|worker|internal/devserver|internal/testenv/devtemporal|internal/testenv/pgtemporal)($$|/)'); \
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $$unit; \
 	$(MAKE) -s fuzz FUZZTIME=$(TEST_FUZZTIME); \
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SERVER_PKGS)
@@ -95,7 +96,7 @@ $(TOOLS)/golangci-lint:
 
 bench: ## Run benchmarks (BENCH=<name> for one); results in bench/out/<name>.json
 	mkdir -p bench/out
-	export FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)" FLOTILLA_BENCH_OUT="$(CURDIR)/bench/out"; \
+	export FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)" FLOTILLA_POSTGRES="$$(bash hack/postgres.sh)" FLOTILLA_BENCH_OUT="$(CURDIR)/bench/out"; \
 	$(GO) test -run '^$$' -bench '$(if $(BENCH),(?i)^Benchmark$(BENCH)$$,.)' -benchtime 1x -timeout $(TEST_TIMEOUT) ./tests/...
 
 clean: ## Remove build output and tools (not the cached test binaries)

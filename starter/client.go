@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
+	"github.com/flotilla-gitops/flotilla/internal/codec"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
@@ -22,7 +23,8 @@ func (g *globals) dial(ctx context.Context) (client.Client, error) {
 	return g.Temporal.Dial(ctx, logger)
 }
 
-// withClient runs fn with a connected client and a bounded context.
+// withClient runs fn with a connected client and a bounded context. An
+// encrypted payload met without keys is reported with the flag to give.
 func (g *globals) withClient(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, c client.Client) error) error {
 	c, err := g.dial(ctx)
 	if err != nil {
@@ -34,7 +36,11 @@ func (g *globals) withClient(ctx context.Context, timeout time.Duration, fn func
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return fn(ctx, c)
+	err = fn(ctx, c)
+	if errors.Is(err, codec.ErrEncrypted) {
+		return fmt.Errorf("the workflows' payloads are encrypted: give the worker's keyring with --payload-keys DIR (or FLOTILLA_PAYLOAD_KEYS): %w", err)
+	}
+	return err
 }
 
 // query runs the status query of workflow id into out. A missing

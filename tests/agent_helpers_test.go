@@ -36,6 +36,11 @@ import (
 type agentFleet struct {
 	t        testing.TB
 	temporal *devtemporal.Server
+	// addr is the frontend of a Temporal server that is not temporal
+	// (one on PostgreSQL in a process of its own).
+	addr string
+	// cliDir, when set, is the CLI's working directory.
+	cliDir   string
 	c        client.Client
 	registry string
 	stateDir string
@@ -78,7 +83,12 @@ func startAgentFleet(t testing.TB, n int) *agentFleet {
 	return f
 }
 
-func (f *agentFleet) frontend() string { return f.temporal.FrontendAddress() }
+func (f *agentFleet) frontend() string {
+	if f.temporal == nil {
+		return f.addr
+	}
+	return f.temporal.FrontendAddress()
+}
 
 // registryArgs are the content registry flags of controller and agents.
 func (f *agentFleet) registryArgs() []string {
@@ -191,6 +201,7 @@ func (f *agentFleet) run(args ...string) (stdout, stderr string, err error) {
 	defer cancel()
 	full := append([]string{"--temporal-address", f.frontend()}, args...)
 	cmd := exec.CommandContext(ctx, bins.cli, full...)
+	cmd.Dir = f.cliDir
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()

@@ -5,12 +5,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
+
+	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
-// bins holds the paths of bin/flotilla-worker and bin/flotilla built once
-// for this test binary by TestMain.
-var bins struct{ worker, cli string }
+// bins holds the paths of bin/flotilla-worker, bin/flotilla and the
+// Temporal-on-PostgreSQL server (testenv.BuildTemporalServer) built once for
+// this test binary by TestMain.
+var bins struct{ worker, cli, temporal string }
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -23,6 +27,12 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer func() { _ = os.RemoveAll(dir) }() // temp dir; leftovers are harmless
+	// The Temporal server links in parallel with the worker and the CLI:
+	// each link is mostly one core for about a minute.
+	var temporalErr error
+	var temporalBuild sync.WaitGroup
+	temporalBuild.Go(func() { bins.temporal, temporalErr = testenv.BuildTemporalServer(dir) })
+	defer temporalBuild.Wait() // runs before RemoveAll: never remove dir under a running build
 	bins.worker = filepath.Join(dir, "flotilla-worker")
 	bins.cli = filepath.Join(dir, "flotilla")
 	for out, pkg := range map[string]string{bins.worker: "../worker", bins.cli: "../starter"} {
@@ -32,6 +42,11 @@ func runTests(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
 			return 1
 		}
+	}
+	temporalBuild.Wait()
+	if temporalErr != nil {
+		fmt.Fprintln(os.Stderr, temporalErr)
+		return 1
 	}
 	return m.Run()
 }

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +20,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/codec"
 	"github.com/flotilla-gitops/flotilla/internal/drift"
+	"github.com/flotilla-gitops/flotilla/internal/keyring"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
@@ -36,9 +42,31 @@ func (p *probe) setReady(ok bool, reason string) {
 // polls; an agent also heartbeats) and /metrics (Prometheus) on addr
 // until ctx ends. An empty addr serves nothing.
 func serveHTTP(ctx context.Context, addr string, p *probe, logger *zap.Logger) error {
-	if addr == "" {
-		return nil
+	ln, err := listenHTTP(addr)
+	if err != nil || ln == nil {
+		return err
 	}
+	serveOn(ctx, ln, p, nil, logger)
+	return nil
+}
+
+// listenHTTP opens --http-listen; "" opens nothing (a nil listener). The
+// controller opens it before anything else, so that --dev can point the
+// UI at the codec endpoint's real address.
+func listenHTTP(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http-listen: %w", err)
+	}
+	return ln, nil
+}
+
+// serveOn serves what serveHTTP does, and cr (when not nil) under
+// /codec/, on ln until ctx ends.
+func serveOn(ctx context.Context, ln net.Listener, p *probe, cr *codecRoute, logger *zap.Logger) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -51,13 +79,90 @@ func serveHTTP(ctx context.Context, addr string, p *probe, logger *zap.Logger) e
 	})
 	registerDriftMetrics()
 	mux.Handle("GET /metrics", promhttp.Handler())
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
+	if cr != nil {
+		mux.Handle(codecPath+"/", cr.handler)
 	}
 	serve(ctx, ln, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, "HTTP server", logger)
 	logger.Info("Serving health and metrics", zap.String("address", ln.Addr().String()))
-	return nil
+	if cr != nil {
+		logger.Info("Serving payload codec", zap.String("endpoint", "http://"+ln.Addr().String()+codecPath),
+			zap.String("auth", cr.auth), zap.Strings("corsOrigins", cr.origins))
+	}
+}
+
+// codecPath is where the payload codec endpoint is served: POST
+// /codec/encode and /codec/decode.
+const codecPath = "/codec"
+
+// codecRoute is the payload codec endpoint and, for the log, who may
+// call it.
+type codecRoute struct {
+	handler http.Handler
+	auth    string
+	origins []string
+}
+
+// newCodecRoute returns the payload codec endpoint of --payload-keys, or
+// nil when there is none. uiOrigin is the embedded UI's URL ("" without
+// one): it may call the endpoint, and without --codec-token-file it needs
+// no token (it cannot send one) when calling from loopback.
+func newCodecRoute(o *options, uiOrigin string) (*codecRoute, error) {
+	if o.Temporal.PayloadKeys == "" || o.HTTPListen == "" {
+		return nil, nil
+	}
+	ring, err := keyring.LoadDir(o.Temporal.PayloadKeys)
+	if err != nil {
+		return nil, fmt.Errorf("--payload-keys: %w", err)
+	}
+	c, err := codec.New(ring)
+	if err != nil {
+		return nil, fmt.Errorf("--payload-keys %s: %w", o.Temporal.PayloadKeys, err)
+	}
+	opts := codec.HandlerOptions{AllowedOrigins: o.Codec.CORSOrigins}
+	if uiOrigin != "" {
+		opts.AllowedOrigins = append(slices.Clone(opts.AllowedOrigins), uiOrigin)
+	}
+	r := &codecRoute{origins: opts.AllowedOrigins}
+	switch {
+	case o.Codec.TokenFile != "":
+		b, err := os.ReadFile(o.Codec.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--codec-token-file: %w", err)
+		}
+		if opts.Token = strings.TrimSpace(string(b)); opts.Token == "" {
+			return nil, fmt.Errorf("--codec-token-file %s is empty", o.Codec.TokenFile)
+		}
+		r.auth = "bearer token of " + o.Codec.TokenFile
+	case uiOrigin != "":
+		opts.TokenlessOrigin = uiOrigin
+		r.auth = "none for the embedded UI on loopback; nobody else"
+	default:
+		return nil, nil // nobody could call it: no token, no embedded UI
+	}
+	r.handler = codec.Handler(c, opts)
+	return r, nil
+}
+
+// devCodecEndpoint is the codec endpoint the embedded UI should decode
+// with: on ln, when payloads are encrypted and the UI can call it without
+// a token. It logs why the UI cannot when that is so.
+func devCodecEndpoint(o *options, ln net.Listener, logger *zap.Logger) string {
+	switch {
+	case o.Temporal.PayloadKeys == "" || o.DevSrv.UIListen == "":
+		return ""
+	case ln == nil:
+		logger.Warn("Temporal UI shows payloads encrypted: set --http-listen to serve the payload codec endpoint it decodes with")
+		return ""
+	case o.Codec.TokenFile != "":
+		logger.Warn("Temporal UI shows payloads encrypted: it cannot send the --codec-token-file token to the payload codec endpoint")
+		return ""
+	}
+	addr := ln.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(addr.Port)) + codecPath
 }
 
 // exportSDKMetrics makes the Temporal client that o dials report the SDK's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -78,12 +79,26 @@ func run(ctx context.Context, o options) error {
 	}
 	defer func() { _ = logger.Sync() }() // stderr sync errors are not actionable
 
+	ln, err := listenHTTP(o.HTTPListen)
+	if err != nil {
+		return err
+	}
+	if ln != nil {
+		defer func() { _ = ln.Close() }() // already closed once served
+	}
+	var uiOrigin string
 	if o.devMode() {
+		o.DevSrv.CodecEndpoint = devCodecEndpoint(&o, ln, logger)
 		srv, err := startDevServer(ctx, &o, logger)
 		if err != nil {
 			return err
 		}
 		defer srv.Stop()
+		uiOrigin = srv.UIURL()
+	}
+	cr, err := newCodecRoute(&o, uiOrigin)
+	if err != nil {
+		return err
 	}
 
 	if err := exportSDKMetrics(o.HTTPListen, &o.Temporal); err != nil {
@@ -94,17 +109,17 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer c.Close()
-	return runController(ctx, o, c, logger)
+	return runController(ctx, o, c, ln, cr, logger)
 }
 
-// runController serves the health and metrics endpoints, runs the
-// controller's worker and the webhook receiver, and returns when ctx is
-// done.
-func runController(ctx context.Context, o options, c client.Client, logger *zap.Logger) error {
+// runController serves the health, metrics and codec endpoints on ln (if
+// any), runs the controller's worker and the webhook receiver, and returns
+// when ctx is done.
+func runController(ctx context.Context, o options, c client.Client, ln net.Listener, cr *codecRoute, logger *zap.Logger) error {
 	p := &probe{}
 	p.setReady(false, "starting")
-	if err := serveHTTP(ctx, o.HTTPListen, p, logger); err != nil {
-		return fmt.Errorf("--http-listen: %w", err)
+	if ln != nil {
+		serveOn(ctx, ln, p, cr, logger)
 	}
 	mirrors, err := o.mirrors()
 	if err != nil {

@@ -35,6 +35,9 @@ type options struct {
 	AgentDefaults string
 	HTTPListen    string
 	Webhook       webhookFlags
+	// Codec configures the payload codec endpoint served on HTTPListen
+	// when Temporal.PayloadKeys is set.
+	Codec codecFlags
 
 	// Retry paces the retries of deployments that failed.
 	Retry rollout.Backoff
@@ -61,6 +64,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Retry.Max, "retry-backoff-max", rollout.DefaultBackoffMax, "longest wait between retries of a failed bundle; it is retried at this pace for as long as it fails")
 	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
 	o.Webhook.bindFlags(fs)
+	o.Codec.bindFlags(fs)
 	o.Log.BindFlags(fs)
 }
 
@@ -86,6 +90,29 @@ func (o *options) validate() error {
 	if _, err := o.mirrors(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, o.Webhook.validate(), o.Temporal.Validate())
+	errs = append(errs, o.Webhook.validate(), o.Codec.validate(o.Temporal.PayloadKeys, o.HTTPListen), o.Temporal.Validate())
 	return errors.Join(errs...)
+}
+
+// codecFlags configure the payload codec endpoint, /codec/ on
+// --http-listen, which the Temporal UI and CLI decode payloads with.
+type codecFlags struct {
+	TokenFile   string
+	CORSOrigins []string
+}
+
+func (f *codecFlags) bindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.TokenFile, "codec-token-file", "", "file holding the bearer token callers of the payload codec endpoint (/codec/ on --http-listen) must send; without it (and outside --dev) no codec endpoint is served")
+	fs.StringArrayVar(&f.CORSOrigins, "codec-cors-origin", nil, `browser origin (scheme://host:port, e.g. your Temporal UI's, or "*") allowed to call the codec endpoint; repeatable (--dev adds the embedded UI's)`)
+}
+
+func (f *codecFlags) validate(payloadKeys, httpListen string) error {
+	set := f.TokenFile != "" || len(f.CORSOrigins) > 0
+	switch {
+	case set && payloadKeys == "":
+		return errors.New("--codec-token-file and --codec-cors-origin configure the payload codec endpoint, which needs --payload-keys")
+	case set && httpListen == "":
+		return errors.New("--codec-token-file and --codec-cors-origin configure the payload codec endpoint, which is served on --http-listen")
+	}
+	return nil
 }

@@ -40,6 +40,11 @@ type Options struct {
 	// Logger receives the server's own logs (at warn level and above unless
 	// ServerLogLevel says otherwise). Optional: default zap.NewNop().
 	Logger *zap.Logger
+	// CodecEndpoint is the URL of a payload codec endpoint (POST
+	// CodecEndpoint+"/decode") that the Web UI, from the browser, decodes
+	// payloads with; the UI sends no credentials to it. Optional: default
+	// none (the UI shows payloads as stored).
+	CodecEndpoint string
 	// ServerLogLevel filters the Temporal server's internal logs, which are
 	// verbose at info. Optional: default "warn".
 	ServerLogLevel string

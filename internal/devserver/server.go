@@ -259,6 +259,12 @@ func (s *Server) startUI(ctx context.Context) error {
 		DisableNewsFetch:   true,
 		NotifyOnNewVersion: false,
 	}
+	if s.opts.CodecEndpoint != "" {
+		cfg.Codec = uiconfig.Codec{
+			Endpoint:            s.opts.CodecEndpoint,
+			DefaultErrorMessage: "Could not decode payloads with the Flotilla worker's codec endpoint " + s.opts.CodecEndpoint,
+		}
+	}
 	s.ui = uiserver.NewServer(uioptions.WithConfigProvider(cfg))
 	go func() {
 		// Start blocks until Stop. The port was checked free just before, so

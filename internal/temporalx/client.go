@@ -14,6 +14,9 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+
+	"github.com/flotilla-gitops/flotilla/internal/codec"
+	"github.com/flotilla-gitops/flotilla/internal/keyring"
 )
 
 // Defaults for ClientOptions.
@@ -50,6 +53,12 @@ type ClientOptions struct {
 	APIKeyFile string
 	// DialTimeout bounds the first connection. Optional: default 10s.
 	DialTimeout time.Duration
+	// PayloadKeys is a keyring directory (package keyring): every payload
+	// and failure message the client writes is encrypted with its newest
+	// key, and what any of its keys encrypted is decrypted (package codec).
+	// Optional: default none; payloads are then written plain, and reading
+	// an encrypted one fails with an error wrapping codec.ErrEncrypted.
+	PayloadKeys string
 	// Metrics receives the SDK's metrics (NewPrometheusMetrics). Not a
 	// flag. Optional: default none.
 	Metrics client.MetricsHandler
@@ -76,6 +85,7 @@ func (o *ClientOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.APIKey, "api-key", "", "Temporal API key (prefer --api-key-file or FLOTILLA_API_KEY)")
 	fs.StringVar(&o.APIKeyFile, "api-key-file", "", "file containing the Temporal API key")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "how long to wait for the Temporal server")
+	fs.StringVar(&o.PayloadKeys, "payload-keys", "", "directory of AES-256 keys (one file per key: name = key ID, content = base64 of 32 bytes) to encrypt Temporal payloads with; the worker, its agents and the CLI need the same keys")
 }
 
 // ApplyDefaults fills unset fields with their documented defaults.
@@ -106,8 +116,8 @@ func (o ClientOptions) tlsEnabled() bool {
 	return o.TLS || o.TLSCertFile != "" || o.TLSCAFile != "" || o.TLSServerName != "" || o.TLSInsecureSkipVerify
 }
 
-// ClientConfig builds the SDK client options. It reads the certificate and
-// key files but does not connect.
+// ClientConfig builds the SDK client options. It reads the certificate,
+// key and payload key files but does not connect.
 func (o ClientOptions) ClientConfig(logger *zap.Logger) (client.Options, error) {
 	o.ApplyDefaults()
 	if err := o.Validate(); err != nil {
@@ -120,6 +130,9 @@ func (o ClientOptions) ClientConfig(logger *zap.Logger) (client.Options, error) 
 	}
 	if o.Metrics != nil {
 		opts.MetricsHandler = o.Metrics
+	}
+	if err := o.setConverters(&opts); err != nil {
+		return client.Options{}, err
 	}
 	if o.tlsEnabled() {
 		tlsCfg, err := o.tlsConfig()
@@ -140,6 +153,25 @@ func (o ClientOptions) ClientConfig(logger *zap.Logger) (client.Options, error) 
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
 	}
 	return opts, nil
+}
+
+// setConverters sets the data and failure converters of PayloadKeys.
+func (o ClientOptions) setConverters(opts *client.Options) error {
+	if o.PayloadKeys == "" {
+		opts.DataConverter = codec.NewKeylessDataConverter()
+		return nil
+	}
+	ring, err := keyring.LoadDir(o.PayloadKeys) // its errors name the directory
+	if err != nil {
+		return fmt.Errorf("--payload-keys: %w", err)
+	}
+	dc, err := codec.NewDataConverter(ring)
+	if err != nil {
+		return fmt.Errorf("--payload-keys %s: %w", o.PayloadKeys, err)
+	}
+	opts.DataConverter = dc
+	opts.FailureConverter = codec.NewFailureConverter(dc)
+	return nil
 }
 
 func (o ClientOptions) tlsConfig() (*tls.Config, error) {

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"crypto/rand"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -11,6 +12,9 @@ import (
 	updatepb "go.temporal.io/api/update/v1"
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/flotilla-gitops/flotilla/internal/codec"
+	"github.com/flotilla-gitops/flotilla/internal/keyring"
 )
 
 // A token in any payload of a history is found by Text, though the
@@ -81,4 +85,45 @@ func TestTextFindsSecretsInPayloads(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, clean, token)
 	assert.Contains(t, clean, "c1")
+}
+
+// With the keys' codec, Text reads the plaintext of an encrypted history;
+// without it, the token stays hidden; with a codec that lacks the key,
+// Text fails rather than skip the payload.
+func TestTextWithCodec(t *testing.T) {
+	const token = "tok-Vb81xQ0pLm"
+	newCodec := func(id string) *codec.Codec {
+		k := keyring.Key{ID: id}
+		_, err := rand.Read(k.Bytes[:])
+		require.NoError(t, err)
+		ring, err := keyring.New(k)
+		require.NoError(t, err)
+		c, err := codec.New(ring)
+		require.NoError(t, err)
+		return c
+	}
+	c := newCodec("fk-1")
+	dc, err := converter.GetDefaultDataConverter().ToPayloads(map[string]string{"token": token}, "plain-"+token)
+	require.NoError(t, err)
+	enc, err := c.Encode(dc.Payloads[:1])
+	require.NoError(t, err)
+	// An encrypted payload next to a plain one, as after turning
+	// encryption on mid-history.
+	events := []*historypb.HistoryEvent{{EventId: 5, Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{
+		ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{
+			Input: &commonpb.Payloads{Payloads: []*commonpb.Payload{enc[0], dc.Payloads[1]}}}}}}
+
+	text, err := Text(events)
+	require.NoError(t, err)
+	assert.NotContains(t, text, `"token":"`+token)
+	assert.Contains(t, text, "plain-"+token)
+
+	text, err = Text(events, WithCodec(c))
+	require.NoError(t, err)
+	assert.Contains(t, text, `"token":"`+token)
+	assert.Contains(t, text, "plain-"+token)
+
+	_, err = Text(events, WithCodec(newCodec("fk-2")))
+	require.ErrorIs(t, err, codec.ErrUnknownKey)
+	assert.ErrorContains(t, err, "event 5")
 }
