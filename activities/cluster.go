@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
@@ -41,7 +42,13 @@ type ClusterActivities struct {
 	Clusters *cluster.Connections
 	Deployer *deployer.Deployer
 	Content  *content.Store
-	Logger   *zap.Logger
+	// Refill re-derives content that Content (and its registry, if any)
+	// misses from its source, checked against its ID: the controller
+	// renders the GitRepo's commit again (see Refill), so any
+	// controller replica can deploy what another one rendered. Optional:
+	// nil in agents, which read content from the registry only.
+	Refill Refiller
+	Logger *zap.Logger
 	// ReadyPoll is how often WaitReady re-checks. Default 500ms.
 	ReadyPoll time.Duration
 	// Signal reports what Watch sees to the GitRepos (required by Watch).
@@ -228,11 +235,11 @@ func observed(k *cluster.Conn, d status.Deployment, st deployer.Status) status.D
 // store or registry that cannot deliver the content is ContentUnavailable;
 // content that cannot be made into a release is BundleFailed.
 func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundle) (deployer.Release, bundle.Options, outcome.Class, error) {
-	m, err := c.Content.GetManifest(b.ManifestID)
+	m, err := c.manifest(ctx, in, b)
 	if err != nil {
 		return deployer.Release{}, bundle.Options{}, outcome.ContentUnavailable, err
 	}
-	opts, err := c.Content.GetOptions(b.OptionsHash)
+	opts, err := c.options(ctx, optionsOf(in, b))
 	if err != nil {
 		return deployer.Release{}, opts, outcome.ContentUnavailable, err
 	}
@@ -247,6 +254,50 @@ func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundl
 	rel.Annotations = map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}
 	rel.Description = deployedBy(ctx)
 	return rel, opts, outcome.OK, nil
+}
+
+// manifest reads b's manifest from the content store; a miss is refilled
+// from its source when the worker can (push mode).
+func (c *ClusterActivities) manifest(ctx context.Context, in DeployInput, b Bundle) (bundle.Manifest, error) {
+	m, err := c.Content.GetManifestContext(ctx, b.ManifestID)
+	if c.Refill == nil || !errors.Is(err, content.ErrNotFound) {
+		return m, err
+	}
+	if rerr := c.Refill(ctx, RefillInput{GitRepo: in.GitRepo, Commit: in.Commit, Bundle: b.Name, ManifestID: b.ManifestID}); rerr != nil {
+		return m, refillFailed(err, rerr)
+	}
+	return c.Content.GetManifestContext(ctx, b.ManifestID)
+}
+
+// options reads the options in names from the content store; a miss is
+// refilled from its source when the worker can (push mode).
+func (c *ClusterActivities) options(ctx context.Context, in RefillInput) (bundle.Options, error) {
+	o, err := c.Content.GetOptionsContext(ctx, in.OptionsHash)
+	if c.Refill == nil || !errors.Is(err, content.ErrNotFound) {
+		return o, err
+	}
+	if rerr := c.Refill(ctx, in); rerr != nil {
+		return o, refillFailed(err, rerr)
+	}
+	return c.Content.GetOptionsContext(ctx, in.OptionsHash)
+}
+
+// refillFailed is a miss (err) that a refill could not fill (rerr). A
+// render's failure is the Temporal application error Render would return:
+// its message is shown without the type and retry suffix, which would
+// mislead in a deployment's message.
+func refillFailed(err, rerr error) error {
+	var ae *temporal.ApplicationError
+	if errors.As(rerr, &ae) {
+		return fmt.Errorf("%w; not refilled: %s", err, ae.Message())
+	}
+	return fmt.Errorf("%w; not refilled: %w", err, rerr)
+}
+
+// optionsOf names b's options on the cluster in deploys to.
+func optionsOf(in DeployInput, b Bundle) RefillInput {
+	return RefillInput{GitRepo: in.GitRepo, Commit: in.Commit, Bundle: b.Name, BundleKey: b.BundleKey,
+		Cluster: in.Cluster, OptionsHash: b.OptionsHash}
 }
 
 // interrupted reports whether Deploy, called by the activity execution
@@ -285,14 +336,16 @@ func (c *ClusterActivities) WaitReady(ctx context.Context, in WaitReadyInput) (D
 		return DeployResult{}, err
 	}
 	// Only the bundles' options are needed to judge readiness, not their
-	// rendered releases.
+	// rendered releases. Options that cannot be read leave the defaults.
+	stop := keepAlive(ctx) // a refill may render
 	awaited := make([]deployer.Awaited, len(in.Bundles))
 	for i, b := range in.Bundles {
 		awaited[i] = deployer.Awaited{Namespace: b.Namespace, Name: b.Release, DeploymentID: b.DeploymentID}
-		if o, err := c.Content.GetOptions(b.OptionsHash); err == nil {
+		if o, err := c.options(ctx, optionsOf(in.DeployInput, b)); err == nil {
 			awaited[i].Ready = render.ReadyOptions(o)
 		}
 	}
+	stop()
 	poll := c.ReadyPoll
 	if poll <= 0 {
 		poll = 500 * time.Millisecond

@@ -42,6 +42,9 @@ type Activities struct {
 	// Retry paces the retries of deployments that failed (rollouts get it
 	// with their targets). Optional: default 30s doubling to 10m.
 	Retry rollout.Backoff
+
+	// refills deduplicates the renders and GitRepo queries of refills.
+	refills refills
 }
 
 // reader returns the bundle reader of one render of a GitRepo: remote
@@ -136,6 +139,19 @@ func gitError(ref GitRepoRef, err error) error {
 // are non-retryable and name the file and the bundle.
 func (a *Activities) Render(ctx context.Context, in RenderInput) (RenderResult, error) {
 	defer keepAlive(ctx)()
+	out, err := a.render(ctx, in, func(step string) { activity.RecordHeartbeat(ctx, step) })
+	if err != nil {
+		return RenderResult{}, err
+	}
+	a.Logger.Info("Rendered bundles", zap.String("gitrepo", in.GitRepo.String()), zap.String("commit", in.Commit),
+		zap.Int("bundles", len(out.Bundles)))
+	return out, nil
+}
+
+// render is Render's work, shared with refills, which render a commit
+// again for content this controller's store misses. It calls progress
+// after each step (Render heartbeats there) and does not log.
+func (a *Activities) render(ctx context.Context, in RenderInput, progress func(step string)) (RenderResult, error) {
 	r, err := a.remote(in.GitRepo, in.Spec)
 	if err != nil {
 		return RenderResult{}, err
@@ -144,7 +160,7 @@ func (a *Activities) Render(ctx context.Context, in RenderInput) (RenderResult, 
 	if err != nil {
 		return RenderResult{}, gitError(in.GitRepo, err)
 	}
-	activity.RecordHeartbeat(ctx, "checked out")
+	progress("checked out")
 	dirs, err := bundle.Scan(dir, in.Spec.EffectivePaths())
 	if err != nil {
 		return RenderResult{}, invalidBundle(in.GitRepo, err)
@@ -177,11 +193,9 @@ func (a *Activities) Render(ctx context.Context, in RenderInput) (RenderResult, 
 		}
 		names[rb.Name], releases[rb.Namespace+"/"+rb.Release] = d, d
 		out.Bundles = append(out.Bundles, rb)
-		activity.RecordHeartbeat(ctx, d)
+		progress(d)
 	}
 	sort.Slice(out.Bundles, func(i, j int) bool { return out.Bundles[i].Name < out.Bundles[j].Name })
-	a.Logger.Info("Rendered bundles", zap.String("gitrepo", in.GitRepo.String()), zap.String("commit", in.Commit),
-		zap.Int("bundles", len(out.Bundles)))
 	return out, nil
 }
 

@@ -22,3 +22,10 @@ const ErrTypeInvalidAgentConfig = "InvalidAgentConfig"
 // ErrTypeRegistrationRejected: an agent's registration was refused (bad,
 // used, expired or revoked token; the cluster exists already).
 const ErrTypeRegistrationRejected = "RegistrationRejected"
+
+// ErrTypeContentChanged: content a controller's store missed was rendered
+// again from its source, and came out different from the ID the rollout
+// planned with (the GitRepo's spec, the cluster's labels or a chart it
+// pulls changed since). Retrying the same IDs cannot succeed; the next
+// rollout plans with what renders now.
+const ErrTypeContentChanged = "ContentChanged"

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -41,8 +42,8 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 		targeted: make([][]bundle.Cluster, len(in.Bundles)),
 		out:      TargetsResult{Registered: []string{}, Matched: []TargetCluster{}, Backoff: a.Retry}}
 	for i, rb := range in.Bundles {
-		if t.bundles[i], err = a.Content.GetBundle(rb.BundleKey); err != nil {
-			return TargetsResult{}, fmt.Errorf("bundle %s: %w", rb.Name, err)
+		if t.bundles[i], err = a.bundle(ctx, in, rb); err != nil {
+			return TargetsResult{}, err
 		}
 	}
 	for _, c := range clusters {
@@ -64,6 +65,29 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 		t.out.Strategies = append(t.out.Strategies, bs)
 	}
 	return t.out, nil
+}
+
+// bundle reads a rendered bundle from the content store. One the store
+// misses (another controller rendered the commit) is rendered again and
+// checked against its key; one that renders differently now fails
+// non-retryably (ErrTypeContentChanged).
+func (a *Activities) bundle(ctx context.Context, in BundleTargetsInput, rb Bundle) (bundle.Bundle, error) {
+	b, err := a.Content.GetBundle(rb.BundleKey)
+	if errors.Is(err, content.ErrNotFound) {
+		spec := in.Spec
+		err = a.refill(ctx, RefillInput{GitRepo: in.GitRepo, Commit: in.Commit, Spec: &spec, Bundle: rb.Name, BundleKey: rb.BundleKey})
+		if errors.Is(err, ErrContentChanged) {
+			return b, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeContentChanged, nil)
+		}
+		if err != nil {
+			return b, err // a render's failure, translated as Render's
+		}
+		b, err = a.Content.GetBundle(rb.BundleKey)
+	}
+	if err != nil {
+		return b, fmt.Errorf("bundle %s: %w", rb.Name, err)
+	}
+	return b, nil
 }
 
 // targeting is one TargetBundles call's work in progress.
@@ -94,12 +118,8 @@ func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error
 			t.out.Offline = append(t.out.Offline, c.Name)
 		}
 	}
-	// Clusters are not namespaced in Flotilla; .ClusterNamespace is the
-	// GitRepo's namespace, where Fleet keeps the clusters it targets.
-	bc := bundle.Cluster{Name: c.Name, Namespace: t.in.GitRepo.Namespace, Labels: c.Labels,
-		Annotations: c.Annotations, Values: c.TemplateValues}
-	var err error
-	if bc.Groups, err = target.Memberships(c.Labels, t.groups); err != nil {
+	bc, err := bundleCluster(c, t.in.GitRepo.Namespace, t.groups)
+	if err != nil {
 		return err
 	}
 	tc := TargetCluster{Name: c.Name, Paused: c.Paused, Agent: agent}
@@ -128,6 +148,17 @@ func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error
 		t.out.Matched = append(t.out.Matched, tc)
 	}
 	return nil
+}
+
+// bundleCluster is a registered cluster as bundles target and template
+// it. Clusters are not namespaced in Flotilla; .ClusterNamespace is the
+// GitRepo's namespace, where Fleet keeps the clusters it targets.
+func bundleCluster(c protocol.ClusterRecord, gitRepoNamespace string, groups []target.Group) (bundle.Cluster, error) {
+	bc := bundle.Cluster{Name: c.Name, Namespace: gitRepoNamespace, Labels: c.Labels,
+		Annotations: c.Annotations, Values: c.TemplateValues}
+	var err error
+	bc.Groups, err = target.Memberships(c.Labels, groups)
+	return bc, err
 }
 
 // maxWindows is how many upcoming deployment windows a rollout is given.

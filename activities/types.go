@@ -64,7 +64,11 @@ type TargetsInput struct {
 type BundleTargetsInput struct {
 	GitRepo GitRepoRef      `json:"gitRepo"`
 	Spec    api.GitRepoSpec `json:"spec"`
-	Bundles []Bundle        `json:"bundles"`
+	// Commit the bundles were rendered from, to render them again when
+	// this controller's store misses them. Empty in rollouts scheduled
+	// before it was added: the GitRepo's commits are tried.
+	Commit  string   `json:"commit,omitempty"`
+	Bundles []Bundle `json:"bundles"`
 }
 
 // NotifyInput asks to signal every GitRepo that clusters changed. When

@@ -92,7 +92,9 @@ func (c *ClusterActivities) watchTargets(ctx context.Context, in WatchInput) []d
 		for _, r := range set.Releases {
 			t := drift.Target{GitRepo: set.GitRepo, Bundle: r.Bundle, Release: r.Release, Namespace: r.Namespace,
 				DeploymentID: r.DeploymentID}
-			opts, err := c.Content.GetOptionsContext(ctx, r.OptionsKey)
+			ns, name := splitRef(set.GitRepo)
+			opts, err := c.options(ctx, RefillInput{GitRepo: GitRepoRef{Namespace: ns, Name: name}, Bundle: r.Bundle,
+				Cluster: in.Cluster, OptionsHash: r.OptionsKey})
 			if err == nil {
 				err = settings(&t, opts)
 			}

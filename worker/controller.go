@@ -61,11 +61,13 @@ func registerController(w worker.Worker, c client.Client, st *stores, agents *ac
 	w.RegisterWorkflow(workflows.KeysWorkflow)
 	w.RegisterWorkflow(workflows.ResealWorkflow)
 	w.RegisterActivity(agents)
-	w.RegisterActivity(&activities.Activities{Client: c, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, Logger: logger})
+	ctrl := &activities.Activities{Client: c, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, Logger: logger}
+	w.RegisterActivity(ctrl)
 	w.RegisterActivity(&activities.ClusterActivities{
 		Clusters: cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),
 		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
 		Content:  st.content,
+		Refill:   activities.Refill(ctrl), // content another controller rendered
 		Logger:   logger,
 		Signal:   signaller(c),
 	})
@@ -96,6 +98,7 @@ func (o *options) agentActivities(st *stores, logger *zap.Logger) (*activities.A
 			APIKeyFile: t.APIKeyFile, APIKey: t.APIKey,
 			RegistryURL: o.Registry.URL, RegistryPlainHTTP: o.Registry.PlainHTTP, RegistryCAFile: o.Registry.CAFile,
 			RegistryUsername: o.Registry.Username, RegistryPassword: o.Registry.Password,
+			PayloadKeys: t.PayloadKeys,
 		},
 		Chart:       chrt,
 		ChartDigest: agentcfg.ChartDigest(chrt),

@@ -177,6 +177,11 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryWebhookTarget, g.webhookTarget); err != nil {
 		return err
 	}
+	// A query handler adds nothing to the history: runs of any version
+	// answer it once a worker with this code replays them.
+	if err := workflow.SetQueryHandler(ctx, protocol.QuerySource, g.source); err != nil {
+		return err
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, g.apply,
 		workflow.UpdateHandlerOptions{Validator: g.validate}); err != nil {
 		return err
@@ -251,6 +256,20 @@ func (g *gitRepo) webhookTarget() (protocol.WebhookTarget, error) {
 	}
 	spec := g.s.GitRepo.Spec
 	return protocol.WebhookTarget{Branch: spec.Branch, Revision: spec.Revision, WebhookSecret: spec.WebhookSecret}, nil
+}
+
+// source answers QuerySource: the spec and the commits the GitRepo's
+// releases come from, for controllers that render a commit again.
+func (g *gitRepo) source() (protocol.GitRepoSource, error) {
+	if g.s.GitRepo == nil {
+		return protocol.GitRepoSource{}, fmt.Errorf("GitRepo %s is not applied", g.ref)
+	}
+	src := protocol.GitRepoSource{Spec: g.s.GitRepo.Spec, Generation: g.s.Generation, Commit: g.s.Commit,
+		LatestCommit: g.s.LatestCommit}
+	if g.running != "" {
+		src.RolloutCommit = g.runningCommit
+	}
+	return src, nil
 }
 
 // pollingInterval is the interval between checks of the remote now; 0

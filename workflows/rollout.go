@@ -191,7 +191,7 @@ func (r *rolloutRun) resolveTargets(ctx workflow.Context, bundles []activities.B
 			targets.Matched[i].Bundles = bundles
 		}
 	} else if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.TargetBundles,
-		activities.BundleTargetsInput{GitRepo: r.in.GitRepo, Spec: r.in.Spec, Bundles: bundles}).Get(ctx, &targets); err != nil {
+		activities.BundleTargetsInput{GitRepo: r.in.GitRepo, Spec: r.in.Spec, Commit: r.in.Commit, Bundles: bundles}).Get(ctx, &targets); err != nil {
 		return activities.TargetsResult{}, err
 	}
 	if r.in.Delete {

@@ -399,13 +399,22 @@ func sha256Hex(data []byte) string {
 // write stores data as dir/name unless that file exists. The data goes to
 // a temporary file in the same directory first and is renamed into place,
 // so the file appears complete or not at all; concurrent writers of the
-// same name write the same bytes, so whichever rename wins is fine.
+// same name write the same bytes, so whichever rename wins is fine. A
+// directory removed behind the store's back (the store is a cache that
+// may be emptied while its process runs) is made again.
 func (s *Store) write(dir, name string, data []byte) error {
 	final := filepath.Join(s.dir, dir, name)
 	if _, err := os.Stat(final); err == nil {
 		return nil
 	}
-	return renameio.WriteFile(final, data, 0o600)
+	err := renameio.WriteFile(final, data, 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
+			return err
+		}
+		err = renameio.WriteFile(final, data, 0o600)
+	}
+	return err
 }
 
 // validManifestID reports whether id has the form of bundle.Manifest.ID:

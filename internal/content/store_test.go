@@ -215,3 +215,30 @@ func TestConcurrentUse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 3)
 }
+
+// TestPutAfterDirRemoved: the store is a cache under the state dir, which
+// may be emptied while the process runs; a put makes the directory again
+// and the content reads back.
+func TestPutAfterDirRemoved(t *testing.T) {
+	s, dir := newStore(t)
+	require.NoError(t, os.RemoveAll(dir))
+
+	id, err := s.PutManifest(manifest(1))
+	require.NoError(t, err)
+	hash, err := s.PutOptions(options())
+	require.NoError(t, err)
+	key, err := s.PutBundle(bundle.Bundle{Name: "app"})
+	require.NoError(t, err)
+
+	got, err := s.GetManifest(id)
+	require.NoError(t, err)
+	assert.Equal(t, manifest(1), got)
+	_, err = s.GetOptions(hash)
+	require.NoError(t, err)
+	b, err := s.GetBundle(key)
+	require.NoError(t, err)
+	assert.Equal(t, "app", b.Name)
+	fi, err := os.Stat(dir)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+}
