@@ -61,7 +61,7 @@ func New(keys ...Key) (*Ring, error) {
 // ValidateID checks that id can name a key.
 func ValidateID(id string) error {
 	if !idPattern.MatchString(id) {
-		return fmt.Errorf("invalid key ID %q: want lower-case letters, digits and '-', at most 63, e.g. %q", id, NewID(time.Time{}))
+		return fmt.Errorf("invalid key ID %q: want lower-case letters, digits and '-', at most 63, e.g. %q", id, "fk-20261127t033000z")
 	}
 	return nil
 }
