@@ -122,7 +122,8 @@ func applyDemo(ctx context.Context, r *runner, f demoFlags, kubeconfig, repoURL 
 }
 
 // cli runs the flotilla CLI with stdin, retrying while the worker's
-// Temporal server is still starting (the CLI reports it unreachable).
+// Temporal server is still starting (the CLI reports it unreachable) or
+// the worker has not published its sealing key yet.
 func (f demoFlags) cli(ctx context.Context, stdin string, args ...string) error {
 	args = append([]string{"--temporal-address", f.devListen}, args...)
 	var err error
@@ -131,7 +132,9 @@ func (f demoFlags) cli(ctx context.Context, stdin string, args ...string) error 
 		cmd.Stdin, cmd.Stdout = strings.NewReader(stdin), os.Stdout
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
-		if err = cmd.Run(); err == nil || !strings.Contains(stderr.String(), "unreachable") {
+		err = cmd.Run()
+		starting := strings.Contains(stderr.String(), "unreachable") || strings.Contains(stderr.String(), "published a sealing key")
+		if err == nil || !starting {
 			if err != nil {
 				err = fmt.Errorf("flotilla %s: %s", strings.Join(args, " "), stderr.String())
 			}
