@@ -34,74 +34,84 @@ func (a *Activities) Reseal(ctx context.Context) (protocol.ResealResult, error) 
 	if s == nil {
 		return protocol.ResealResult{}, fmt.Errorf("this worker cannot re-seal: it holds no sealing keys")
 	}
-	res := protocol.ResealResult{KeyID: s.Opener.Newest().ID}
-	fail := func(what string, err error) {
-		res.Failed = append(res.Failed, what+": "+err.Error())
-	}
+	r := &resealing{a: a, s: s, queue: activity.GetInfo(ctx).TaskQueue, res: protocol.ResealResult{KeyID: s.Opener.Newest().ID}}
 	err := temporalx.EachWorkflow(ctx, a.Client, temporalx.RunningOfType(protocol.ClusterWorkflow), func(id string) error {
 		activity.RecordHeartbeat(ctx, id)
 		var rec protocol.ClusterRecord
-		v, err := a.Client.QueryWorkflow(ctx, id, "", protocol.QueryStatus)
-		if err == nil {
-			err = v.Get(&rec)
-		}
-		if err != nil || rec.Removed {
-			return nil // ended since it was listed
-		}
-		box, _, err := s.Vault.Kubeconfig(ctx, rec.Name)
-		if err != nil {
-			fail("cluster "+rec.Name, err)
-			return nil
-		}
-		if box.IsZero() {
-			return nil
-		}
-		moved, changed, err := s.Opener.Reseal(*box)
-		switch {
-		case err != nil:
-			fail("cluster "+rec.Name, err)
-		case !changed:
-			res.Unchanged++
-		default:
-			if _, err := temporalx.ApplyCluster(ctx, a.Client, activity.GetInfo(ctx).TaskQueue, rec.Name,
-				protocol.ClusterApply{KubeconfigHash: rec.KubeconfigHash, Context: rec.Context, Kubeconfig: &moved}); err != nil {
-				fail("cluster "+rec.Name, err)
-				return nil
-			}
-			res.Kubeconfigs++
+		if a.record(ctx, id, &rec) && !rec.Removed {
+			r.cluster(ctx, rec)
 		}
 		return nil
 	})
-	if err != nil {
-		return res, err
+	if err == nil {
+		err = temporalx.EachWorkflow(ctx, a.Client, temporalx.RunningOfType(protocol.SecretWorkflow), func(id string) error {
+			activity.RecordHeartbeat(ctx, id)
+			var rec protocol.SecretRecord
+			if a.record(ctx, id, &rec) && !rec.Removed {
+				r.secret(ctx, rec)
+			}
+			return nil
+		})
 	}
-	err = temporalx.EachWorkflow(ctx, a.Client, temporalx.RunningOfType(protocol.SecretWorkflow), func(id string) error {
-		activity.RecordHeartbeat(ctx, id)
-		var rec protocol.SecretRecord
-		v, err := a.Client.QueryWorkflow(ctx, id, "", protocol.QueryStatus)
-		if err == nil {
-			err = v.Get(&rec)
-		}
-		if err != nil || rec.Removed {
-			return nil
-		}
-		moved, changed, err := s.Opener.Reseal(rec.Sealed)
-		switch {
-		case err != nil:
-			fail("secret "+rec.Namespace+"/"+rec.Name, err)
-		case !changed:
-			res.Unchanged++
-		default:
-			rec.Sealed = moved
-			if _, err := temporalx.ApplySecret(ctx, a.Client, activity.GetInfo(ctx).TaskQueue, rec); err != nil {
-				fail("secret "+rec.Namespace+"/"+rec.Name, err)
-				return nil
-			}
-			res.Secrets++
-		}
-		return nil
-	})
+	res := r.res
 	a.Logger.Info("Re-sealed secrets", zap.String("keyID", res.KeyID), zap.Int("kubeconfigs", res.Kubeconfigs),
 		zap.Int("secrets", res.Secrets), zap.Int("unchanged", res.Unchanged), zap.Int("failed", len(res.Failed)))
 	return res, err
+}
+
+// record queries an entity workflow's status; false when it ended since
+// it was listed.
+func (a *Activities) record(ctx context.Context, id string, out any) bool {
+	v, err := a.Client.QueryWorkflow(ctx, id, "", protocol.QueryStatus)
+	return err == nil && v.Get(out) == nil
+}
+
+// resealing is one Reseal call's progress.
+type resealing struct {
+	a     *Activities
+	s     *Sealing
+	queue string
+	res   protocol.ResealResult
+}
+
+func (r *resealing) fail(what string, err error) {
+	r.res.Failed = append(r.res.Failed, what+": "+err.Error())
+}
+
+// cluster re-seals one cluster's kubeconfig, keeping its hash and context.
+func (r *resealing) cluster(ctx context.Context, rec protocol.ClusterRecord) {
+	box, _, err := r.s.Vault.Kubeconfig(ctx, rec.Name)
+	if err != nil || box.IsZero() {
+		if err != nil {
+			r.fail("cluster "+rec.Name, err)
+		}
+		return
+	}
+	moved, changed, err := r.s.Opener.Reseal(*box)
+	if err == nil && changed {
+		_, err = temporalx.ApplyCluster(ctx, r.a.Client, r.queue, rec.Name,
+			protocol.ClusterApply{KubeconfigHash: rec.KubeconfigHash, Context: rec.Context, Kubeconfig: &moved})
+	}
+	r.count(&r.res.Kubeconfigs, changed, "cluster "+rec.Name, err)
+}
+
+// secret re-seals one Secret.
+func (r *resealing) secret(ctx context.Context, rec protocol.SecretRecord) {
+	moved, changed, err := r.s.Opener.Reseal(rec.Sealed)
+	if err == nil && changed {
+		rec.Sealed = moved
+		_, err = temporalx.ApplySecret(ctx, r.a.Client, r.queue, rec)
+	}
+	r.count(&r.res.Secrets, changed, "secret "+rec.Namespace+"/"+rec.Name, err)
+}
+
+func (r *resealing) count(moved *int, changed bool, what string, err error) {
+	switch {
+	case err != nil:
+		r.fail(what, err)
+	case changed:
+		*moved++
+	default:
+		r.res.Unchanged++
+	}
 }

@@ -1,7 +1,9 @@
 package deploy_test
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
@@ -29,11 +32,15 @@ const (
 	testAPIKey           = "api-key-4f1d2c9b"
 	testRegistryPassword = "registry-password-77a1"
 	testRegistrationTok  = "registration-token-0c3e"
+	// testPayloadKeyID and testPayloadKey are a payload key: its ID and
+	// the base64 of 32 bytes.
+	testPayloadKeyID = "fk-20261127t033000z"
+	testPayloadKey   = "cGF5bG9hZC1rZXktMzItYnl0ZXMtZm9yLXRoZS10ZXM="
 )
 
 // secretValues are the values assertNoSecretsOutsideSecrets looks for. The
 // PEM blocks are searched by their bodies, which are unique.
-var secretValues = []string{"ZmFrZS1jYQ==", "ZmFrZS1jZXJ0", "ZmFrZS1rZXk=", testAPIKey, testRegistryPassword, testRegistrationTok}
+var secretValues = []string{"ZmFrZS1jYQ==", "ZmFrZS1jZXJ0", "ZmFrZS1rZXk=", testAPIKey, testRegistryPassword, testRegistrationTok, testPayloadKey}
 
 // schedulingValues are pod placement values shared by both charts' tests.
 const schedulingValues = `
@@ -99,6 +106,7 @@ contentRegistry:
   password: `+testRegistryPassword+`
 registration:
   token: `+testRegistrationTok+`
+payloadKeys: {`+testPayloadKeyID+`: `+testPayloadKey+`}
 `+schedulingValues)
 }
 
@@ -133,7 +141,7 @@ func TestChartsLoad(t *testing.T) {
 		// appVersion 0.1.0.
 		wantVersion string
 	}{
-		{"flotilla-agent", deploy.AgentChart, "0.1.0"},
+		{"flotilla-agent", deploy.AgentChart, "0.1.1"},
 		{"flotilla", deploy.ControllerChart, "0.2.0"},
 	}
 	for _, tt := range tests {
@@ -226,7 +234,7 @@ func TestAgentChartRender(t *testing.T) {
 	objs := renderObjects(t, c, agentRelease, agentNamespace, agentValues(t))
 
 	assert.ElementsMatch(t, []string{
-		"ServiceAccount/flotilla-agent", "Secret/flotilla-agent",
+		"ServiceAccount/flotilla-agent", "Secret/flotilla-agent", "Secret/flotilla-agent-payload-keys",
 		"ClusterRoleBinding/flotilla-agent", "Deployment/flotilla-agent",
 	}, kinds(objs))
 	assert.Nil(t, find(objs, "StatefulSet", agentRelease))
@@ -266,6 +274,7 @@ func TestAgentChartRender(t *testing.T) {
 		"--tls-key":             "/etc/flotilla/temporal/tls.key",
 		"--content-registry":    "registry.example.com/flotilla",
 		"--content-registry-ca": "/etc/flotilla/registry/ca.crt",
+		"--payload-keys":        "/etc/flotilla/payload-keys",
 	}
 	for flag, want := range wantFlags {
 		got, ok := flagValue(ctr.Args, flag)
@@ -285,10 +294,11 @@ func TestAgentChartRender(t *testing.T) {
 	}, envSecretRefs(ctr))
 	assert.Contains(t, ctr.Env, corev1.EnvVar{Name: "HTTPS_PROXY", Value: "http://proxy:3128"})
 	assert.Equal(t, map[string]string{
-		"/var/lib/flotilla":      "state",
-		"/tmp":                   "tmp",
-		"/etc/flotilla/temporal": "temporal-tls",
-		"/etc/flotilla/registry": "registry-ca",
+		"/var/lib/flotilla":          "state",
+		"/tmp":                       "tmp",
+		"/etc/flotilla/temporal":     "temporal-tls",
+		"/etc/flotilla/registry":     "registry-ca",
+		"/etc/flotilla/payload-keys": "payload-keys",
 	}, volumeMounts(ctr))
 	require.NotNil(t, volume(pod, "state"))
 	assert.NotNil(t, volume(pod, "state").EmptyDir)
@@ -301,6 +311,56 @@ func TestAgentChartRender(t *testing.T) {
 		"registry-ca.crt": testCA, "registry-username": "robot", "registry-password": testRegistryPassword,
 		"registration-token": testRegistrationTok,
 	}, secretData(t, find(objs, "Secret", agentRelease).Object))
+	// The keyring has a Secret of its own: every key of it is a key file.
+	require.NotNil(t, volume(pod, "payload-keys"))
+	assert.Equal(t, agentRelease+"-payload-keys", volume(pod, "payload-keys").Secret.SecretName)
+	assert.Empty(t, volume(pod, "payload-keys").Secret.Items, "the whole Secret is the keyring")
+	assert.True(t, readOnlyMount(ctr, "payload-keys"))
+	assert.Equal(t, map[string]string{testPayloadKeyID: testPayloadKey},
+		secretData(t, find(objs, "Secret", agentRelease+"-payload-keys").Object))
+}
+
+// The pod's checksum covers the payload keys, so a new key restarts the
+// agent, and is unchanged without any, so agents without payload keys are
+// not restarted by the chart's support for them.
+func TestAgentChartPayloadKeysChecksum(t *testing.T) {
+	c, err := deploy.AgentChart()
+	require.NoError(t, err)
+	agent := func(extra string) *appsv1.Deployment {
+		t.Helper()
+		objs := renderObjects(t, c, agentRelease, agentNamespace, values(t, "cluster: c1\ntemporal: {address: t:7233, apiKey: k}\n"+extra))
+		return deployment(t, objs, agentRelease)
+	}
+	checksum := func(extra string) string {
+		t.Helper()
+		return agent(extra).Spec.Template.Annotations["checksum/secret"]
+	}
+	const secretData = `api-key: "aw=="` // the chart's Secret data for apiKey k
+	none := checksum("")
+	plain := agent("")
+	assert.Nil(t, volume(plain.Spec.Template.Spec, "payload-keys"), "no keyring without payload keys")
+	assert.NotContains(t, plain.Spec.Template.Spec.Containers[0].Args, "--payload-keys")
+	assert.Equal(t, fmt.Sprintf("%x", sha256.Sum256([]byte(secretData))), none, "the checksum of the chart's Secret data alone")
+	one := checksum("payloadKeys: {" + testPayloadKeyID + ": " + testPayloadKey + "}")
+	two := checksum("payloadKeys: {" + testPayloadKeyID + ": " + testPayloadKey + ", fk-20261201t000000z: " + testPayloadKey + "}")
+	existing := checksum("payloadKeysExistingSecret: keys\npayloadKeys: {" + testPayloadKeyID + ": " + testPayloadKey + "}")
+	assert.NotEqual(t, none, one)
+	assert.NotEqual(t, one, two, "an added key")
+	assert.Equal(t, none, existing, "an existing Secret replaces the values")
+
+	_, err = render(t, c, agentRelease, agentNamespace, values(t, "cluster: c1\ntemporal: {address: t:7233}\npayloadKeys: {Bad_ID: "+testPayloadKey+"}"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `invalid key ID "Bad_ID"`)
+}
+
+// readOnlyMount reports whether c mounts the volume name read-only.
+func readOnlyMount(c corev1.Container, name string) bool {
+	for _, m := range c.VolumeMounts {
+		if m.Name == name {
+			return m.ReadOnly
+		}
+	}
+	return false
 }
 
 func TestAgentChartExistingSecrets(t *testing.T) {
@@ -314,6 +374,8 @@ temporal:
   apiKeyExistingSecret: {name: temporal-cloud}
 contentRegistry: {url: r.example.com, existingSecret: registry, existingSecretKeys: [registry-ca.crt, registry-password]}
 registration: {existingSecret: {name: reg, key: token}}
+payloadKeysExistingSecret: agent-payload-keys
+payloadKeys: {`+testPayloadKeyID+`: `+testPayloadKey+`}
 rbac: {clusterAdmin: false, rules: [{apiGroups: [""], resources: [configmaps], verbs: [get]}]}
 `))
 	assert.ElementsMatch(t, []string{
@@ -335,6 +397,11 @@ rbac: {clusterAdmin: false, rules: [{apiGroups: [""], resources: [configmaps], v
 	assert.NotContains(t, d.Spec.Template.Annotations, "flotilla.dev/config-hash")
 	assert.Equal(t, "temporal-mtls", volume(d.Spec.Template.Spec, "temporal-tls").Secret.SecretName)
 	assert.Equal(t, "registry", volume(d.Spec.Template.Spec, "registry-ca").Secret.SecretName)
+	assert.Equal(t, "agent-payload-keys", volume(d.Spec.Template.Spec, "payload-keys").Secret.SecretName,
+		"the existing Secret replaces payloadKeys")
+	keys, _ := flagValue(ctr.Args, "--payload-keys")
+	assert.Equal(t, "/etc/flotilla/payload-keys", keys)
+	assert.Equal(t, "payload-keys", volumeMounts(ctr)["/etc/flotilla/payload-keys"])
 	crb := find(objs, "ClusterRoleBinding", "edge-flotilla-agent")
 	assert.Equal(t, "edge-flotilla-agent", crb.Object["roleRef"].(map[string]any)["name"])
 }

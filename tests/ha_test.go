@@ -177,14 +177,14 @@ func runHA(t testing.TB, f *haFleet, seed uint64) haReport {
 		start := time.Now()
 		f.cli(t, "sync", name)
 		victim := -1
-		switch {
-		case i == 5:
+		switch i {
+		case 5:
 			// The Temporal server goes away mid-rollout and comes back.
 			time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
 			f.server.Stop()
 			time.Sleep(time.Second)
 			f.server.Start()
-		case i == 1:
+		case 1:
 			// A quiet rollout: what a deploy costs without failures.
 		default:
 			victim = i % 2

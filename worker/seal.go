@@ -87,14 +87,23 @@ func keyIDs(keys []seal.PublicKey) []string {
 // each Secret not yet in Temporal. The files are left as they are.
 func importStateDir(ctx context.Context, c client.Client, queue, dir string, s *activities.Sealing, logger *zap.Logger) {
 	key := s.Opener.Newest()
-	kubeconfigs, secrets := 0, 0
-	store := cluster.NewStore(filepath.Join(dir, "clusters"))
+	kubeconfigs := importKubeconfigs(ctx, c, queue, cluster.NewStore(filepath.Join(dir, "clusters")), key, s.Vault, logger)
+	secrets := importSecrets(ctx, c, queue, cluster.NewSecretStore(filepath.Join(dir, "secrets")), key, s.Vault, logger)
+	if kubeconfigs+secrets > 0 {
+		logger.Info("Imported the state dir's kubeconfigs and secrets into Temporal, sealed; the files are left in place",
+			zap.Int("kubeconfigs", kubeconfigs), zap.Int("secrets", secrets), zap.String("stateDir", dir))
+	}
+}
+
+func importKubeconfigs(ctx context.Context, c client.Client, queue string, store *cluster.Store, key seal.PublicKey,
+	vault *cluster.Vault, logger *zap.Logger) int {
 	names, err := store.Names()
 	if err != nil {
 		logger.Warn("Cannot list the state dir's kubeconfigs to import them", zap.Error(err))
 	}
+	n := 0
 	for _, name := range names {
-		box, found, err := s.Vault.Kubeconfig(ctx, name)
+		box, found, err := vault.Kubeconfig(ctx, name)
 		if err != nil || !found || !box.IsZero() {
 			continue // not registered (any more), or already sealed
 		}
@@ -104,11 +113,11 @@ func importStateDir(ctx context.Context, c client.Client, queue, dir string, s *
 			err = v.Get(&rec)
 		}
 		data, hash, rerr := store.Read(name)
-		if err = errors.Join(err, rerr); err != nil {
-			logger.Warn("Cannot import a kubeconfig from the state dir", zap.String("cluster", name), zap.Error(err))
-			continue
+		err = errors.Join(err, rerr)
+		var sealed seal.Box
+		if err == nil {
+			sealed, err = seal.Seal(key, data)
 		}
-		sealed, err := seal.Seal(key, data)
 		if err == nil {
 			_, err = temporalx.ApplyCluster(ctx, c, queue, name, protocol.ClusterApply{KubeconfigHash: hash, Context: rec.Context, Kubeconfig: &sealed})
 		}
@@ -116,19 +125,24 @@ func importStateDir(ctx context.Context, c client.Client, queue, dir string, s *
 			logger.Warn("Cannot import a kubeconfig from the state dir", zap.String("cluster", name), zap.Error(err))
 			continue
 		}
-		kubeconfigs++
+		n++
 	}
-	sstore := cluster.NewSecretStore(filepath.Join(dir, "secrets"))
-	pairs, err := sstore.Names()
+	return n
+}
+
+func importSecrets(ctx context.Context, c client.Client, queue string, store *cluster.SecretStore, key seal.PublicKey,
+	vault *cluster.Vault, logger *zap.Logger) int {
+	pairs, err := store.Names()
 	if err != nil {
 		logger.Warn("Cannot list the state dir's secrets to import them", zap.Error(err))
 	}
+	n := 0
 	for _, p := range pairs {
 		ns, name := p[0], p[1]
-		if _, err := s.Vault.Secret(ctx, ns, name); !errors.Is(err, cluster.ErrNotFound) {
+		if _, err := vault.Secret(ctx, ns, name); !errors.Is(err, cluster.ErrNotFound) {
 			continue // in Temporal already (or unreadable now: try at the next start)
 		}
-		data, err := sstore.Read(ns, name)
+		data, err := store.Read(ns, name)
 		var keys []string
 		if err == nil {
 			keys, err = cluster.ContentKeys(ns, name, data)
@@ -144,12 +158,9 @@ func importStateDir(ctx context.Context, c client.Client, queue, dir string, s *
 			logger.Warn("Cannot import a secret from the state dir", zap.String("secret", ns+"/"+name), zap.Error(err))
 			continue
 		}
-		secrets++
+		n++
 	}
-	if kubeconfigs+secrets > 0 {
-		logger.Info("Imported the state dir's kubeconfigs and secrets into Temporal, sealed; the files are left in place",
-			zap.Int("kubeconfigs", kubeconfigs), zap.Int("secrets", secrets), zap.String("stateDir", dir))
-	}
+	return n
 }
 
 // newKeygenCommand writes a new key into a keyring directory: a sealing

@@ -16,6 +16,7 @@ package agentcfg
 import (
 	"cmp"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/chart"
 
+	"github.com/flotilla-gitops/flotilla/internal/keyring"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 )
 
@@ -131,10 +133,15 @@ type Controller struct {
 	RegistryCAFile    string
 	RegistryUsername  string
 	RegistryPassword  string
+	// PayloadKeys is the controller's payload keyring directory
+	// (--payload-keys); agents get the same keys. Omitted from
+	// DefaultsHash when empty, so controllers without one keep their hash.
+	PayloadKeys string `json:",omitempty"`
 }
 
 // Effective is an agent's fully resolved configuration. Secrets are
-// represented by their hashes only; their values travel in Secrets.
+// represented by their hashes only, payload keys by their IDs; their
+// values travel in Secrets.
 type Effective struct {
 	Cluster           string                      `json:"cluster"`
 	Namespace         string                      `json:"namespace"`
@@ -155,6 +162,11 @@ type Effective struct {
 	Resources         corev1.ResourceRequirements `json:"resources"`
 	Env               []corev1.EnvVar             `json:"env,omitempty"`
 	PriorityClassName string                      `json:"priorityClassName,omitempty"`
+	// PayloadKeyIDs are the IDs of the payload keys the agent gets,
+	// sorted: adding a key (rotation) redeploys the agent. A key never
+	// changes under its ID, so its bytes are not hashed. Omitted when
+	// empty, so agents without payload keys keep their hash.
+	PayloadKeyIDs []string `json:"payloadKeyIDs,omitempty"`
 	// SecretsHash is the hash of every secret value (CA, API key,
 	// registry credentials), so rotating one redeploys the agent.
 	SecretsHash string `json:"secretsHash"`
@@ -172,6 +184,9 @@ type Secrets struct {
 	RegistryCA       string
 	RegistryUsername string
 	RegistryPassword string
+	// PayloadKeys is the payload keyring: key ID → the key in standard
+	// base64. Not part of SecretsHash: Effective.PayloadKeyIDs covers it.
+	PayloadKeys map[string]string `json:"-"`
 }
 
 // ErrInvalid marks a configuration that cannot be resolved.
@@ -207,6 +222,7 @@ func Resolve(cluster string, d Defaults, c Controller, own *protocol.AgentConfig
 		return Effective{}, Secrets{}, fmt.Errorf("%w for cluster %s: %w", ErrInvalid, cluster, err)
 	}
 	e.SecretsHash = hashOf(s)
+	e.PayloadKeyIDs = payloadKeyIDs(s)
 	return e, s, nil
 }
 
@@ -283,12 +299,24 @@ func DefaultsHash(d Defaults, c Controller, chartDigest string) string {
 		C       Controller
 		Chart   string
 		Secrets string
-	}{d, c, chartDigest, hashOf(sec)})
+		// PayloadKeyIDs is omitted when empty, keeping the hash of a
+		// controller without payload keys.
+		PayloadKeyIDs []string `json:",omitempty"`
+	}{d, c, chartDigest, hashOf(sec), payloadKeyIDs(sec)})
+}
+
+// payloadKeyIDs returns the IDs of s's payload keys, sorted; nil without
+// any.
+func payloadKeyIDs(s Secrets) []string {
+	if len(s.PayloadKeys) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(s.PayloadKeys))
 }
 
 // readSecrets reads the secret values agents get: files named in the
-// defaults, else the controller's own, plus its inline API key and
-// registry credentials. Errors name what could not be read.
+// defaults, else the controller's own, plus its inline API key, registry
+// credentials and payload keyring. Errors name what could not be read.
 func readSecrets(d Defaults, c Controller) (Secrets, error) {
 	var s Secrets
 	var errs []error
@@ -321,7 +349,27 @@ func readSecrets(d Defaults, c Controller) (Secrets, error) {
 	s.APIKey = strings.TrimSpace(cmp.Or(s.APIKey, c.APIKey))
 	read(&s.RegistryCA, "content registry CA for agents", d.ContentRegistry.CAFile, c.RegistryCAFile)
 	s.RegistryUsername, s.RegistryPassword = c.RegistryUsername, c.RegistryPassword
+	if c.PayloadKeys != "" {
+		var err error
+		if s.PayloadKeys, err = readPayloadKeys(c.PayloadKeys); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return s, errors.Join(errs...)
+}
+
+// readPayloadKeys reads the keyring in dir as key ID → key in standard
+// base64. Errors name dir, never a key's content.
+func readPayloadKeys(dir string) (map[string]string, error) {
+	ring, err := keyring.LoadDir(dir) // validates every ID and key
+	if err != nil {
+		return nil, fmt.Errorf("payload keys for agents: %w", err)
+	}
+	out := make(map[string]string, len(ring.IDs()))
+	for _, k := range ring.Keys() {
+		out[k.ID] = base64.StdEncoding.EncodeToString(k.Bytes[:])
+	}
+	return out, nil
 }
 
 // Values are the flotilla-agent chart's values for e.
@@ -348,6 +396,9 @@ func (e Effective) Values(s Secrets) map[string]any {
 	}
 	if e.Affinity != nil {
 		v["affinity"] = toValue(e.Affinity)
+	}
+	if len(s.PayloadKeys) > 0 {
+		v["payloadKeys"] = toValue(s.PayloadKeys)
 	}
 	return v
 }

@@ -2,6 +2,7 @@ package agentcfg_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"maps"
 	"os"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/deploy"
 	"github.com/flotilla-gitops/flotilla/internal/agentcfg"
+	"github.com/flotilla-gitops/flotilla/internal/keyring"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 )
 
@@ -309,6 +311,95 @@ func TestDefaultsHash(t *testing.T) {
 	withKey := agentcfg.DefaultsHash(d, c, testChartDigest)
 	c.APIKey = "k2"
 	assert.NotEqual(t, withKey, agentcfg.DefaultsHash(d, c, testChartDigest), "a rotated inline API key")
+}
+
+// Hashes of a configuration without payload keys, computed before payload
+// keys existed: upgrading the controller must not redeploy an agent whose
+// configuration did not change (only a new agent chart may).
+func TestHash_Golden(t *testing.T) {
+	c := testController()
+	c.APIKey = "inline-key"
+	e, _ := resolve(t, agentcfg.Defaults{}, c, &protocol.AgentConfig{Namespace: "agents"})
+	assert.Equal(t, "agent:69388a5c2403aec0362c1f0f90d1b379ac939dacf438574c29b1386955000cba", e.Hash())
+	assert.Equal(t, "5bebd85d30ab91e58891e7c230be9467e29f0d069b2afdadd91adedfc1e579d4", agentcfg.DefaultsHash(agentcfg.Defaults{}, c, testChartDigest))
+}
+
+// Agents get the controller's payload keyring (--payload-keys) in their
+// chart values. Adding a key (rotation) redeploys them; the effective
+// configuration names the keys by ID only, never by content.
+func TestResolve_PayloadKeys(t *testing.T) {
+	dir := t.TempDir()
+	key := func(id string, b byte) keyring.Key {
+		k := keyring.Key{ID: id}
+		for i := range k.Bytes {
+			k.Bytes[i] = b
+		}
+		return k
+	}
+	k1, k2 := key("fk-20260101t000000z", 1), key("fk-20260201t000000z", 2)
+	b64 := func(k keyring.Key) string { return base64.StdEncoding.EncodeToString(k.Bytes[:]) }
+	require.NoError(t, keyring.WriteKey(dir, k2))
+	agentChart, err := deploy.AgentChart()
+	require.NoError(t, err)
+
+	plain, plainSecrets := resolve(t, agentcfg.Defaults{}, testController(), nil)
+	c := testController()
+	c.PayloadKeys = dir
+	one, s1 := resolve(t, agentcfg.Defaults{}, c, nil)
+	again, _ := resolve(t, agentcfg.Defaults{}, c, nil)
+	dh1 := agentcfg.DefaultsHash(agentcfg.Defaults{}, c, testChartDigest)
+	require.NoError(t, keyring.WriteKey(dir, k1)) // an older ID sorts first
+	two, s2 := resolve(t, agentcfg.Defaults{}, c, nil)
+
+	assert.Nil(t, plain.PayloadKeyIDs)
+	assert.Nil(t, plain.Values(plainSecrets)["payloadKeys"], "no payloadKeys value without keys")
+	assert.Equal(t, []string{k2.ID}, one.PayloadKeyIDs)
+	assert.Equal(t, []string{k1.ID, k2.ID}, two.PayloadKeyIDs, "sorted")
+	assert.NotEqual(t, plain.Hash(), one.Hash(), "turning encryption on redeploys agents")
+	assert.Equal(t, one.Hash(), again.Hash(), "a restart with the same keys")
+	assert.NotEqual(t, one.Hash(), two.Hash(), "an added key redeploys agents")
+	assert.NotEqual(t, dh1, agentcfg.DefaultsHash(agentcfg.Defaults{}, c, testChartDigest), "an added key re-checks agents")
+	assert.Equal(t, plain.SecretsHash, two.SecretsHash, "keys are hashed by ID, not content")
+
+	assert.Equal(t, map[string]string{k1.ID: b64(k1), k2.ID: b64(k2)}, s2.PayloadKeys)
+	assert.Equal(t, map[string]any{k2.ID: b64(k2)}, one.Values(s1)["payloadKeys"])
+	assert.Equal(t, map[string]any{k1.ID: b64(k1), k2.ID: b64(k2)}, two.Values(s2)["payloadKeys"])
+	doc := toJSON(t, two)
+	assert.NotContains(t, doc, b64(k1))
+	assert.NotContains(t, doc, b64(k2))
+
+	pod, _ := renderAgent(t, agentChart, two.Namespace, two.Values(s2))
+	got, ok := flagAfter(pod.Containers[0].Args, "--payload-keys")
+	require.True(t, ok, "no --payload-keys in %q", pod.Containers[0].Args)
+	assert.Equal(t, "/etc/flotilla/payload-keys", got)
+	var mounted string
+	for _, v := range pod.Volumes {
+		if v.Name == "payload-keys" && v.Secret != nil {
+			mounted = v.Secret.SecretName
+		}
+	}
+	assert.Equal(t, agentcfg.ReleaseName+"-payload-keys", mounted)
+
+	// A keyring that cannot be read is an error naming the directory,
+	// never a key's content.
+	bad := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(bad, "fk-20260301t000000z"), []byte("not-a-key-S3CRET\n"), 0o600))
+	for _, d := range []string{filepath.Join(dir, "missing"), bad} {
+		c.PayloadKeys = d
+		_, _, err := agentcfg.Resolve("c1", agentcfg.Defaults{}, c, nil, testChartDigest)
+		require.ErrorIs(t, err, agentcfg.ErrInvalid)
+		assert.ErrorContains(t, err, d)
+		assert.NotContains(t, err.Error(), "S3CRET")
+	}
+}
+
+// flagAfter returns the argument following flag in args.
+func flagAfter(args []string, flag string) (string, bool) {
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		return "", false
+	}
+	return args[i+1], true
 }
 
 // The Temporal address falls back from the cluster's own to the defaults'

@@ -104,6 +104,32 @@ registration-token: {{ . | b64enc | quote }}
 {{- end }}
 
 {{/*
+The data of the chart's payload keys Secret: one key file per entry of
+payloadKeys, whose content is the key in base64 as --payload-keys reads it.
+Empty when payloadKeysExistingSecret is set or payloadKeys is empty.
+*/}}
+{{- define "flotilla-agent.payloadKeysData" -}}
+{{- if not .Values.payloadKeysExistingSecret }}
+{{- /* range over a map visits the keys in sorted order */}}
+{{- range $id, $key := .Values.payloadKeys }}
+{{ $id }}: {{ $key | b64enc | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The name of the Secret mounted as the payload keyring: the existing one, else
+the chart's own when it has keys. Empty without payload keys.
+*/}}
+{{- define "flotilla-agent.payloadKeysSecret" -}}
+{{- if .Values.payloadKeysExistingSecret }}
+{{- .Values.payloadKeysExistingSecret }}
+{{- else if .Values.payloadKeys }}
+{{- printf "%s-payload-keys" (include "flotilla-agent.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/*
 The keys of the Secret holding the Temporal TLS files, as a JSON list:
 existingSecretKeys for an existing Secret, else the PEM values that are set.
 */}}
