@@ -35,29 +35,11 @@ if [[ -n "$dir" ]]; then
 	exit 0
 fi
 
-sudo_cmd=()
-if [[ "$(id -u)" -ne 0 ]]; then
-	if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-		sudo_cmd=(sudo -n)
-	else
-		echo "hack/postgres.sh: PostgreSQL is not installed and this user can neither install packages (not root) nor use passwordless sudo; install Debian's postgresql package (apt-get install postgresql) or set FLOTILLA_POSTGRES to a directory holding initdb, pg_ctl and postgres" >&2
-		exit 1
-	fi
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-	echo "hack/postgres.sh: PostgreSQL is not installed and apt-get is not available to install it; set FLOTILLA_POSTGRES to a directory holding initdb, pg_ctl and postgres" >&2
-	exit 1
-fi
-
-echo "hack/postgres.sh: installing Debian's postgresql package (once per machine)..." >&2
-# apt-get's own output goes to stderr: stdout carries only the directory.
+# shellcheck source=lib/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 # The package's own cluster is not needed (tests run initdb in a temp dir),
 # but installing it is harmless and keeps this to the stock package.
-if ! "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 ||
-	! "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >&2; then
-	echo "hack/postgres.sh: apt-get could not install postgresql (see the apt-get output above)" >&2
-	exit 1
-fi
+apt_install hack/postgres.sh postgresql "install Debian's postgresql package (apt-get install postgresql) or set FLOTILLA_POSTGRES to a directory holding initdb, pg_ctl and postgres"
 
 dir="$(find_bindir)"
 if [[ -z "$dir" ]]; then
