@@ -16,7 +16,6 @@ const (
 	DefaultUIListen   = "127.0.0.1:8233"
 	DefaultNamespace  = "default"
 	databaseFileName  = "temporal.db"
-	clusterName       = "active"
 	defaultRetentionH = 72
 )
 

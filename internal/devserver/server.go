@@ -14,9 +14,7 @@ import (
 	uiserver "github.com/temporalio/ui-server/v2/server"
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uioptions "github.com/temporalio/ui-server/v2/server/server_options"
-	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
-	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/metrics"
 	"go.temporal.io/server/common/persistence/sql"
@@ -25,6 +23,8 @@ import (
 	"go.temporal.io/server/common/resolver"
 	"go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+
+	"github.com/flotilla-gitops/flotilla/internal/devserver/serverconfig"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -150,7 +150,7 @@ func (s *Server) startTemporal(sqlCfg *config.SQL) error {
 		temporal.WithConfig(cfg),
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithLogger(log.NewZapLogger(serverLogger)),
-		temporal.WithDynamicConfigClient(dynamicConfig()),
+		temporal.WithDynamicConfigClient(serverconfig.Dynamic()),
 	)
 	if err != nil {
 		return fmt.Errorf("create Temporal server: %w", err)
@@ -188,55 +188,14 @@ func servicePorts(frontend string) (map[string]config.Service, error) {
 }
 
 // serverConfig is the configuration of a single-cluster server with SQLite
-// persistence and archival off.
+// persistence.
 func serverConfig(frontend string, services map[string]config.Service, sqlCfg *config.SQL) *config.Config {
-	host, _, _ := net.SplitHostPort(frontend)
-	return &config.Config{
-		Global: config.Global{
-			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host},
-		},
-		Persistence: config.Persistence{
-			DefaultStore:     sqliteplugin.PluginName,
-			VisibilityStore:  sqliteplugin.PluginName,
-			NumHistoryShards: 1,
-			DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
-		},
-		ClusterMetadata: &cluster.Config{
-			EnableGlobalNamespace:    false,
-			FailoverVersionIncrement: 10,
-			MasterClusterName:        clusterName,
-			CurrentClusterName:       clusterName,
-			ClusterInformation: map[string]cluster.ClusterInformation{
-				clusterName: {Enabled: true, InitialFailoverVersion: 1, RPCAddress: frontend},
-			},
-		},
-		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
-		Services:            services,
-		Archival: config.Archival{
-			History:    config.HistoryArchival{State: "disabled"},
-			Visibility: config.VisibilityArchival{State: "disabled"},
-		},
-		NamespaceDefaults: config.NamespaceDefaults{
-			Archival: config.ArchivalNamespaceDefaults{
-				History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
-				Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
-			},
-		},
-		PublicClient: config.PublicClient{HostPort: frontend},
-	}
-}
-
-// dynamicConfig mirrors what `temporal server start-dev` sets: search
-// attributes visible at once, and persistence rate limits far above what one
-// SQLite connection can do so that the database, not a limiter, is the bound.
-func dynamicConfig() dynamicconfig.StaticClient {
-	return dynamicconfig.StaticClient{
-		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
-		dynamicconfig.FrontendPersistenceMaxQPS.Key():               50000,
-		dynamicconfig.HistoryPersistenceMaxQPS.Key():                50000,
-		dynamicconfig.MatchingPersistenceMaxQPS.Key():               50000,
-		dynamicconfig.WorkerPersistenceMaxQPS.Key():                 50000,
-	}
+	return serverconfig.Single(frontend, services, config.Persistence{
+		DefaultStore:     sqliteplugin.PluginName,
+		VisibilityStore:  sqliteplugin.PluginName,
+		NumHistoryShards: 1,
+		DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
+	})
 }
 
 func rpcService(host string, port int) config.Service {
@@ -362,7 +321,7 @@ func forgetMembership(cfg *config.SQL) error {
 }
 
 func ensureNamespace(cfg *config.SQL, opts Options) error {
-	ns, err := sqlite.NewNamespaceConfig(clusterName, opts.Namespace, false, opts.SearchAttributes)
+	ns, err := sqlite.NewNamespaceConfig(serverconfig.ClusterName, opts.Namespace, false, opts.SearchAttributes)
 	if err != nil {
 		return fmt.Errorf("namespace %s: %w", opts.Namespace, err)
 	}

@@ -6,25 +6,20 @@ import (
 	"time"
 
 	"go.temporal.io/server/api/adminservice/v1"
-	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
-	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql"
 	"go.temporal.io/server/temporal"
 	"go.uber.org/zap"
+
+	"github.com/flotilla-gitops/flotilla/internal/devserver/serverconfig"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-const (
-	// clusterName names the single cluster; it is stored in the database
-	// on first start and must not change afterwards.
-	clusterName = "active"
-	// visibilityStore names the visibility data store in the configuration.
-	visibilityStore = "visibility"
-)
+// visibilityStore names the visibility data store in the configuration.
+const visibilityStore = "visibility"
 
 // startServer starts the four services on the prepared databases. It
 // returns once Start has returned; the services are still joining the
@@ -34,7 +29,7 @@ func startServer(o options, logger *zap.Logger) (temporal.Server, error) {
 		temporal.WithConfig(serverConfig(o)),
 		temporal.ForServices(serviceNames),
 		temporal.WithLogger(log.NewZapLogger(logger.Named("temporal"))),
-		temporal.WithDynamicConfigClient(dynamicConfig()),
+		temporal.WithDynamicConfigClient(serverconfig.Dynamic()),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("create Temporal server: %w", err)
@@ -46,7 +41,7 @@ func startServer(o options, logger *zap.Logger) (temporal.Server, error) {
 }
 
 // serverConfig is a single-cluster server with PostgreSQL persistence and
-// visibility, archival off, every service bound to the frontend's host.
+// visibility, every service bound to the frontend's host.
 func serverConfig(o options) *config.Config {
 	services := map[string]config.Service{}
 	for _, name := range serviceNames {
@@ -57,55 +52,15 @@ func serverConfig(o options) *config.Config {
 			BindOnIP:       o.host(),
 		}}
 	}
-	return &config.Config{
-		Global: config.Global{
-			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: o.host()},
+	return serverconfig.Single(o.frontend, services, config.Persistence{
+		DefaultStore:     postgresql.PluginName,
+		VisibilityStore:  visibilityStore,
+		NumHistoryShards: o.shards,
+		DataStores: map[string]config.DataStore{
+			postgresql.PluginName: {SQL: sqlConfig(o, o.database)},
+			visibilityStore:       {SQL: sqlConfig(o, o.visibilityDB)},
 		},
-		Persistence: config.Persistence{
-			DefaultStore:     postgresql.PluginName,
-			VisibilityStore:  visibilityStore,
-			NumHistoryShards: o.shards,
-			DataStores: map[string]config.DataStore{
-				postgresql.PluginName: {SQL: sqlConfig(o, o.database)},
-				visibilityStore:       {SQL: sqlConfig(o, o.visibilityDB)},
-			},
-		},
-		ClusterMetadata: &cluster.Config{
-			EnableGlobalNamespace:    false,
-			FailoverVersionIncrement: 10,
-			MasterClusterName:        clusterName,
-			CurrentClusterName:       clusterName,
-			ClusterInformation: map[string]cluster.ClusterInformation{
-				clusterName: {Enabled: true, InitialFailoverVersion: 1, RPCAddress: o.frontend},
-			},
-		},
-		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
-		Services:            services,
-		Archival: config.Archival{
-			History:    config.HistoryArchival{State: "disabled"},
-			Visibility: config.VisibilityArchival{State: "disabled"},
-		},
-		NamespaceDefaults: config.NamespaceDefaults{
-			Archival: config.ArchivalNamespaceDefaults{
-				History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
-				Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
-			},
-		},
-		PublicClient: config.PublicClient{HostPort: o.frontend},
-	}
-}
-
-// dynamicConfig is what `temporal server start-dev` sets, as the embedded
-// dev server does: search attributes visible at once, and persistence rate
-// limits high enough that PostgreSQL, not a limiter, is the bound.
-func dynamicConfig() dynamicconfig.StaticClient {
-	return dynamicconfig.StaticClient{
-		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
-		dynamicconfig.FrontendPersistenceMaxQPS.Key():               50000,
-		dynamicconfig.HistoryPersistenceMaxQPS.Key():                50000,
-		dynamicconfig.MatchingPersistenceMaxQPS.Key():               50000,
-		dynamicconfig.WorkerPersistenceMaxQPS.Key():                 50000,
-	}
+	})
 }
 
 // frontendHealthService is the name under which the frontend reports its
