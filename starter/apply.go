@@ -41,6 +41,11 @@ webhookSecret.`,
 			if err != nil {
 				return err
 			}
+			for _, d := range docs {
+				for _, w := range d.Warnings {
+					fmt.Fprintln(cmd.ErrOrStderr(), "Warning: "+w)
+				}
+			}
 			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
 				return applyDocuments(ctx, c, g, docs, cmd.OutOrStdout())
 			})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -17,6 +18,9 @@ type Document struct {
 	Cluster      *Cluster
 	ClusterGroup *ClusterGroup
 	Secret       *Secret
+	// Warnings name the document's fields Flotilla does not know (see
+	// UnknownFields): it ignores them, and `flotilla apply` says so.
+	Warnings []string
 }
 
 // Kind returns the document's kind.
@@ -107,7 +111,23 @@ func decodeOne(raw map[string]any, src string) (Document, error) {
 	if err := doc.defaultAndValidate(); err != nil {
 		return Document{}, fmt.Errorf("%s: %w", src, err)
 	}
+	for _, f := range UnknownFields(raw, reflect.TypeOf(doc.object()).Elem()) {
+		doc.Warnings = append(doc.Warnings, fmt.Sprintf("%s: %s %s: unknown field %q (ignored)", src, kind, doc.Name(), f))
+	}
 	return doc, nil
+}
+
+// object is the document's decoded value.
+func (d *Document) object() any {
+	switch {
+	case d.GitRepo != nil:
+		return d.GitRepo
+	case d.Cluster != nil:
+		return d.Cluster
+	case d.ClusterGroup != nil:
+		return d.ClusterGroup
+	}
+	return d.Secret
 }
 
 func (d *Document) defaultAndValidate() error {
@@ -128,9 +148,9 @@ func (d *Document) defaultAndValidate() error {
 	return nil
 }
 
+// unmarshal decodes leniently, as Fleet does: fields Flotilla does not
+// know are ignored (Decode reports them as warnings).
 func unmarshal(data []byte, v any) error {
-	// Fleet documents carry fields Flotilla does not use yet (status,
-	// helmSecretName, ...); they are accepted and ignored.
 	return yaml.Unmarshal(data, v)
 }
 
