@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"helm.sh/helm/v3/pkg/chart"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -176,10 +177,7 @@ func TestControllerChartOptionalObjects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := deploy.ControllerChart()
-			require.NoError(t, err)
-			vals := values(t, tt.vals)
-			vals["temporal"] = map[string]any{"address": "t:7233"}
+			c, vals := controllerChartWith(t, tt.vals)
 			objs := renderObjects(t, c, controllerRelease, controllerNamespace, vals)
 
 			assert.Equal(t, tt.wantIngress, find(objs, "Ingress", controllerRelease) != nil, "Ingress")
@@ -251,10 +249,7 @@ func TestControllerChartWebhookSettings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := deploy.ControllerChart()
-			require.NoError(t, err)
-			vals := values(t, tt.vals)
-			vals["temporal"] = map[string]any{"address": "t:7233"}
+			c, vals := controllerChartWith(t, tt.vals)
 			objs := renderObjects(t, c, controllerRelease, controllerNamespace, vals)
 			d := deployment(t, objs, controllerRelease)
 			ctr := d.Spec.Template.Spec.Containers[0]
@@ -300,11 +295,8 @@ func TestControllerChartWebhookSettings(t *testing.T) {
 func TestControllerChartWebhookMaxBodyInvalid(t *testing.T) {
 	for _, v := range []string{"-1", "1.5", `"10Mi"`} {
 		t.Run(v, func(t *testing.T) {
-			c, err := deploy.ControllerChart()
-			require.NoError(t, err)
-			vals := values(t, "webhook: {enabled: true, maxBodyBytes: "+v+"}")
-			vals["temporal"] = map[string]any{"address": "t:7233"}
-			_, err = render(t, c, controllerRelease, controllerNamespace, vals)
+			c, vals := controllerChartWith(t, "webhook: {enabled: true, maxBodyBytes: "+v+"}")
+			_, err := render(t, c, controllerRelease, controllerNamespace, vals)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "webhook.maxBodyBytes must be a whole number of bytes above 0")
 		})
@@ -451,10 +443,7 @@ topologySpreadConstraints:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := deploy.ControllerChart()
-			require.NoError(t, err)
-			vals := values(t, tt.vals)
-			vals["temporal"] = map[string]any{"address": "t:7233"}
+			c, vals := controllerChartWith(t, tt.vals)
 			objs := renderObjects(t, c, controllerRelease, controllerNamespace, vals)
 
 			d := deployment(t, objs, controllerRelease)
@@ -495,11 +484,8 @@ func TestControllerChartInvalidReplicas(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := deploy.ControllerChart()
-			require.NoError(t, err)
-			vals := values(t, tt.vals)
-			vals["temporal"] = map[string]any{"address": "t:7233"}
-			_, err = render(t, c, controllerRelease, controllerNamespace, vals)
+			c, vals := controllerChartWith(t, tt.vals)
+			_, err := render(t, c, controllerRelease, controllerNamespace, vals)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
@@ -522,10 +508,7 @@ func TestControllerChartSealKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := deploy.ControllerChart()
-			require.NoError(t, err)
-			vals := values(t, tt.vals)
-			vals["temporal"] = map[string]any{"address": "t:7233"}
+			c, vals := controllerChartWith(t, tt.vals)
 			objs := renderObjects(t, c, controllerRelease, controllerNamespace, vals)
 
 			generated := find(objs, "Secret", "flotilla-seal-keys")
@@ -585,10 +568,7 @@ payloadEncryption:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := deploy.ControllerChart()
-			require.NoError(t, err)
-			vals := values(t, tt.vals)
-			vals["temporal"] = map[string]any{"address": "t:7233"}
+			c, vals := controllerChartWith(t, tt.vals)
 			objs := renderObjects(t, c, controllerRelease, controllerNamespace, vals)
 			d := deployment(t, objs, controllerRelease)
 			pod := d.Spec.Template.Spec
@@ -626,11 +606,8 @@ payloadEncryption:
 	}
 
 	t.Run("enabled without keys", func(t *testing.T) {
-		c, err := deploy.ControllerChart()
-		require.NoError(t, err)
-		vals := values(t, "payloadEncryption: {enabled: true}")
-		vals["temporal"] = map[string]any{"address": "t:7233"}
-		_, err = render(t, c, controllerRelease, controllerNamespace, vals)
+		c, vals := controllerChartWith(t, "payloadEncryption: {enabled: true}")
+		_, err := render(t, c, controllerRelease, controllerNamespace, vals)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "payloadEncryption.existingSecret is required")
 	})
@@ -694,4 +671,15 @@ func podDisruptionBudget(t *testing.T, objs []*unstructured.Unstructured, name s
 	var pdb policyv1.PodDisruptionBudget
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &pdb))
 	return &pdb
+}
+
+// controllerChartWith loads the controller chart and the values of
+// valuesYAML with the one required value, temporal.address, set.
+func controllerChartWith(t *testing.T, valuesYAML string) (*chart.Chart, map[string]any) {
+	t.Helper()
+	c, err := deploy.ControllerChart()
+	require.NoError(t, err)
+	vals := values(t, valuesYAML)
+	vals["temporal"] = map[string]any{"address": "t:7233"}
+	return c, vals
 }

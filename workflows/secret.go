@@ -3,6 +3,7 @@ package workflows
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -83,15 +84,7 @@ func KeysWorkflow(ctx workflow.Context, rec protocol.KeysRecord) error {
 					rec.Keys = append(rec.Keys, k)
 				}
 			}
-			slices.SortFunc(rec.Keys, func(a, b seal.PublicKey) int {
-				switch {
-				case a.ID < b.ID:
-					return -1
-				case a.ID > b.ID:
-					return 1
-				}
-				return 0
-			})
+			slices.SortFunc(rec.Keys, func(a, b seal.PublicKey) int { return strings.Compare(a.ID, b.ID) })
 			return rec, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, keys []seal.PublicKey) error {
