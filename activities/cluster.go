@@ -253,7 +253,37 @@ func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundl
 	rel.Labels = map[string]string{LabelBundle: b.Name}
 	rel.Annotations = map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}
 	rel.Description = deployedBy(ctx)
+	rel.ServiceAccount = opts.ServiceAccount
+	rel.NamespaceLabels, rel.NamespaceAnnotations = opts.NamespaceLabels, opts.NamespaceAnnotations
+	rel.ValuesFrom = valuesRefs(opts, b.Namespace)
 	return rel, opts, outcome.OK, nil
+}
+
+// valuesRefs lists the ConfigMap and Secret keys of opts' helm.valuesFrom,
+// read on the cluster at deploy time, in Fleet's order: entries in list
+// order, an entry's ConfigMap before its Secret. A reference without a
+// namespace is in the bundle's target namespace ns; one without a key
+// names deployer.DefaultValuesKey.
+func valuesRefs(opts bundle.Options, ns string) []deployer.ValuesRef {
+	if opts.Helm == nil {
+		return nil
+	}
+	var out []deployer.ValuesRef
+	add := func(r *bundle.KeyRef, secret bool) {
+		if r == nil {
+			return
+		}
+		ref := deployer.ValuesRef{Secret: secret, Namespace: r.Namespace, Name: r.Name, Key: r.Key}
+		if ref.Namespace == "" {
+			ref.Namespace = ns
+		}
+		out = append(out, ref)
+	}
+	for _, vf := range opts.Helm.ValuesFrom {
+		add(vf.ConfigMapKeyRef, false)
+		add(vf.SecretKeyRef, true)
+	}
+	return out
 }
 
 // manifest reads b's manifest from the content store; a miss is refilled

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"sort"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
+	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
 )
 
@@ -54,9 +56,27 @@ func (a *Activities) reader(ref GitRepoRef, spec api.GitRepoSpec) (*bundle.Reade
 	if a.Charts == nil {
 		return &bundle.Reader{}, nil
 	}
-	f := &chartfetch.Fetcher{CacheDir: a.Charts.CacheDir, Mirrors: a.Charts.Mirrors, HTTPClient: a.Charts.HTTPClient}
+	f, err := a.fetcher(ref, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &bundle.Reader{Charts: f}, nil
+}
+
+// fetcher returns the chart fetcher of one render or resolve: with the
+// helmSecretName credentials for matching URLs, and for a HelmOp that sets
+// insecureSkipTLSVerify, without verifying certificates.
+func (a *Activities) fetcher(ref GitRepoRef, spec api.GitRepoSpec) (*chartfetch.Fetcher, error) {
+	f := &chartfetch.Fetcher{}
+	if a.Charts != nil {
+		f = &chartfetch.Fetcher{CacheDir: a.Charts.CacheDir, Mirrors: a.Charts.Mirrors, HTTPClient: a.Charts.HTTPClient}
+	}
+	insecure := spec.HelmOp != nil && spec.InsecureSkipTLSVerify
 	if spec.HelmSecretName == "" {
-		return &bundle.Reader{Charts: f}, nil
+		if insecure {
+			f.Auth = func(string) *chartfetch.Auth { return &chartfetch.Auth{InsecureSkipTLSVerify: true} }
+		}
+		return f, nil
 	}
 	user, pass, err := a.credentials(ref, "helmSecretName", spec.HelmSecretName)
 	if err != nil {
@@ -64,15 +84,15 @@ func (a *Activities) reader(ref GitRepoRef, spec api.GitRepoSpec) (*bundle.Reade
 	}
 	re, err := regexp.Compile(spec.HelmRepoURLRegex)
 	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("GitRepo %s: helmRepoURLRegex: %v", ref, err), ErrTypeInvalidBundle, nil)
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: helmRepoURLRegex: %v", ref.Title(), err), ErrTypeInvalidBundle, nil)
 	}
 	f.Auth = func(url string) *chartfetch.Auth {
 		if spec.HelmRepoURLRegex != "" && !re.MatchString(url) {
 			return nil
 		}
-		return &chartfetch.Auth{Username: user, Password: pass}
+		return &chartfetch.Auth{Username: user, Password: pass, InsecureSkipTLSVerify: insecure}
 	}
-	return &bundle.Reader{Charts: f}, nil
+	return f, nil
 }
 
 // remote builds the Git remote of a GitRepo, with its credentials.
@@ -97,13 +117,13 @@ func (a *Activities) credentials(ref GitRepoRef, field, name string) (user, pass
 	switch {
 	case errors.Is(err, cluster.ErrNotFound):
 		return "", "", temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("GitRepo %s: %s %q: no such secret in namespace %s (apply a v1 Secret with `flotilla apply`)",
-				ref, field, name, ref.Namespace), ErrTypeSecretNotFound, nil)
+			fmt.Sprintf("%s: %s %q: no such secret in namespace %s (apply a v1 Secret with `flotilla apply`)",
+				ref.Title(), field, name, ref.Namespace), ErrTypeSecretNotFound, nil)
 	case err != nil:
-		return "", "", fmt.Errorf("GitRepo %s: read secret %s: %w", ref, name, err)
+		return "", "", fmt.Errorf("%s: read secret %s: %w", ref.Title(), name, err)
 	case pass == "":
 		return "", "", temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("GitRepo %s: %s %q has no password or token", ref, field, name), ErrTypeSecretNotFound, nil)
+			fmt.Sprintf("%s: %s %q has no password or token", ref.Title(), field, name), ErrTypeSecretNotFound, nil)
 	}
 	return user, pass, nil
 }
@@ -111,6 +131,9 @@ func (a *Activities) credentials(ref GitRepoRef, field, name string) (user, pass
 // ResolveCommit asks the remote which commit the GitRepo's branch, tag or
 // revision is at, without cloning.
 func (a *Activities) ResolveCommit(ctx context.Context, in ResolveInput) (ResolveResult, error) {
+	if in.Spec.HelmOp != nil {
+		return a.resolveChart(ctx, in)
+	}
 	r, err := a.remote(in.GitRepo, in.Spec)
 	if err != nil {
 		return ResolveResult{}, err
@@ -152,19 +175,12 @@ func (a *Activities) Render(ctx context.Context, in RenderInput) (RenderResult, 
 // again for content this controller's store misses. It calls progress
 // after each step (Render heartbeats there) and does not log.
 func (a *Activities) render(ctx context.Context, in RenderInput, progress func(step string)) (RenderResult, error) {
-	r, err := a.remote(in.GitRepo, in.Spec)
+	dir, dirs, done, err := a.source(ctx, in)
 	if err != nil {
 		return RenderResult{}, err
 	}
-	dir, err := a.Git.Checkout(ctx, r, gitsource.Ref{Name: in.Commit, Commit: in.Commit})
-	if err != nil {
-		return RenderResult{}, gitError(in.GitRepo, err)
-	}
+	defer done()
 	progress("checked out")
-	dirs, err := bundle.Scan(dir, in.Spec.EffectivePaths())
-	if err != nil {
-		return RenderResult{}, invalidBundle(in.GitRepo, err)
-	}
 	reader, err := a.reader(in.GitRepo, in.Spec)
 	if err != nil {
 		return RenderResult{}, err
@@ -179,7 +195,7 @@ func (a *Activities) render(ctx context.Context, in RenderInput, progress func(s
 		}
 		if err != nil {
 			// A chart repository that does not answer: try again.
-			return RenderResult{}, fmt.Errorf("GitRepo %s: %w", in.GitRepo, err)
+			return RenderResult{}, fmt.Errorf("%s: %w", in.GitRepo.Title(), err)
 		}
 		rb, err := a.store(in, b, m)
 		if err != nil {
@@ -199,20 +215,37 @@ func (a *Activities) render(ctx context.Context, in RenderInput, progress func(s
 	return out, nil
 }
 
-// store applies the GitRepo's options to a bundle and stores it.
+// source returns the directory to render and its bundle directories: a
+// Git checkout of the commit and the bundles under the paths, or a
+// HelmOp's bundle written out at its resolved version. done removes what
+// is temporary.
+func (a *Activities) source(ctx context.Context, in RenderInput) (dir string, dirs []string, done func(), err error) {
+	if in.Spec.HelmOp != nil {
+		dir, err := helmOpDir(in.Spec.HelmOp, in.Commit)
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("%s: %w", in.GitRepo.Title(), err)
+		}
+		return dir, []string{"."}, func() { _ = os.RemoveAll(dir) }, nil
+	}
+	r, err := a.remote(in.GitRepo, in.Spec)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	dir, err = a.Git.Checkout(ctx, r, gitsource.Ref{Name: in.Commit, Commit: in.Commit})
+	if err != nil {
+		return "", nil, nil, gitError(in.GitRepo, err)
+	}
+	dirs, err = bundle.Scan(dir, in.Spec.EffectivePaths())
+	if err != nil {
+		return "", nil, nil, invalidBundle(in.GitRepo, err)
+	}
+	return dir, dirs, func() {}, nil
+}
+
+// store applies the GitRepo's options to a bundle (render.GitRepoOptions,
+// which `flotilla render --gitrepo` applies too) and stores it.
 func (a *Activities) store(in RenderInput, b bundle.Bundle, m bundle.Manifest) (Bundle, error) {
-	opts := b.Options
-	if in.Spec.TargetNamespace != "" {
-		opts.TargetNamespace = in.Spec.TargetNamespace
-	}
-	opts.KeepResources = opts.KeepResources || in.Spec.KeepResources
-	opts.DeleteNamespace = opts.DeleteNamespace || in.Spec.DeleteNamespace
-	if in.Spec.ForceSyncGeneration != 0 {
-		opts.ForceSyncGeneration = in.Spec.ForceSyncGeneration
-	}
-	if cd := in.Spec.CorrectDrift; cd != nil && opts.CorrectDrift == nil {
-		opts.CorrectDrift = &bundle.CorrectDrift{Enabled: cd.Enabled, Force: cd.Force, KeepFailHistory: cd.KeepFailHistory}
-	}
+	opts := render.GitRepoOptions(b.Options, in.Spec)
 	manifestID, err := a.Content.PutManifest(m)
 	if err != nil {
 		return Bundle{}, fmt.Errorf("store bundle %s: %w", b.Name, err)
@@ -226,20 +259,12 @@ func (a *Activities) store(in RenderInput, b bundle.Bundle, m bundle.Manifest) (
 	if err != nil {
 		return Bundle{}, err
 	}
-	release := b.ReleaseName()
-	ns := opts.TargetNamespace
-	if ns == "" {
-		ns = opts.DefaultNamespace
-	}
-	if ns == "" {
-		ns = "default"
-	}
 	return Bundle{Name: b.Name, Path: b.Dir, ManifestID: manifestID, OptionsHash: optionsHash,
-		DeploymentID: manifestID + ":" + optionsHash, Release: release, Namespace: ns,
+		DeploymentID: manifestID + ":" + optionsHash, Release: b.ReleaseName(), Namespace: render.Namespace(opts),
 		KeepResources: opts.KeepResources, DeleteNamespace: opts.DeleteNamespace, Resources: b.ResourceCount,
-		BundleKey: key}, nil
+		BundleKey: key, Warnings: b.Warnings}, nil
 }
 
 func invalidBundle(ref GitRepoRef, err error) error {
-	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("GitRepo %s: %v", ref, err), ErrTypeInvalidBundle, nil)
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", ref.Title(), err), ErrTypeInvalidBundle, nil)
 }

@@ -104,7 +104,7 @@ func (a *Activities) refillSource(ctx context.Context, in RefillInput) (api.GitR
 		commits = []string{in.Commit}
 	}
 	if len(commits) == 0 {
-		return spec, nil, fmt.Errorf("GitRepo %s has no commit to render bundle %s from", in.GitRepo, in.Bundle)
+		return spec, nil, fmt.Errorf("%s has no commit to render bundle %s from", in.GitRepo.Title(), in.Bundle)
 	}
 	return spec, commits, nil
 }
@@ -118,7 +118,7 @@ func (a *Activities) gitRepoSource(ctx context.Context, ref GitRepoRef) (protoco
 		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sourceQueryTimeout)
 		defer cancel()
 		var src protocol.GitRepoSource
-		v, err := a.Client.QueryWorkflow(qctx, protocol.GitRepoID(ref.Namespace, ref.Name), "", protocol.QuerySource)
+		v, err := a.Client.QueryWorkflow(qctx, ref.WorkflowID(), "", protocol.QuerySource)
 		if err == nil {
 			err = v.Get(&src)
 		}
@@ -294,7 +294,7 @@ func (s renderSource) pick(bundles []Bundle, in RefillInput) (Bundle, error) {
 		}
 		return rb, nil
 	}
-	return Bundle{}, &changedError{what: fmt.Sprintf("GitRepo %s at commit %s renders no bundle %s", s.ref, shortCommit(s.commit), in.Bundle)}
+	return Bundle{}, &changedError{what: fmt.Sprintf("%s at commit %s renders no bundle %s", s.ref.Title(), shortCommit(s.commit), in.Bundle)}
 }
 
 // ErrContentChanged is the error (wrapped) of a refill whose content

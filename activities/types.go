@@ -1,21 +1,64 @@
 package activities
 
 import (
+	"strings"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
-// GitRepoRef names a GitRepo.
+// GitRepoRef names a GitRepo, or a HelmOp (Kind api.KindHelmOp), which
+// rolls out as a GitRepo whose bundle comes from a chart, not from Git.
 type GitRepoRef struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
+	// Kind is "" for a GitRepo and api.KindHelmOp for a HelmOp.
+	Kind string `json:"kind,omitempty"`
 }
 
-func (r GitRepoRef) String() string { return r.Namespace + "/" + r.Name }
+// helmOpPrefix starts the string form of a HelmOp's ref; a namespace
+// cannot contain "/", so "helmop/ns/name" never reads as a GitRepo.
+const helmOpPrefix = "helmop/"
+
+// String is "namespace/name" for a GitRepo and "helmop/namespace/name"
+// for a HelmOp: the form releases are annotated with and drift reports
+// name. ParseGitRepoRef reads it back.
+func (r GitRepoRef) String() string {
+	if r.Kind == api.KindHelmOp {
+		return helmOpPrefix + r.Namespace + "/" + r.Name
+	}
+	return r.Namespace + "/" + r.Name
+}
+
+// Title names the entity in messages: "GitRepo ns/name" or "HelmOp ns/name".
+func (r GitRepoRef) Title() string {
+	if r.Kind == api.KindHelmOp {
+		return "HelmOp " + r.Namespace + "/" + r.Name
+	}
+	return "GitRepo " + r.Namespace + "/" + r.Name
+}
+
+// WorkflowID is the ID of the entity workflow.
+func (r GitRepoRef) WorkflowID() string {
+	if r.Kind == api.KindHelmOp {
+		return protocol.HelmOpID(r.Namespace, r.Name)
+	}
+	return protocol.GitRepoID(r.Namespace, r.Name)
+}
+
+// ParseGitRepoRef reads a GitRepoRef's String.
+func ParseGitRepoRef(s string) GitRepoRef {
+	var r GitRepoRef
+	if rest, ok := strings.CutPrefix(s, helmOpPrefix); ok && strings.Count(rest, "/") == 1 {
+		r.Kind, s = api.KindHelmOp, rest
+	}
+	r.Namespace, r.Name, _ = strings.Cut(s, "/")
+	return r
+}
 
 // ResolveInput asks which commit a GitRepo's branch or revision is at.
 type ResolveInput struct {

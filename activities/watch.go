@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.temporal.io/api/serviceerror"
@@ -54,8 +53,7 @@ func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 	}
 	cfg := drift.Config{Cluster: k.Name(), Getter: k.Getter, Deployer: c.Deployer, Logger: c.Logger,
 		Report: func(ctx context.Context, gitRepo string, reports []status.LiveReport) error {
-			ns, name := splitRef(gitRepo)
-			err := c.Signal(ctx, protocol.GitRepoID(ns, name), protocol.SignalLive, status.LiveSignal{Cluster: k.Name(), Reports: reports})
+			err := c.Signal(ctx, ParseGitRepoRef(gitRepo).WorkflowID(), protocol.SignalLive, status.LiveSignal{Cluster: k.Name(), Reports: reports})
 			var gone *serviceerror.NotFound
 			if errors.As(err, &gone) {
 				return nil // the GitRepo was deleted: nobody to tell
@@ -92,8 +90,7 @@ func (c *ClusterActivities) watchTargets(ctx context.Context, in WatchInput) []d
 		for _, r := range set.Releases {
 			t := drift.Target{GitRepo: set.GitRepo, Bundle: r.Bundle, Release: r.Release, Namespace: r.Namespace,
 				DeploymentID: r.DeploymentID}
-			ns, name := splitRef(set.GitRepo)
-			opts, err := c.options(ctx, RefillInput{GitRepo: GitRepoRef{Namespace: ns, Name: name}, Bundle: r.Bundle,
+			opts, err := c.options(ctx, RefillInput{GitRepo: ParseGitRepoRef(set.GitRepo), Bundle: r.Bundle,
 				Cluster: in.Cluster, OptionsHash: r.OptionsKey})
 			if err == nil {
 				err = settings(&t, opts)
@@ -123,10 +120,4 @@ func settings(t *drift.Target, opts bundle.Options) error {
 	}
 	t.Rules = rules
 	return nil
-}
-
-// splitRef splits "namespace/name".
-func splitRef(ref string) (string, string) {
-	ns, name, _ := strings.Cut(ref, "/")
-	return ns, name
 }

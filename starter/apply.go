@@ -74,8 +74,8 @@ func readDocuments(stdin io.Reader, files []string) ([]api.Document, error) {
 	if len(docs) == 0 {
 		return nil, fmt.Errorf("no documents in %s", strings.Join(files, ", "))
 	}
-	// Secrets and groups first, GitRepos last: what they reference exists.
-	order := map[string]int{api.KindSecret: 0, api.KindClusterGroup: 1, api.KindCluster: 2, api.KindGitRepo: 3}
+	// Secrets and groups first, GitRepos and HelmOps last: what they reference exists.
+	order := map[string]int{api.KindSecret: 0, api.KindClusterGroup: 1, api.KindCluster: 2, api.KindGitRepo: 3, api.KindHelmOp: 3}
 	sort.SliceStable(docs, func(i, j int) bool { return order[docs[i].Kind()] < order[docs[j].Kind()] })
 	return docs, nil
 }
@@ -139,6 +139,14 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 			protocol.GitRepoStart{Namespace: gr.Metadata.Namespace, Name: gr.Metadata.Name},
 			temporalx.KeyGitRepo.ValueSet(gr.Metadata.Namespace+"/"+gr.Metadata.Name),
 			temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(gr.Spec.Repo)))
+		return verb(res.Created, res.Changed), err
+	case d.HelmOp != nil:
+		h := d.HelmOp
+		var res protocol.ApplyResult
+		err := temporalx.UpdateWithStart(ctx, c, g.TaskQueue, protocol.HelmOpID(h.Metadata.Namespace, h.Metadata.Name), protocol.UpdateApply,
+			protocol.HelmOpApply{HelmOp: *h}, &res, protocol.HelmOpWorkflow,
+			protocol.GitRepoStart{Namespace: h.Metadata.Namespace, Name: h.Metadata.Name},
+			temporalx.KeyGitRepo.ValueSet("helmop/"+h.Metadata.Namespace+"/"+h.Metadata.Name))
 		return verb(res.Created, res.Changed), err
 	case d.ClusterGroup != nil:
 		cg := d.ClusterGroup

@@ -65,7 +65,8 @@ func notFound(err error, what string) error {
 // live progress folded in.
 func gitRepoStatus(ctx context.Context, c client.Client, namespace, name string) (status.GitRepo, error) {
 	var st status.GitRepo
-	if err := query(ctx, c, protocol.GitRepoID(namespace, name), "GitRepo "+namespace+"/"+name, &st); err != nil {
+	e := parseEntity(namespace, name)
+	if err := query(ctx, c, e.id(), e.title(), &st); err != nil {
 		return st, err
 	}
 	if st.Rollout == "" {

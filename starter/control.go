@@ -19,29 +19,30 @@ func newSignalCommand(g *globals, name, signal, short string, waitByDefault bool
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   name + " NAME",
+		Use:   name + " NAME|helmop/NAME",
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			repo := args[0]
-			id := protocol.GitRepoID(g.Namespace, repo)
+			e := parseEntity(g.Namespace, repo)
+			id := e.id()
 			return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
 				before, err := gitRepoStatus(ctx, c, g.Namespace, repo)
 				if err != nil {
 					return err
 				}
 				if err := c.SignalWorkflow(ctx, id, "", signal, nil); err != nil {
-					return notFound(err, "GitRepo "+g.Namespace+"/"+repo)
+					return notFound(err, e.title())
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "gitrepo/%s/%s %s\n", g.Namespace, repo, pastTense(name))
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", e, pastTense(name))
 				if !wait {
 					return nil
 				}
 				if signal == protocol.SignalDelete {
 					if err := c.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
-						return fmt.Errorf("GitRepo %s/%s: %w", g.Namespace, repo, err)
+						return fmt.Errorf("%s: %w", e.title(), err)
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "gitrepo/%s/%s deleted\n", g.Namespace, repo)
+					fmt.Fprintf(cmd.OutOrStdout(), "%s deleted\n", e)
 					return nil
 				}
 				_, err = waitSettled(ctx, c, g.Namespace, repo, func(st status.GitRepo) bool {

@@ -17,30 +17,34 @@ import (
 
 func newGetCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:       "get gitrepos|clusters|clustergroups",
-		Short:     "List GitRepos, clusters or cluster groups",
+		Use:       "get gitrepos|helmops|clusters|clustergroups",
+		Short:     "List GitRepos, HelmOps, clusters or cluster groups",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"gitrepos", "clusters", "clustergroups"},
+		ValidArgs: []string{"gitrepos", "helmops", "clusters", "clustergroups"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch args[0] {
 			case "gitrepos", "gitrepo", "gitrepos.fleet.cattle.io":
-				return listGitRepos(cmd, g)
+				return listGitRepos(cmd, g, protocol.GitRepoWorkflow, gitRepoRows)
+			case "helmops", "helmop", "helmops.fleet.cattle.io":
+				return listGitRepos(cmd, g, protocol.HelmOpWorkflow, helmOpRows)
 			case "clusters", "cluster":
 				return listClusters(cmd, g)
 			case "clustergroups", "clustergroup":
 				return listGroups(cmd, g)
 			}
-			return fmt.Errorf("unknown resource %q: want gitrepos, clusters or clustergroups", args[0])
+			return fmt.Errorf("unknown resource %q: want gitrepos, helmops, clusters or clustergroups", args[0])
 		},
 	}
 	return cmd
 }
 
-func listGitRepos(cmd *cobra.Command, g *globals) error {
+// listGitRepos lists the running entity workflows of a type (GitRepos or
+// HelmOps) as rows makes them.
+func listGitRepos(cmd *cobra.Command, g *globals, wfType string, rows func([]status.GitRepo) output.Rows) error {
 	f, _ := g.format() // validated in PersistentPreRunE
 	return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
 		var repos []status.GitRepo
-		err := temporalx.EachWorkflow(ctx, c, temporalx.RunningOfType(protocol.GitRepoWorkflow), func(id string) error {
+		err := temporalx.EachWorkflow(ctx, c, temporalx.RunningOfType(wfType), func(id string) error {
 			var st status.GitRepo
 			if err := query(ctx, c, id, id, &st); err != nil {
 				return err
@@ -59,8 +63,7 @@ func listGitRepos(cmd *cobra.Command, g *globals) error {
 				repos[i].Finish()
 			}
 		}
-		rows := gitRepoRows(repos)
-		return output.Print(cmd.OutOrStdout(), f, repos, rows)
+		return output.Print(cmd.OutOrStdout(), f, repos, rows(repos))
 	})
 }
 
@@ -109,6 +112,17 @@ func gitRepoRows(repos []status.GitRepo) output.Rows {
 		rows.Rows = append(rows.Rows, []string{r.Namespace, r.Name, r.Repo, short(r.Commit),
 			r.Display.ReadyBundleDeployments, fmt.Sprintf("%d/%d", ready, len(r.Bundles)), r.Display.ReadyClusters,
 			r.Display.State})
+	}
+	return rows
+}
+
+// helmOpRows is the table of `get helmops`: the chart, the version
+// deployed, and readiness as for GitRepos.
+func helmOpRows(ops []status.GitRepo) output.Rows {
+	rows := output.Rows{Header: []string{"NAMESPACE", "NAME", "CHART", "VERSION", "BUNDLEDEPLOYMENTS-READY", "CLUSTERS-READY", "STATE"}}
+	for _, r := range ops {
+		rows.Rows = append(rows.Rows, []string{r.Namespace, r.Name, r.Repo, r.Version,
+			r.Display.ReadyBundleDeployments, r.Display.ReadyClusters, r.Display.State})
 	}
 	return rows
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/output"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
@@ -58,7 +59,7 @@ func waitSettled(ctx context.Context, c client.Client, namespace, name string, r
 		st, err := gitRepoStatus(ctx, c, namespace, name)
 		if err != nil {
 			if ctx.Err() != nil {
-				return st, fmt.Errorf("GitRepo %s/%s did not settle: %w", namespace, name, ctx.Err())
+				return st, fmt.Errorf("%s did not settle: %w", parseEntity(namespace, name).title(), ctx.Err())
 			}
 			return st, err
 		}
@@ -75,15 +76,15 @@ func waitSettled(ctx context.Context, c client.Client, namespace, name string, r
 		}
 		select {
 		case <-ctx.Done():
-			return st, fmt.Errorf("GitRepo %s/%s did not settle: %w", namespace, name, ctx.Err())
+			return st, fmt.Errorf("%s did not settle: %w", parseEntity(namespace, name).title(), ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
 
 // printStatus prints a GitRepo's status: for people, its state, progress,
-// unhealthy conditions, waits, halts, bundles, deployments and drifted
-// objects; for -o json|yaml the whole status.
+// unhealthy conditions, waits, halts, warnings, bundles, deployments and
+// drifted objects; for -o json|yaml the whole status.
 func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	if len(st.Conditions) == 0 { // a worker that does not Finish
 		st.Finish()
@@ -104,6 +105,7 @@ func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	printConditions(w, st, shown)
 	printWaits(w, st.Waits)
 	printHalts(w, st.Halts)
+	printWarnings(w, st.Warnings)
 	if err := printTables(w, f, st); err != nil {
 		return err
 	}
@@ -121,9 +123,16 @@ func printHeader(w io.Writer, st status.GitRepo) {
 	if ref == "" {
 		ref = "HEAD"
 	}
-	fmt.Fprintf(w, "GitRepo:  %s/%s\nRepo:     %s (%s)\nCommit:   %s", st.Namespace, st.Name, st.Repo, ref, short(st.Commit))
-	if st.LatestCommit != "" && st.LatestCommit != st.Commit {
-		fmt.Fprintf(w, " (latest %s)", short(st.LatestCommit))
+	if st.Kind == api.KindHelmOp {
+		fmt.Fprintf(w, "HelmOp:   %s/%s\nChart:    %s\nVersion:  %s", st.Namespace, st.Name, st.Repo, st.Version)
+		if st.LatestCommit != "" && st.LatestCommit != st.Commit {
+			fmt.Fprintf(w, " (latest match %s)", st.LatestCommit)
+		}
+	} else {
+		fmt.Fprintf(w, "GitRepo:  %s/%s\nRepo:     %s (%s)\nCommit:   %s", st.Namespace, st.Name, st.Repo, ref, short(st.Commit))
+		if st.LatestCommit != "" && st.LatestCommit != st.Commit {
+			fmt.Fprintf(w, " (latest %s)", short(st.LatestCommit))
+		}
 	}
 	fmt.Fprintf(w, "\nState:    %s  %s bundle deployments ready, %s clusters ready, %d/%d resources ready\n",
 		st.Display.State, st.Display.ReadyBundleDeployments, st.Display.ReadyClusters,
@@ -244,6 +253,18 @@ func printHalts(w io.Writer, halts []status.Halt) {
 	fmt.Fprintln(w, "Halts:")
 	for _, h := range halts {
 		fmt.Fprintf(w, "  %s\n", h.Describe())
+	}
+}
+
+// printWarnings lists what reading the repository ignored, as Fleet
+// ignores it (unknown fleet.yaml keys, skipped raw YAML files).
+func printWarnings(w io.Writer, warnings []string) {
+	if len(warnings) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Warnings:")
+	for _, s := range warnings {
+		fmt.Fprintf(w, "  %s\n", s)
 	}
 }
 

@@ -52,6 +52,7 @@ func openStores(dir string, mirrors map[string]string, registry registryFlags) (
 // clusters needs no worker (and no task queue poller) per cluster.
 func registerController(w worker.Worker, c client.Client, st *stores, agents *activities.AgentActivities, retry rollout.Backoff, logger *zap.Logger) {
 	w.RegisterWorkflow(workflows.GitRepoWorkflow)
+	w.RegisterWorkflow(workflows.HelmOpWorkflow)
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
 	w.RegisterWorkflow(workflows.RolloutBatchWorkflow)
 	w.RegisterWorkflow(workflows.ClusterWorkflow)

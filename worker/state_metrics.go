@@ -182,7 +182,7 @@ func readGitRepos(c client.Client, logger *zap.Logger) func(ctx context.Context)
 	return func(ctx context.Context) ([]status.GitRepo, int) {
 		var ids []string
 		failed := 0
-		err := temporalx.EachWorkflow(ctx, c, temporalx.RunningOfType(protocol.GitRepoWorkflow), func(id string) error {
+		err := temporalx.EachWorkflow(ctx, c, temporalx.RunningOfTypes(protocol.GitRepoWorkflow, protocol.HelmOpWorkflow), func(id string) error {
 			ids = append(ids, id)
 			return nil
 		})

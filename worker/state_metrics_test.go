@@ -247,7 +247,7 @@ func listing(ids ...string) *workflowservice.ListWorkflowExecutionsResponse {
 
 func TestReadGitRepos(t *testing.T) {
 	c := mocks.NewClient(t)
-	wantQuery := "WorkflowType = 'GitRepoWorkflow' AND ExecutionStatus = 'Running'"
+	wantQuery := "(WorkflowType = 'GitRepoWorkflow' OR WorkflowType = 'HelmOpWorkflow') AND ExecutionStatus = 'Running'"
 	c.On("ListWorkflow", mock.Anything, mock.MatchedBy(func(r *workflowservice.ListWorkflowExecutionsRequest) bool {
 		return r.GetQuery() == wantQuery
 	})).Return(listing(protocol.GitRepoID("n", "a"), protocol.GitRepoID("n", "broken"), protocol.GitRepoID("n", "b")), nil).Once()

@@ -30,7 +30,10 @@ type GitRepoInput struct {
 
 // GitRepoState is everything a GitRepo workflow knows.
 type GitRepoState struct {
-	GitRepo            *api.GitRepo        `json:"gitRepo,omitempty"`
+	GitRepo *api.GitRepo `json:"gitRepo,omitempty"`
+	// HelmOp is the applied HelmOp of a HelmOpWorkflow; GitRepo is then
+	// what it rolls out as (api.HelmOp.AsGitRepo).
+	HelmOp             *api.HelmOp         `json:"helmOp,omitempty"`
 	Generation         int64               `json:"generation"`
 	ObservedGeneration int64               `json:"observedGeneration"`
 	Commit             string              `json:"commit,omitempty"`
@@ -63,6 +66,8 @@ type GitRepoState struct {
 	// still held deployments back when it ended.
 	Halts []status.Halt `json:"halts,omitempty"`
 	Waits []status.Wait `json:"waits,omitempty"`
+	// Warnings are what reading the last rolled-out commit ignored.
+	Warnings []string `json:"warnings,omitempty"`
 	// PollFailures counts failed checks of the remote in a row.
 	PollFailures int `json:"pollFailures,omitempty"`
 	// Webhooks counts authenticated push signals since the repo or branch
@@ -87,7 +92,20 @@ const (
 // supersedes a running rollout, which stops starting work, lets in-flight
 // steps finish and hands back its inventory.
 func GitRepoWorkflow(ctx workflow.Context, in GitRepoInput) error {
-	g := &gitRepo{ref: activities.GitRepoRef{Namespace: in.Namespace, Name: in.Name}, id: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	return runEntity(ctx, activities.GitRepoRef{Namespace: in.Namespace, Name: in.Name}, in)
+}
+
+// HelmOpWorkflow is the entity workflow of one HelmOp (ID
+// helmop/<namespace>/<name>): a GitRepo workflow whose "commit" is the
+// chart version, resolved centrally (and polled only for a constraint),
+// and whose one bundle is the HelmOp's chart. Strategies, dependsOn,
+// drift, status and the CLI are the GitRepo's.
+func HelmOpWorkflow(ctx workflow.Context, in GitRepoInput) error {
+	return runEntity(ctx, activities.GitRepoRef{Namespace: in.Namespace, Name: in.Name, Kind: api.KindHelmOp}, in)
+}
+
+func runEntity(ctx workflow.Context, ref activities.GitRepoRef, in GitRepoInput) error {
+	g := &gitRepo{ref: ref, id: workflow.GetInfo(ctx).WorkflowExecution.ID}
 	if in.State != nil {
 		g.s = *in.State
 	}
@@ -182,7 +200,13 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, protocol.QuerySource, g.source); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, g.apply,
+	if g.helmOp() {
+		err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, g.applyHelmOp,
+			workflow.UpdateHandlerOptions{Validator: g.validateHelmOp})
+		if err != nil {
+			return err
+		}
+	} else if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, g.apply,
 		workflow.UpdateHandlerOptions{Validator: g.validate}); err != nil {
 		return err
 	}
@@ -252,7 +276,7 @@ func (g *gitRepo) push(ctx workflow.Context, p protocol.Push) {
 
 func (g *gitRepo) webhookTarget() (protocol.WebhookTarget, error) {
 	if g.s.GitRepo == nil || g.s.Deleting {
-		return protocol.WebhookTarget{}, fmt.Errorf("GitRepo %s is not applied", g.ref)
+		return protocol.WebhookTarget{}, fmt.Errorf("%s is not applied", g.ref.Title())
 	}
 	spec := g.s.GitRepo.Spec
 	return protocol.WebhookTarget{Branch: spec.Branch, Revision: spec.Revision, WebhookSecret: spec.WebhookSecret}, nil
@@ -262,7 +286,7 @@ func (g *gitRepo) webhookTarget() (protocol.WebhookTarget, error) {
 // releases come from, for controllers that render a commit again.
 func (g *gitRepo) source() (protocol.GitRepoSource, error) {
 	if g.s.GitRepo == nil {
-		return protocol.GitRepoSource{}, fmt.Errorf("GitRepo %s is not applied", g.ref)
+		return protocol.GitRepoSource{}, fmt.Errorf("%s is not applied", g.ref.Title())
 	}
 	src := protocol.GitRepoSource{Spec: g.s.GitRepo.Spec, Generation: g.s.Generation, Commit: g.s.Commit,
 		LatestCommit: g.s.LatestCommit}
@@ -303,6 +327,31 @@ func (g *gitRepo) validate(ctx workflow.Context, in protocol.GitRepoApply) error
 	}
 	//workflowcheck:ignore deterministic: result does not depend on map order
 	return repo.Validate()
+}
+
+// helmOp reports whether the workflow is a HelmOp's.
+func (g *gitRepo) helmOp() bool { return g.ref.Kind == api.KindHelmOp }
+
+func (g *gitRepo) validateHelmOp(ctx workflow.Context, in protocol.HelmOpApply) error {
+	h := in.HelmOp
+	h.Default()
+	if h.Metadata.Namespace != g.ref.Namespace || h.Metadata.Name != g.ref.Name {
+		return temporal.NewNonRetryableApplicationError("HelmOp "+h.Metadata.Namespace+"/"+h.Metadata.Name+
+			" sent to the workflow of "+g.ref.Title(), "InvalidSpec", nil)
+	}
+	if g.s.Deleting {
+		return temporal.NewNonRetryableApplicationError(g.ref.Title()+" is being deleted", "Deleting", nil)
+	}
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	return h.Validate()
+}
+
+// applyHelmOp keeps the HelmOp and applies the GitRepo it rolls out as.
+func (g *gitRepo) applyHelmOp(ctx workflow.Context, in protocol.HelmOpApply) (protocol.ApplyResult, error) {
+	h := in.HelmOp
+	h.Default()
+	g.s.HelmOp = &h
+	return g.apply(ctx, protocol.GitRepoApply{GitRepo: h.AsGitRepo()})
 }
 
 func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protocol.ApplyResult, error) {
@@ -435,6 +484,9 @@ func (g *gitRepo) step(ctx workflow.Context, in GitRepoInput) (done bool, err er
 			return false, nil // act on them first; continue as new when idle again
 		}
 		in.State = &g.s
+		if g.helmOp() {
+			return true, workflow.NewContinueAsNewError(ctx, HelmOpWorkflow, in)
+		}
 		return true, workflow.NewContinueAsNewError(ctx, GitRepoWorkflow, in)
 	default:
 		g.s.ResolveDue = false
@@ -487,6 +539,9 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 // what upsert writes when their state or commit changes, and the receiver
 // also looks GitRepos up by the URL as the payload spells it.
 func (g *gitRepo) upsertRepoKey(ctx workflow.Context) {
+	if g.helmOp() {
+		return // no Git: no webhooks
+	}
 	key := webhook.SearchKey(g.s.GitRepo.Spec.Repo)
 	if key == g.repoKey || workflow.GetVersion(ctx, versionRepoKeyAttr, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return
@@ -503,10 +558,16 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 		Inventory: g.s.Inventory, Delete: del, Repair: g.s.Repair}
 	g.s.Dirty, g.s.Repair = false, false
 	id := protocol.RolloutID(g.ref.Namespace, g.ref.Name, commit, g.s.Generation)
+	if g.helmOp() {
+		id = "rollout/helmop/" + strings.TrimPrefix(id, "rollout/")
+	}
 	if del {
 		id += "-delete"
 	}
 	summary := "roll out " + g.ref.String() + " at " + shortCommit(commit)
+	if g.helmOp() {
+		summary = "roll out " + g.ref.Title() + " at chart version " + commit
+	}
 	if del {
 		summary = "remove everything " + g.ref.String() + " deployed"
 	}
@@ -555,7 +616,7 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 		g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments
 		g.keepLive(prev)
 		defer g.sendWatch(ctx)
-		g.s.Halts, g.s.Waits = res.Halts, res.Waits
+		g.s.Halts, g.s.Waits, g.s.Warnings = res.Halts, res.Waits, res.Warnings
 		if len(res.Halts) > 0 && !res.Superseded {
 			// Polling does not redeploy what just failed and was rolled
 			// back; a new commit, spec or sync does.
@@ -615,7 +676,7 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 }
 
 func (g *gitRepo) status() (status.GitRepo, error) {
-	st := status.GitRepo{Namespace: g.ref.Namespace, Name: g.ref.Name, Commit: g.s.Commit, LatestCommit: g.s.LatestCommit,
+	st := status.GitRepo{Kind: g.ref.Kind, Namespace: g.ref.Namespace, Name: g.ref.Name, Commit: g.s.Commit, LatestCommit: g.s.LatestCommit,
 		Generation: g.s.Generation, ObservedGeneration: g.s.ObservedGeneration, Paused: g.s.Paused, Deleting: g.s.Deleting,
 		Rollout: g.running, LastRollout: g.s.LastRollout, Error: g.s.Error, Syncs: g.s.Syncs,
 		PollFailures: g.s.PollFailures, WebhookCommit: g.s.WebhookCommit}
@@ -629,6 +690,9 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 	if g.s.GitRepo != nil {
 		st.Repo, st.Branch, st.Revision = g.s.GitRepo.Spec.Repo, g.s.GitRepo.Spec.Branch, g.s.GitRepo.Spec.Revision
 	}
+	if g.helmOp() {
+		st.Version = g.s.Commit
+	}
 	outOfSync := g.s.Paused && (g.s.LatestCommit != g.s.Commit || g.s.Generation != g.s.ObservedGeneration)
 	for _, d := range g.s.Deployments {
 		if outOfSync && d.State == status.Ready {
@@ -636,7 +700,7 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 		}
 		st.Deployments = append(st.Deployments, d)
 	}
-	st.Halts, st.Waits = g.s.Halts, g.s.Waits
+	st.Halts, st.Waits, st.Warnings = g.s.Halts, g.s.Waits, g.s.Warnings
 	st.Finish() //workflowcheck:ignore order-independent: Finish sorts what it builds
 	// Settled: nothing runs and nothing is due, or nothing can run until
 	// the remote answers (no commit known yet).

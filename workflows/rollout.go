@@ -54,6 +54,10 @@ type RolloutResult struct {
 	Halts []status.Halt `json:"halts,omitempty"`
 	// Waits are what still held deployments back when the rollout ended.
 	Waits []status.Wait `json:"waits,omitempty"`
+	// Warnings are what reading the commit's bundles ignored (unknown
+	// fleet.yaml keys, skipped raw YAML files), at most
+	// status.MaxWarnings of them.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Rollout phases, reported by the status query.
@@ -112,6 +116,8 @@ type rolloutRun struct {
 	// state and shown are the last State search attribute and current
 	// details written.
 	state, shown string
+	// warnings are the rendered bundles' warnings.
+	warnings []string
 }
 
 func (r *rolloutRun) result() RolloutResult {
@@ -120,7 +126,7 @@ func (r *rolloutRun) result() RolloutResult {
 	}
 	return RolloutResult{Commit: r.in.Commit, Generation: r.in.Generation, Inventory: r.inventory,
 		Deployments: r.st.Deployments, Superseded: r.superseded, Error: r.st.Error,
-		Halts: r.st.Halts, Waits: r.st.Waits}
+		Halts: r.st.Halts, Waits: r.st.Waits, Warnings: r.warnings}
 }
 
 func (r *rolloutRun) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
@@ -130,6 +136,13 @@ func (r *rolloutRun) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 	if failed != nil {
 		return *failed, nil
 	}
+	// The warnings go to the result only, not to every cluster's work.
+	var warnings []string
+	for i := range bundles {
+		warnings = append(warnings, bundles[i].Warnings...)
+		bundles[i].Warnings = nil
+	}
+	r.warnings = status.LimitWarnings(warnings)
 	// Step 2: resolve targets. A deleted GitRepo still needs the list of
 	// registered clusters to know which it can clean.
 	r.st.Phase = phaseTargeting

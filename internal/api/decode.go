@@ -18,6 +18,7 @@ type Document struct {
 	Cluster      *Cluster
 	ClusterGroup *ClusterGroup
 	Secret       *Secret
+	HelmOp       *HelmOp
 	// Warnings name the document's fields Flotilla does not know (see
 	// UnknownFields): it ignores them, and `flotilla apply` says so.
 	Warnings []string
@@ -34,6 +35,8 @@ func (d Document) Kind() string {
 		return KindClusterGroup
 	case d.Secret != nil:
 		return KindSecret
+	case d.HelmOp != nil:
+		return KindHelmOp
 	}
 	return ""
 }
@@ -49,6 +52,8 @@ func (d Document) Name() string {
 		return d.ClusterGroup.Metadata.Name
 	case d.Secret != nil:
 		return d.Secret.Metadata.Namespace + "/" + d.Secret.Metadata.Name
+	case d.HelmOp != nil:
+		return d.HelmOp.Metadata.Namespace + "/" + d.HelmOp.Metadata.Name
 	}
 	return ""
 }
@@ -95,6 +100,9 @@ func decodeOne(raw map[string]any, src string) (Document, error) {
 	case kind == KindClusterGroup && (apiVersion == Version || apiVersion == FleetVersion):
 		doc.ClusterGroup = &ClusterGroup{}
 		err = unmarshal(data, doc.ClusterGroup)
+	case kind == KindHelmOp && (apiVersion == Version || apiVersion == FleetVersion):
+		doc.HelmOp = &HelmOp{}
+		err = unmarshal(data, doc.HelmOp)
 	case kind == KindCluster && apiVersion == Version:
 		doc.Cluster = &Cluster{}
 		err = unmarshal(data, doc.Cluster)
@@ -102,7 +110,7 @@ func decodeOne(raw map[string]any, src string) (Document, error) {
 		doc.Secret = &Secret{}
 		err = unmarshal(data, doc.Secret)
 	default:
-		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo or ClusterGroup in %s or %s, Cluster in %s, or a v1 Secret)",
+		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo, HelmOp or ClusterGroup in %s or %s, Cluster in %s, or a v1 Secret)",
 			src, kind, apiVersion, Version, FleetVersion, Version)
 	}
 	if err != nil {
@@ -126,6 +134,8 @@ func (d *Document) object() any {
 		return d.Cluster
 	case d.ClusterGroup != nil:
 		return d.ClusterGroup
+	case d.HelmOp != nil:
+		return d.HelmOp
 	}
 	return d.Secret
 }
@@ -139,6 +149,9 @@ func (d *Document) defaultAndValidate() error {
 		return d.Cluster.Validate()
 	case d.ClusterGroup != nil:
 		return d.ClusterGroup.Validate()
+	case d.HelmOp != nil:
+		d.HelmOp.Default()
+		return d.HelmOp.Validate()
 	case d.Secret != nil:
 		if d.Secret.Metadata.Namespace == "" {
 			d.Secret.Metadata.Namespace = DefaultNamespace

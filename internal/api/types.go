@@ -102,6 +102,9 @@ type GitRepoSpec struct {
 	// whose fleet.yaml (or target customization) sets no correctDrift of
 	// its own; a bundle's own setting, even enabled: false, wins.
 	CorrectDrift *CorrectDrift `json:"correctDrift,omitempty"`
+	// HelmOp is set, by Flotilla, on the GitRepo a HelmOp rolls out as
+	// (HelmOp.AsGitRepo): the bundle is rendered from it, not from Git.
+	HelmOp *HelmOpSource `json:"helmOp,omitempty"`
 }
 
 // CorrectDrift configures drift correction (Fleet's correctDrift).

@@ -20,7 +20,11 @@ import (
 // that decode themselves (durations, quantities, int-or-strings) are taken
 // whole. metadata is checked against Kubernetes' own ObjectMeta, so a
 // document exported with kubectl (uid, resourceVersion, ...) is accepted;
-// a top-level status is output, not input, and is skipped.
+// the top-level status of such an object (a type with a metadata field) is
+// output, not input, and is skipped. Embedded structs and fields tagged
+// `json:",inline"` contribute their fields to the enclosing object, at any
+// depth (fleet.yaml's targetCustomizations[i] inline their selector and
+// options).
 func UnknownFields(raw map[string]any, t reflect.Type) []string {
 	var out []string
 	walkUnknown(raw, t, "", &out)
@@ -52,8 +56,9 @@ func walkUnknown(v any, t reflect.Type, path string, out *[]string) {
 			return // a type error, reported by the decoder
 		}
 		fields := jsonFields(t)
+		_, object := fields["metadata"]
 		for k, val := range m {
-			if path == "" && k == "status" {
+			if path == "" && k == "status" && object {
 				continue
 			}
 			ft, ok := fields[strings.ToLower(k)]

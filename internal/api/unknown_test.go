@@ -90,3 +90,49 @@ func TestUnknownFields_Types(t *testing.T) {
 	}
 	assert.Equal(t, []string{"-", "Skip", "byName.k.c", "items[0].b", "ptr.d"}, UnknownFields(raw, reflect.TypeOf(outer{})))
 }
+
+// Structs embedded inline at any depth, inside lists too, contribute their
+// fields (fleet.yaml's targetCustomizations embed a selector and options);
+// a top-level status is skipped only for objects with metadata.
+func TestUnknownFields_InlineAndStatus(t *testing.T) {
+	type helm struct {
+		Chart string `json:"chart"`
+	}
+	type options struct {
+		Namespace string `json:"namespace"`
+		Helm      *helm  `json:"helm"`
+	}
+	type target struct {
+		TargetSelector `json:",inline"`
+		options        `json:",inline"`
+	}
+	type file struct {
+		Name    string `json:"name"`
+		options `json:",inline"`
+		Targets []target `json:"targets"`
+	}
+	tests := []struct {
+		name string
+		raw  map[string]any
+		t    reflect.Type
+		want []string
+	}{
+		{"inline fields known at every depth", map[string]any{
+			"name": "x", "namespace": "a", "helm": map[string]any{"chart": "c"},
+			"targets": []any{map[string]any{"clusterName": "c1", "clusterGroupSelector": map[string]any{"matchLabels": map[string]any{"a": "b"}},
+				"namespace": "b", "helm": map[string]any{"chart": "d"}}},
+		}, reflect.TypeOf(file{}), nil},
+		{"typos inside inline structs", map[string]any{
+			"helm":    map[string]any{"chrat": "c"},
+			"targets": []any{map[string]any{"clusterSelectr": map[string]any{}, "helm": map[string]any{"vaules": 1}}},
+		}, reflect.TypeOf(file{}), []string{"helm.chrat", "targets[0].clusterSelectr", "targets[0].helm.vaules"}},
+		{"status is unknown without metadata", map[string]any{"status": "x"}, reflect.TypeOf(file{}), []string{"status"}},
+		{"status of an object is output", map[string]any{"status": map[string]any{"commit": "abc"}},
+			reflect.TypeOf(GitRepo{}), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, UnknownFields(tt.raw, tt.t))
+		})
+	}
+}

@@ -80,6 +80,9 @@ func (g *GitRepo) Validate() error {
 
 func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	errs := s.validateSource(p)
+	if s.HelmOp != nil {
+		errs = append(errs, field.Forbidden(p.Child("helmOp"), "set by Flotilla for a HelmOp; apply a HelmOp document instead"))
+	}
 	for i, pt := range s.Paths {
 		errs = append(errs, validatePath(p.Child("paths").Index(i), pt)...)
 	}

@@ -51,8 +51,9 @@ const rawTemplate = `{{- range $path, $_ := .Files.Glob "rawyaml/**" }}
 // by one template, so "{{ }}" in them is never templated. Left out, as in
 // Fleet: fleet.yaml files, files under a subdirectory holding its own
 // fleet.yaml or Chart.yaml (nested bundles and charts), overlays/ and
-// .chart/. Also left out: kustomize files, and documents without apiVersion
-// and kind (Fleet's agent skips those too).
+// .chart/. Also left out: kustomize files, and any file with a document
+// that is not a Kubernetes object (no apiVersion or no kind): Fleet's agent
+// skips such a file whole, and Read warns about it (Bundle.Warnings).
 //
 // Whatever the kind of chart, a kustomization in kustomize.dir post-renders
 // Helm's output: see NewKustomizer. Chart does not set values: callers pass
@@ -207,23 +208,13 @@ func generatedChart(b Bundle, id string, files []*chart.File) (*chart.Chart, err
 
 // rawFiles returns the chart files of a raw YAML bundle (see Chart).
 func rawFiles(b Bundle, m Manifest) ([]*chart.File, error) {
-	var skipDirs []string
-	for _, r := range m.Resources {
-		base, dir := path.Base(r.Name), path.Dir(r.Name)
-		if dir != "." && (base == optionsFile || base == optionsFileFallback || base == "Chart.yaml") {
-			skipDirs = append(skipDirs, dir+"/")
-		}
-	}
 	var files []*chart.File
-	for _, r := range m.Resources {
-		if !isRawManifest(r.Name, skipDirs) {
-			continue
-		}
+	for _, r := range rawManifests(m) {
 		data, err := r.Data()
 		if err != nil {
 			return nil, &ValidationError{Bundle: b.Name, Path: path.Join(b.Dir, r.Name), Err: err}
 		}
-		docs, err := objectDocuments(data)
+		docs, _, err := objectDocuments(data)
 		if err != nil {
 			return nil, &ValidationError{Bundle: b.Name, Path: path.Join(b.Dir, r.Name), Err: err}
 		}
@@ -232,6 +223,26 @@ func rawFiles(b Bundle, m Manifest) ([]*chart.File, error) {
 		}
 	}
 	return files, nil
+}
+
+// rawManifests returns the resources of m that a raw YAML bundle deploys:
+// *.yaml, *.yml and *.json files, less those isRawManifest leaves out and
+// those under a subdirectory holding its own fleet.yaml or Chart.yaml.
+func rawManifests(m Manifest) []Resource {
+	var skipDirs []string
+	for _, r := range m.Resources {
+		base, dir := path.Base(r.Name), path.Dir(r.Name)
+		if dir != "." && (base == optionsFile || base == optionsFileFallback || base == "Chart.yaml") {
+			skipDirs = append(skipDirs, dir+"/")
+		}
+	}
+	var out []Resource
+	for _, r := range m.Resources {
+		if isRawManifest(r.Name, skipDirs) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func isRawManifest(name string, skipDirs []string) bool {

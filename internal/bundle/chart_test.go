@@ -185,8 +185,14 @@ func TestChartRawYAMLSelection(t *testing.T) {
 	got := objects(t, install(t, c, map[string]any{"x": "templated"}))
 	assert.Equal(t, []string{
 		"ConfigMap/a", "ConfigMap/b", "ConfigMap/c", "ConfigMap/crlf1", "ConfigMap/crlf2",
-		"ConfigMap/d", "ConfigMap/deep", "ConfigMap/embedded", "ConfigMap/marker", "ConfigMap/mixed", "ConfigMap/nonl", "ConfigMap/{{ .Values.x }}",
-	}, got)
+		"ConfigMap/d", "ConfigMap/deep", "ConfigMap/embedded", "ConfigMap/marker", "ConfigMap/nonl", "ConfigMap/{{ .Values.x }}",
+	}, got, "a file with a document that is not an object (mixed.yaml) is skipped whole, as in Fleet")
+	assert.Equal(t, []string{
+		"app/deeper/more/values.yaml: document 1 has no apiVersion and no kind; the file is skipped, as Fleet skips it",
+		"app/list.yaml: document 1 is not a mapping; the file is skipped, as Fleet skips it",
+		"app/mixed.yaml: document 1 has no apiVersion and no kind; the file is skipped, as Fleet skips it",
+		"app/package.json: document 1 has no apiVersion and no kind; the file is skipped, as Fleet skips it",
+	}, b.Warnings, "each skipped file is named, with its first document that is not an object")
 }
 
 func name(n string) string { return "name: " + n }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -19,12 +20,15 @@ import (
 
 // fleetYAML is the content of a fleet.yaml file: Fleet's FleetYAML, which
 // is a BundleSpec (deployment options, targets, rollout) plus the bundle's
-// name and labels.
+// name, labels and annotations.
 type fleetYAML struct {
-	Name    string            `json:"name,omitempty"`
-	Labels  map[string]string `json:"labels,omitempty"`
-	Options `json:",inline"`
-	Spec    `json:",inline"`
+	Name   string            `json:"name,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are copied onto the bundle, as Fleet copies them onto
+	// its Bundle; they are not deployment options.
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Options     `json:",inline"`
+	Spec        `json:",inline"`
 	// ImageScans are Fleet's image-scan write-back settings. Flotilla does
 	// not write to Git; they are accepted so Fleet repositories load, and
 	// otherwise ignored.
@@ -34,37 +38,45 @@ type fleetYAML struct {
 // States a dependsOn acceptedStates entry may name (Fleet's bundle states).
 var bundleStates = []string{"Ready", "NotReady", "WaitApplied", "ErrApplied", "OutOfSync", "Pending", "Modified"}
 
-// decodeFleetYAML parses data strictly: a key fleet.yaml does not define,
-// a key given twice or a value of the wrong type is an error naming the
-// key. Numbers in helm values decode as float64, as in Fleet.
-func decodeFleetYAML(data []byte) (fleetYAML, string, error) {
-	var fy fleetYAML
-	js, err := yaml.YAMLToJSON(data)
+// decodeFleetYAML parses data. A key given twice or a value of the wrong
+// type is an error (field names the key of a wrong type, when known). Keys
+// fleet.yaml does not define are ignored, as Fleet ignores them, and
+// returned in unknown as key paths ("helm.chrat",
+// "targetCustomizations[0].clusterSelectr"), sorted. Numbers in helm
+// values decode as float64, as in Fleet.
+func decodeFleetYAML(data []byte) (fy fleetYAML, field string, unknown []string, err error) {
+	// The strict conversion refuses a key given twice in one mapping,
+	// which the plain one would silently resolve to the last value.
+	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
-		return fy, "", err
+		return fy, "", nil, errors.New(strings.Join(strings.Fields(err.Error()), " "))
 	}
 	var probe fleetYAML
-	strict, err := kjson.UnmarshalStrict(js, &probe)
+	strict, err := kjson.UnmarshalStrict(js, &probe, kjson.DisallowDuplicateFields)
 	if err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fy, keyPath(te.Field), fmt.Errorf("got %s, want %s", te.Value, jsonKind(te.Type.Kind().String()))
+			return fy, keyPath(te.Field), nil, fmt.Errorf("got %s, want %s", te.Value, jsonKind(te.Type.Kind().String()))
 		}
-		return fy, "", err
+		return fy, "", nil, err
 	}
 	if len(strict) > 0 {
 		msgs := make([]string, 0, len(strict))
 		for _, e := range strict {
 			msgs = append(msgs, e.Error())
 		}
-		return fy, "", errors.New(strings.Join(msgs, "; "))
+		return fy, "", nil, errors.New(strings.Join(msgs, "; "))
 	}
 	// The strict pass keeps integers as int64; decode again the way Fleet
 	// does, so values (and so deployment IDs) match Fleet's.
 	if err := json.Unmarshal(js, &fy); err != nil {
-		return fy, "", err
+		return fy, "", nil, err
 	}
-	return fy, "", nil
+	var raw map[string]any
+	if err := json.Unmarshal(js, &raw); err == nil {
+		unknown = api.UnknownFields(raw, reflect.TypeOf(fleetYAML{}))
+	} // else the document is not a mapping; the decode above refused it
+	return fy, "", unknown, nil
 }
 
 // keyPath drops the Go names of embedded structs (Options, Spec,
@@ -106,6 +118,9 @@ func (rd *reader) validate(fy *fleetYAML) error {
 		}
 	}
 	if err := rd.checkLabels("labels", fy.Labels); err != nil {
+		return err
+	}
+	if err := rd.checkAnnotations("annotations", fy.Annotations); err != nil {
 		return err
 	}
 	if err := rd.checkOptions("", fy.Options); err != nil {
@@ -328,9 +343,15 @@ func (rd *reader) checkNamespaceOptions(prefix string, o Options) error {
 	if err := rd.checkLabels(prefix+"namespaceLabels", o.NamespaceLabels); err != nil {
 		return err
 	}
-	for _, k := range slices.Sorted(maps.Keys(o.NamespaceAnnotations)) {
+	return rd.checkAnnotations(prefix+"namespaceAnnotations", o.NamespaceAnnotations)
+}
+
+// checkAnnotations checks annotation keys as Kubernetes does (qualified
+// names, compared in lower case); values are free text.
+func (rd *reader) checkAnnotations(field string, annotations map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(annotations)) {
 		if errs := validation.IsQualifiedName(strings.ToLower(k)); len(errs) > 0 {
-			return rd.invalid(prefix+"namespaceAnnotations."+k, fmt.Errorf("invalid annotation key %q: %s", k, strings.Join(errs, "; ")))
+			return rd.invalid(field+"."+k, fmt.Errorf("invalid annotation key %q: %s", k, strings.Join(errs, "; ")))
 		}
 	}
 	return nil

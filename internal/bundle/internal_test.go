@@ -81,30 +81,37 @@ func TestSplitDocuments(t *testing.T) {
 func TestObjectDocuments(t *testing.T) {
 	const obj = "apiVersion: v1\nkind: ConfigMap\n"
 	tests := []struct {
-		name    string
-		in      string
-		want    string
-		wantErr bool
+		name string
+		in   string
+		// want is the file's output ("" when it is skipped), problem why
+		// it is skipped.
+		want, problem string
+		wantErr       bool
 	}{
-		{"all objects: unchanged", "# c\n" + obj + "---\n" + obj, "# c\n" + obj + "---\n" + obj, false},
-		{"comments and empty documents are not dropped objects", "---\n# x\n---\n" + obj + "---\n", "---\n# x\n---\n" + obj + "---\n", false},
-		{"non-object dropped", "a: 1\n---\n" + obj, obj, false},
-		{"missing kind dropped", "apiVersion: v1\n---\n" + obj + "---\nkind: X\n", obj, false},
-		{"list dropped", "- 1\n---\n" + obj, obj, false},
-		{"no newline at end", "a: 1\n---\n" + obj + "---\napiVersion: v1\nkind: Secret", obj + "---\napiVersion: v1\nkind: Secret\n", false},
-		{"nothing left", "a: 1\n", "", false},
-		{"only comments", "# c\n", "", false},
-		{"invalid yaml", obj + "---\na: [\n", "", true},
+		{"all objects: unchanged", "# c\n" + obj + "---\n" + obj, "# c\n" + obj + "---\n" + obj, "", false},
+		{"comments and empty documents are not invalid", "---\n# x\n---\n" + obj + "---\n", "---\n# x\n---\n" + obj + "---\n", "", false},
+		{"non-object skips the whole file", "a: 1\n---\n" + obj, "", "document 1 has no apiVersion and no kind", false},
+		{"missing kind skips the whole file", obj + "---\napiVersion: v1\n", "", "document 2 has no kind", false},
+		{"missing apiVersion", obj + "---\n" + obj + "---\nkind: X\n", "", "document 3 has no apiVersion", false},
+		{"the first problem is named", "apiVersion: v1\n---\nkind: X\n", "", "document 1 has no kind", false},
+		{"list", "- 1\n---\n" + obj, "", "document 1 is not a mapping", false},
+		{"a leading --- starts document 1", "# header\n---\nkind: X\n", "", "document 1 has no apiVersion", false},
+		{"empty documents are counted", obj + "---\n---\nkind: X\n", "", "document 3 has no apiVersion", false},
+		{"only comments", "# c\n", "", "", false},
+		{"empty", "", "", "", false},
+		{"invalid yaml", obj + "---\na: [\n", "", "", true},
+		{"invalid yaml after an invalid document is still an error", "a: 1\n---\na: [\n", "", "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := objectDocuments([]byte(tt.in))
+			got, problem, err := objectDocuments([]byte(tt.in))
 			if tt.wantErr {
 				require.ErrorContains(t, err, "document 2")
 				return
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, string(got))
+			assert.Equal(t, tt.problem, problem)
 		})
 	}
 }

@@ -2,64 +2,90 @@ package bundle
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 )
 
-// objectDocuments returns the YAML documents of data that are Kubernetes
-// objects (a mapping with a non-empty apiVersion and kind), each verbatim.
-// It returns data itself when nothing had to be dropped, the kept
-// documents joined by "---" lines when something did, and nil when no
-// document is an object. Fleet's agent also skips such documents, whereas
-// Helm would fail the install on them; typical cases are a stray config
-// file or a values file in a raw YAML bundle. A document that is not valid
-// YAML is an error.
-func objectDocuments(data []byte) ([]byte, error) {
-	docs := splitDocuments(string(data))
-	var kept []string
-	dropped := false
-	for i, doc := range docs {
+// objectDocuments checks the YAML documents of a raw YAML file. Every
+// document must be a Kubernetes object (a mapping with a non-empty
+// apiVersion and kind) or empty (only comments or whitespace); then it
+// returns data itself, or nil when no document is an object. Otherwise the
+// whole file is skipped, as Fleet's agent skips a file with such a
+// document (its objects too), whereas Helm would fail the install: it
+// returns nil, and problem describes the first such document ("document 2
+// has no kind"). Typical cases are a stray config file or a values file in
+// a raw YAML bundle. A document that is not valid YAML is an error.
+//
+// Documents are numbered from 1, as a reader counts them: comments before
+// a leading "---" are not a document.
+func objectDocuments(data []byte) (docs []byte, problem string, err error) {
+	split := splitDocuments(string(data))
+	objects := 0
+	offset := 1
+	for i, doc := range split {
 		var v any
 		if err := yaml.Unmarshal([]byte(doc), &v); err != nil {
-			return nil, fmt.Errorf("YAML document %d: %w", i+1, err)
+			return nil, "", fmt.Errorf("YAML document %d: %w", i+offset, err)
 		}
 		if v == nil {
+			if i == 0 && len(split) > 1 {
+				offset = 0
+			}
 			continue // Only comments or whitespace.
 		}
-		if !isObject(v) {
-			dropped = true
+		if p := objectProblem(v); p != "" {
+			if problem == "" {
+				problem = fmt.Sprintf("document %d %s", i+offset, p)
+			}
 			continue
 		}
-		kept = append(kept, doc)
+		objects++
 	}
-	switch {
-	case len(kept) == 0:
-		return nil, nil
-	case !dropped:
-		return data, nil
+	if problem != "" || objects == 0 {
+		return nil, problem, nil
 	}
-	var b strings.Builder
-	for i, doc := range kept {
-		if i > 0 {
-			b.WriteString("---\n")
-		}
-		b.WriteString(doc)
-		if !strings.HasSuffix(doc, "\n") {
-			b.WriteByte('\n')
-		}
-	}
-	return []byte(b.String()), nil
+	return data, "", nil
 }
 
-func isObject(v any) bool {
+// objectProblem says why v, a decoded YAML document, is not a Kubernetes
+// object, or returns "" when it is one.
+func objectProblem(v any) string {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return false
+		return "is not a mapping"
 	}
 	apiVersion, _ := m["apiVersion"].(string)
 	kind, _ := m["kind"].(string)
-	return apiVersion != "" && kind != ""
+	switch {
+	case apiVersion == "" && kind == "":
+		return "has no apiVersion and no kind"
+	case apiVersion == "":
+		return "has no apiVersion"
+	case kind == "":
+		return "has no kind"
+	}
+	return ""
+}
+
+// rawWarnings returns a warning for each raw YAML file of bundle b
+// (manifest m) that Chart skips because a document is not a Kubernetes
+// object, naming the file (repository path) and the document. It looks at
+// the files as they are in the repository, before any yaml.overlays; files
+// that are not valid YAML are left to Chart, which reports them.
+func rawWarnings(b Bundle, m Manifest) []string {
+	var out []string
+	for _, r := range rawManifests(m) {
+		data, err := r.Data()
+		if err != nil {
+			continue
+		}
+		if _, problem, err := objectDocuments(data); err == nil && problem != "" {
+			out = append(out, fmt.Sprintf("%s: %s; the file is skipped, as Fleet skips it", path.Join(b.Dir, r.Name), problem))
+		}
+	}
+	return out
 }
 
 // splitDocuments splits a YAML stream at its "---" document markers (a

@@ -36,11 +36,22 @@ type Bundle struct {
 	Spec Spec `json:"spec"`
 	// Labels are fleet.yaml's labels.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations are fleet.yaml's annotations. Like labels, they are not
+	// deployment options: they change neither the options hash nor the
+	// deployment ID.
+	Annotations map[string]string `json:"annotations,omitempty"`
 	// Type is "helm", "kustomize", "helm+kustomize" or "yaml": how the
 	// bundle deploys (before customizations).
 	Type string `json:"type,omitempty"`
 	// ResourceCount is the number of files in the Manifest.
 	ResourceCount int `json:"resourceCount"`
+	// Warnings describe content Read ignored, as Fleet ignores it, each
+	// naming the file: keys of fleet.yaml that Fleet does not define
+	// (`app/fleet.yaml: unknown field "helm.chrat" (ignored)`) and raw
+	// YAML files skipped because a document is not a Kubernetes object
+	// (see Chart). They are in a stable order: the same content gives the
+	// same warnings.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ReleaseName returns the Helm release name of the bundle: helm.releaseName
@@ -57,14 +68,19 @@ func (b Bundle) ReleaseName() string {
 // manifest.
 //
 // fleet.yaml (or fleet.yml) is optional; keys Read does not know are
-// ignored. Problems with the repository content (YAML syntax, wrong types,
-// an invalid release name, namespace or label, a remote chart, a missing
-// chart directory or values file, a path leaving the repository) are
-// returned as *ValidationError naming the bundle, the file and the key.
+// ignored, as Fleet ignores them, and listed in Bundle.Warnings. Problems
+// with the repository content (YAML syntax, a key given twice, wrong
+// types, an invalid release name, namespace, label or annotation, a remote
+// chart, a missing chart directory or values file, a path leaving the
+// repository) are returned as *ValidationError naming the bundle, the file
+// and the key.
 //
 // helm.valuesFiles are merged into Options.Helm.Values at read time, in
 // Fleet's order: inline values first, then each file on top (later files
-// win, maps merge deeply).
+// win, maps merge deeply). The helm.valuesFiles of each target and target
+// customization are merged into that customization's helm.values the same
+// way (per-cluster targeting then merges those over the bundle's values),
+// and are not resources either.
 //
 // The manifest holds every file under dir except hidden files and
 // directories, files excluded by .fleetignore, the bundle's own
@@ -120,7 +136,7 @@ func (rd *reader) read(dir, repoName string) (Bundle, Manifest, error) {
 	if err := rd.checkDir(); err != nil {
 		return Bundle{}, Manifest{}, err
 	}
-	fy, err := rd.readOptionsFile()
+	fy, warnings, err := rd.readOptionsFile()
 	if err != nil {
 		return Bundle{}, Manifest{}, err
 	}
@@ -135,6 +151,14 @@ func (rd *reader) read(dir, repoName string) (Bundle, Manifest, error) {
 		return Bundle{}, Manifest{}, err
 	}
 	spec := fy.Spec
+	for _, list := range []struct {
+		field   string
+		targets *[]Target
+	}{{"targets", &spec.Targets}, {"targetCustomizations", &spec.TargetCustomizations}} {
+		if *list.targets, err = rd.targetValues(list.field, *list.targets, exclude); err != nil {
+			return Bundle{}, Manifest{}, err
+		}
+	}
 	propagateChart(opts.Helm, spec.TargetCustomizations)
 	propagateChart(opts.Helm, spec.Targets)
 	m, err := rd.manifest(exclude, chartDir)
@@ -154,9 +178,14 @@ func (rd *reader) read(dir, repoName string) (Bundle, Manifest, error) {
 		Options:       opts,
 		Spec:          spec,
 		Labels:        fy.Labels,
+		Annotations:   fy.Annotations,
 		Type:          typeOf(opts, m, chartDir),
 		ResourceCount: len(m.Resources),
 	}
+	if b.Type == "yaml" {
+		warnings = append(warnings, rawWarnings(b, m)...)
+	}
+	b.Warnings = warnings
 	return b, m, nil
 }
 
@@ -193,25 +222,31 @@ func (rd *reader) checkDir() error {
 	return nil
 }
 
-func (rd *reader) readOptionsFile() (fleetYAML, error) {
+// readOptionsFile reads fleet.yaml, if there is one, and returns it with
+// a warning for each key it ignored.
+func (rd *reader) readOptionsFile() (fleetYAML, []string, error) {
 	var fy fleetYAML
 	file, err := rd.repo.optionsFileIn(rd.dir)
 	if err != nil || file == "" {
-		return fy, err
+		return fy, nil, err
 	}
 	rd.file = file
 	if _, _, err := rd.repo.resolve(file); err != nil {
-		return fy, rd.invalidOrIO("", err)
+		return fy, nil, rd.invalidOrIO("", err)
 	}
 	data, err := os.ReadFile(rd.repo.abs(file))
 	if err != nil {
-		return fy, fmt.Errorf("bundle %s: read %s: %w", rd.name, file, err)
+		return fy, nil, fmt.Errorf("bundle %s: read %s: %w", rd.name, file, err)
 	}
-	fy, field, err := decodeFleetYAML(data)
+	fy, field, unknown, err := decodeFleetYAML(data)
 	if err != nil {
-		return fy, rd.invalid(field, err)
+		return fy, nil, rd.invalid(field, err)
 	}
-	return fy, nil
+	var warnings []string
+	for _, k := range unknown {
+		warnings = append(warnings, fmt.Sprintf("%s: unknown field %q (ignored)", file, k))
+	}
+	return fy, warnings, nil
 }
 
 // options validates fleet.yaml's settings and returns the Options, the
@@ -231,7 +266,7 @@ func (rd *reader) options(fy fleetYAML) (Options, map[string]bool, string, error
 			return Options{}, nil, "", err
 		}
 	}
-	values, inBundle, err := rd.helmValues(&h)
+	values, inBundle, err := rd.helmValues("", &h, "")
 	if err != nil {
 		return Options{}, nil, "", err
 	}

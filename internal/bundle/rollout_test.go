@@ -110,8 +110,6 @@ func TestReadRolloutStrategyErrors(t *testing.T) {
 			[]string{"rolloutStrategy.windows[0].timeZone:", `"Mars/Olympus" is not a known time zone`}},
 		{"local time zone", "  windows:\n  - schedule: \"@daily\"\n    duration: 1h\n    timeZone: Local\n",
 			[]string{"rolloutStrategy.windows[0].timeZone:", "IANA"}},
-		{"unknown window key", "  windows:\n  - schedule: \"@daily\"\n    duration: 1h\n    zone: UTC\n",
-			[]string{`unknown field "rolloutStrategy.windows[0].zone"`}},
 		{"requireApproval not a bool", "  partitions:\n  - clusterName: a\n    requireApproval: please\n",
 			[]string{"rolloutStrategy.partitions.requireApproval:", "want true or false"}},
 		{"duplicate partition names", "  partitions:\n  - name: a\n    clusterName: one\n  - name: a\n    clusterName: two\n",

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path"
+	"slices"
 
 	"sigs.k8s.io/yaml"
 )
@@ -33,7 +34,10 @@ func mergeValues(base, overlay map[string]any) map[string]any {
 
 // helmValues returns the values of h with its values files merged in, and
 // the paths, relative to the bundle directory, of the values files inside
-// the bundle directory (they are not bundle resources).
+// the bundle directory (they are not bundle resources). prefix is the key
+// path of h's options in fleet.yaml ("" at the top,
+// "targetCustomizations[0]." in a customization) and of names the
+// customization in error messages ("" at the top).
 //
 // Order follows Fleet (bundlereader generateValues): the inline values come
 // first and each values file is merged on top, so later files win over
@@ -41,24 +45,24 @@ func mergeValues(base, overlay map[string]any) map[string]any {
 // as YAML like fleet.yaml, so numbers become float64 as in Fleet. Fleet
 // only merges values files when helm.chart is set; Read merges them for
 // every bundle, since ignoring a file the user listed helps no one.
-func (rd *reader) helmValues(h *HelmOptions) (map[string]any, []string, error) {
+func (rd *reader) helmValues(prefix string, h *HelmOptions, of string) (map[string]any, []string, error) {
 	values := h.Values
 	var inBundle []string
 	for i, vf := range h.ValuesFiles {
-		field := fmt.Sprintf("helm.valuesFiles[%d]", i)
+		field := fmt.Sprintf("%shelm.valuesFiles[%d]", prefix, i)
 		rel, err := rd.localPath(field, vf)
 		if err != nil {
 			return nil, nil, err
 		}
 		_, fi, err := rd.repo.resolve(rel)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil, rd.invalid(field, fmt.Errorf("values file %s does not exist", rel))
+			return nil, nil, rd.invalid(field, fmt.Errorf("values file %s%s does not exist", rel, of))
 		}
 		if err != nil {
 			return nil, nil, rd.invalidOrIO(field, err)
 		}
 		if !fi.Mode().IsRegular() {
-			return nil, nil, rd.invalid(field, fmt.Errorf("values file %s is not a regular file", rel))
+			return nil, nil, rd.invalid(field, fmt.Errorf("values file %s%s is not a regular file", rel, of))
 		}
 		data, err := os.ReadFile(rd.repo.abs(rel))
 		if err != nil {
@@ -77,6 +81,38 @@ func (rd *reader) helmValues(h *HelmOptions) (map[string]any, []string, error) {
 		values = nil
 	}
 	return values, inBundle, nil
+}
+
+// targetValues merges the helm.valuesFiles of each of targets (fleet.yaml's
+// list field) into its helm.values, as helmValues does for the bundle's
+// own (Fleet's bundlereader does the same for every target), and adds the
+// files inside the bundle directory to exclude. It returns a new list and
+// leaves targets unchanged.
+func (rd *reader) targetValues(field string, targets []Target, exclude map[string]bool) ([]Target, error) {
+	if !slices.ContainsFunc(targets, func(t Target) bool { return t.Helm != nil && len(t.Helm.ValuesFiles) > 0 }) {
+		return targets, nil
+	}
+	out := slices.Clone(targets)
+	for i := range out {
+		if out[i].Helm == nil || len(out[i].Helm.ValuesFiles) == 0 {
+			continue
+		}
+		h := *out[i].Helm
+		of := fmt.Sprintf(" of %s[%d]", field, i)
+		if out[i].Name != "" {
+			of = fmt.Sprintf(" of target customization %q", out[i].Name)
+		}
+		values, inBundle, err := rd.helmValues(fmt.Sprintf("%s[%d].", field, i), &h, of)
+		if err != nil {
+			return nil, err
+		}
+		h.Values = values
+		out[i].Helm = &h
+		for _, name := range inBundle {
+			exclude[name] = true
+		}
+	}
+	return out, nil
 }
 
 // localPath resolves p, relative to the bundle directory, to a repo path,

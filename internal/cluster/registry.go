@@ -137,7 +137,8 @@ func (r *Registry) WaitListed(ctx context.Context, workflowID string, wait func(
 // other error stops the notification and is returned.
 func (r *Registry) NotifyGitRepos(ctx context.Context) (int, error) {
 	n := 0
-	err := r.each(ctx, protocol.GitRepoWorkflow, func(id string) error {
+	// HelmOps roll out as GitRepos do: they are told too.
+	err := temporalx.EachWorkflow(ctx, r.client, temporalx.RunningOfTypes(protocol.GitRepoWorkflow, protocol.HelmOpWorkflow), func(id string) error {
 		err := r.client.SignalWorkflow(ctx, id, "", protocol.SignalClustersChanged, nil)
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {

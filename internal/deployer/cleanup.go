@@ -16,9 +16,10 @@ import (
 // and leaves every object the release deployed in place, unmanaged: Fleet's
 // keepResources. A release that does not exist is not an error. The kept
 // objects still carry Helm's ownership metadata, so a later Deploy of the
-// same release is a fresh install (revision 1) that adopts them.
+// same release is a fresh install (revision 1) that adopts them. It acts
+// as the ServiceAccount the release was deployed as, if any.
 func (d *Deployer) Forget(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string) error {
-	cfg, err := d.configuration(getter, namespace)
+	cfg, sa, err := d.releaseConfiguration(getter, namespace, name)
 	if err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func (d *Deployer) Forget(ctx context.Context, getter genericclioptions.RESTClie
 		}
 		_, err := cfg.Releases.Delete(name, rev.Version)
 		if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("forget release %s/%s revision %d: %w", namespace, name, rev.Version, err)
+			return asServiceAccount(fmt.Errorf("forget release %s/%s revision %d: %w", namespace, name, rev.Version, err), namespace, sa)
 		}
 	}
 	return nil

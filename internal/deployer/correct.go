@@ -36,6 +36,9 @@ type Revision struct {
 	// install, upgrade or rollback runs, or was interrupted.
 	// PendingRollback says that record is a rollback's (a correction's).
 	Pending, PendingRollback bool
+	// ValuesFrom are the digests of the Release.ValuesFrom data the
+	// revision was deployed with, in order.
+	ValuesFrom []ValuesDigest
 }
 
 // Deployed returns the release's deployed revision and its objects. It
@@ -52,7 +55,7 @@ func (d *Deployer) Deployed(getter genericclioptions.RESTClientGetter, namespace
 	if err != nil {
 		return Revision{}, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
 	}
-	out := Revision{DeploymentID: DeploymentIDOf(rel), Version: rel.Version}
+	out := Revision{DeploymentID: DeploymentIDOf(rel), Version: rel.Version, ValuesFrom: ValuesFromDigests(rel)}
 	if last, err := cfg.Releases.Last(name); err == nil && last.Version > rel.Version && last.Info.Status.IsPending() {
 		out.Pending = true
 		out.PendingRollback = last.Info.Status == release.StatusPendingRollback
@@ -90,11 +93,12 @@ type CorrectOptions struct {
 // the deployed revision does not carry deploymentID. A correction an
 // earlier process left pending is dropped first. A failed correction
 // leaves the revision before it deployed (so the release still runs
-// deploymentID), and its record only with opts.KeepFailHistory.
+// deploymentID), and its record only with opts.KeepFailHistory. It acts as
+// the ServiceAccount the release's newest record names, if any.
 func (d *Deployer) Correct(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name, deploymentID string,
 	opts CorrectOptions) (int, error) {
 	defer d.lock(namespace, name)()
-	cfg, err := d.configuration(getter, namespace)
+	cfg, sa, err := d.releaseConfiguration(getter, namespace, name)
 	if err != nil {
 		return 0, err
 	}
@@ -129,10 +133,11 @@ func (d *Deployer) Correct(ctx context.Context, getter genericclioptions.RESTCli
 		rb.MaxHistory = DefaultMaxHistory
 	}
 	if err := rb.Run(name); err != nil {
+		err = asServiceAccount(fmt.Errorf("correct release %s/%s: %w", namespace, name, err), namespace, sa)
 		if rerr := d.restore(cfg, deployed, opts.KeepFailHistory); rerr != nil {
-			return 0, errors.Join(fmt.Errorf("correct release %s/%s: %w", namespace, name, err), rerr)
+			return 0, errors.Join(err, rerr)
 		}
-		return 0, fmt.Errorf("correct release %s/%s: %w", namespace, name, err)
+		return 0, err
 	}
 	rel, err := cfg.Releases.Deployed(name)
 	if err != nil {

@@ -149,6 +149,34 @@ type Release struct {
 	// revision its own interrupted attempt created. Optional: default
 	// Helm's "Install complete" / "Upgrade complete".
 	Description string
+	// ServiceAccount names a ServiceAccount of Namespace that Helm acts as
+	// (Kubernetes impersonation of system:serviceaccount:<ns>:<name>;
+	// Fleet's serviceAccount): the install or upgrade has exactly the
+	// account's permissions, and a refusal (403) is reported naming it.
+	// Deploy checks that the account exists before anything else
+	// (ErrServiceAccountNotFound), and records it on the revision
+	// (ServiceAccountAnnotation), so that Status, Rollback, Correct,
+	// Uninstall and Forget of the release act as it too. The namespace
+	// must exist (it holds the account): Deploy does not create it.
+	// Optional: default the getter's own credentials.
+	ServiceAccount string
+	// ValuesFrom are ConfigMap and Secret keys on the cluster whose YAML
+	// values are merged over Values, in order, when Deploy runs (Fleet's
+	// helm.valuesFrom); they are read with the getter's own credentials.
+	// A digest of each key's data is recorded on the revision
+	// (ValuesFromAnnotation): a release at DeploymentID whose keys hold
+	// other data since is upgraded. A missing object or key fails Deploy
+	// (ErrValuesFrom) before anything is applied. Optional.
+	ValuesFrom []ValuesRef
+	// NamespaceLabels and NamespaceAnnotations are applied to Namespace
+	// (Fleet's namespaceLabels and namespaceAnnotations) by server-side
+	// apply with the getter's own credentials, once the templates
+	// rendered and passed the checks and before Helm applies anything;
+	// see NamespaceFieldManager. Keys dropped since the release's last
+	// deploy are removed. Only an install or upgrade applies them.
+	// Optional.
+	NamespaceLabels      map[string]string
+	NamespaceAnnotations map[string]string
 }
 
 // Result reports what Deploy did.
@@ -166,15 +194,35 @@ type Result struct {
 }
 
 // Deploy makes the cluster behind getter run rel. It installs when the
-// release does not exist, upgrades when it runs another deployment ID or is
-// failed, recovers a release stuck in a pending state, and does nothing when
-// the deployed revision already carries rel.DeploymentID.
+// release does not exist, upgrades when it runs another deployment ID (or
+// the data of rel.ValuesFrom changed since) or is failed, recovers a
+// release stuck in a pending state, and does nothing when the deployed
+// revision already carries rel.DeploymentID and the same ValuesFrom data.
+// getter's credentials read rel.ValuesFrom and check and impersonate
+// rel.ServiceAccount (see Release).
 func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClientGetter, rel Release) (Result, error) {
 	if err := validate(rel); err != nil {
 		return Result{}, err
 	}
 	defer d.lock(rel.Namespace, rel.Name)()
-	cfg, err := d.configuration(getter, rel.Namespace)
+	values, digest, err := resolveValues(ctx, getter, rel)
+	if err != nil {
+		return Result{}, err
+	}
+	rel.Values = values
+	helmGetter, err := actor(ctx, getter, rel)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := d.deploy(ctx, getter, helmGetter, rel, digest)
+	return res, asServiceAccount(err, rel.Namespace, rel.ServiceAccount)
+}
+
+// deploy is Deploy once rel's values are resolved (digest records
+// ValuesFrom's data) and Helm's getter chosen (getter itself, or acting as
+// rel.ServiceAccount).
+func (d *Deployer) deploy(ctx context.Context, getter, helmGetter genericclioptions.RESTClientGetter, rel Release, digest string) (Result, error) {
+	cfg, err := d.configuration(helmGetter, rel.Namespace)
 	if err != nil {
 		return Result{}, err
 	}
@@ -182,18 +230,20 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
 		return Result{}, fmt.Errorf("read release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
-	if cur := running(cfg, last); cur != nil && DeploymentIDOf(cur) == rel.DeploymentID {
+	if cur := running(cfg, last); cur != nil && DeploymentIDOf(cur) == rel.DeploymentID && valuesFromOf(cur) == digest {
 		return Result{Revision: cur.Version, Previous: rel.DeploymentID, Description: cur.Info.Description}, nil
 	}
 	// Rendering, post-rendering and checking happen before Helm applies
 	// anything, except for the chart's crds/, which Helm installs first:
 	// check those now, before a release is recovered or created.
-	pr, err := newPostRenderer(getter, rel)
+	pr, err := newPostRenderer(helmGetter, rel)
 	if err != nil {
 		return Result{}, err
 	}
-	pr.crds = &crdInstaller{ctx: ctx, getter: getter, log: d.log, release: rel.Name, namespace: rel.Namespace,
+	pr.crds = &crdInstaller{ctx: ctx, getter: helmGetter, log: d.log, release: rel.Name, namespace: rel.Namespace,
 		takeOwnership: rel.TakeOwnership, timeout: d.timeoutOf(rel)}
+	pr.ns = &namespaceMetadata{ctx: ctx, getter: getter, namespace: rel.Namespace, release: rel.Name,
+		labels: rel.NamespaceLabels, annotations: rel.NamespaceAnnotations}
 	if err := pr.checkCRDFiles(rel.Chart); err != nil {
 		return Result{}, fmt.Errorf("check CRDs of release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
@@ -210,6 +260,8 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	}
 
 	chrt := stamp(rel.Chart, rel.DeploymentID)
+	setAnnotation(chrt, ServiceAccountAnnotation, rel.ServiceAccount)
+	setAnnotation(chrt, ValuesFromAnnotation, digest)
 	var out *release.Release
 	if last == nil {
 		out, err = d.install(ctx, cfg, rel, chrt, pr)
@@ -256,10 +308,11 @@ func (d *Deployer) Current(getter genericclioptions.RESTClientGetter, namespace,
 	return DeploymentIDOf(rel), rel.Version, nil
 }
 
-// Uninstall removes the release and its objects. A missing release is not
-// an error, so cleanups can be retried.
+// Uninstall removes the release and its objects, acting as the
+// ServiceAccount the release was deployed as, if any. A missing release is
+// not an error, so cleanups can be retried.
 func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string) error {
-	cfg, err := d.configuration(getter, namespace)
+	cfg, sa, err := d.releaseConfiguration(getter, namespace, name)
 	if err != nil {
 		return err
 	}
@@ -272,7 +325,7 @@ func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTC
 	un.Timeout = d.timeout
 	un.IgnoreNotFound = true
 	if _, err := un.Run(name); err != nil {
-		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+		return asServiceAccount(fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err), namespace, sa)
 	}
 	return nil
 }
@@ -310,6 +363,14 @@ func DeploymentIDOf(rel *release.Release) string {
 	return rel.Chart.Metadata.Annotations[DeploymentIDAnnotation]
 }
 
+// setAnnotation sets annotation key of a chart stamp returned, unless
+// value is empty.
+func setAnnotation(c *chart.Chart, key, value string) {
+	if value != "" {
+		c.Metadata.Annotations[key] = value
+	}
+}
+
 // stamp returns a shallow copy of c whose metadata carries the deployment ID.
 func stamp(c *chart.Chart, id string) *chart.Chart {
 	md := *c.Metadata
@@ -342,7 +403,9 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel R
 	in.PostRenderer = pr
 	in.ReleaseName = rel.Name
 	in.Namespace = rel.Namespace
-	in.CreateNamespace = true
+	// A ServiceAccount lives in the namespace, which therefore exists; it
+	// is rarely allowed to create namespaces (Helm tries even then).
+	in.CreateNamespace = rel.ServiceAccount == ""
 	in.Timeout = d.timeoutOf(rel)
 	in.Wait = rel.Wait
 	in.WaitForJobs = rel.Wait && rel.WaitForJobs

@@ -32,6 +32,9 @@ type postRenderer struct {
 	scopes map[schema.GroupKind]bool
 	// crds installs the rendered CRDs; nil renders without a cluster.
 	crds *crdInstaller
+	// ns applies the namespace's labels and annotations; nil renders
+	// without a cluster.
+	ns *namespaceMetadata
 }
 
 var _ postrender.PostRenderer = (*postRenderer)(nil)
@@ -63,6 +66,11 @@ func (p *postRenderer) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 	}
 	if err := p.process(docs); err != nil {
 		return nil, err
+	}
+	if p.ns != nil {
+		if err := p.ns.apply(); err != nil {
+			return nil, fmt.Errorf("release %s/%s: %w", p.rel.Namespace, p.rel.Name, err)
+		}
 	}
 	if p.crds != nil {
 		if err := p.crds.install(crdObjects(docs)); err != nil {

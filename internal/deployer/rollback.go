@@ -19,9 +19,10 @@ var ErrNoRevision = errors.New("no revision carries the deployment ID")
 // to: a Helm rollback to the newest revision that carried to. It does
 // nothing (returning the deployed revision) when the release no longer
 // runs from — a newer rollout already changed it — or already runs to.
+// It acts as the ServiceAccount the release's newest record names, if any.
 func (d *Deployer) Rollback(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name, from, to string) (int, error) {
 	defer d.lock(namespace, name)()
-	cfg, err := d.configuration(getter, namespace)
+	cfg, sa, err := d.releaseConfiguration(getter, namespace, name)
 	if err != nil {
 		return 0, err
 	}
@@ -56,7 +57,7 @@ func (d *Deployer) Rollback(ctx context.Context, getter genericclioptions.RESTCl
 	rb.Timeout = d.timeout
 	rb.MaxHistory = DefaultMaxHistory // as upgrades keep by default
 	if err := rb.Run(name); err != nil {
-		return 0, fmt.Errorf("roll back release %s/%s to revision %d: %w", namespace, name, target, err)
+		return 0, asServiceAccount(fmt.Errorf("roll back release %s/%s to revision %d: %w", namespace, name, target, err), namespace, sa)
 	}
 	rel, err := cfg.Releases.Deployed(name)
 	if err != nil {

@@ -82,7 +82,8 @@ type Status struct {
 func (s Status) AllReady() bool { return s.Ready == s.Resources }
 
 // Status reports the readiness of every object in the release's deployed
-// revision, read from the cluster now and judged by kstatus with opts. It
+// revision, read from the cluster now (acting as the ServiceAccount the
+// revision was deployed as, if any) and judged by kstatus with opts. It
 // returns an error wrapping ErrNotFound when the release has no deployed
 // revision. It does not wait and does not modify anything.
 func (d *Deployer) Status(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string,
@@ -102,7 +103,7 @@ func (d *Deployer) Status(ctx context.Context, getter genericclioptions.RESTClie
 	if err != nil {
 		return Status{}, fmt.Errorf("build objects of release %s/%s: %w", namespace, name, err)
 	}
-	dyn, err := newDynamic(getter)
+	dyn, err := newDynamic(actingAs(getter, rel))
 	if err != nil {
 		return Status{}, err
 	}
@@ -113,8 +114,8 @@ func (d *Deployer) Status(ctx context.Context, getter genericclioptions.RESTClie
 			obj, err = nil, nil
 		}
 		if err != nil {
-			return Status{}, fmt.Errorf("check readiness of release %s/%s: get %s %s: %w",
-				namespace, name, info.Mapping.GroupVersionKind.Kind, infoName(info), err)
+			return Status{}, asServiceAccount(fmt.Errorf("check readiness of release %s/%s: get %s %s: %w",
+				namespace, name, info.Mapping.GroupVersionKind.Kind, infoName(info), err), namespace, ServiceAccountOf(rel))
 		}
 		state, reason := classify(obj, opts)
 		st.add(info.Mapping.GroupVersionKind.Kind+" "+infoName(info), state, reason)

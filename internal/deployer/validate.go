@@ -42,9 +42,15 @@ func validate(rel Release) error {
 	}
 	fieldErrs := metadataErrors(rel.Labels, rel.Annotations,
 		field.NewPath("Release", "Labels"), field.NewPath("Release", "Annotations"))
+	fieldErrs = append(fieldErrs, metadataErrors(rel.NamespaceLabels, rel.NamespaceAnnotations,
+		field.NewPath("namespaceLabels"), field.NewPath("namespaceAnnotations"))...)
 	for _, fe := range fieldErrs {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidMetadata, fe.Error()))
 	}
+	for _, msg := range validServiceAccount(rel.ServiceAccount) {
+		errs = append(errs, fmt.Errorf("service account %q: %s", rel.ServiceAccount, msg))
+	}
+	errs = append(errs, validateValuesRefs(rel.ValuesFrom)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w %s/%s: %w", ErrInvalidRelease, rel.Namespace, rel.Name, err)
 	}

@@ -14,6 +14,7 @@ import (
 // Workflow types.
 const (
 	GitRepoWorkflow      = "GitRepoWorkflow"
+	HelmOpWorkflow       = "HelmOpWorkflow"
 	RolloutWorkflow      = "RolloutWorkflow"
 	ClusterWorkflow      = "ClusterWorkflow"
 	ClusterGroupWorkflow = "ClusterGroupWorkflow"
@@ -105,6 +106,9 @@ type WebhookTarget struct {
 // GitRepoID is the ID of a GitRepo's entity workflow.
 func GitRepoID(namespace, name string) string { return "gitrepo/" + namespace + "/" + name }
 
+// HelmOpID is the ID of a HelmOp's entity workflow.
+func HelmOpID(namespace, name string) string { return "helmop/" + namespace + "/" + name }
+
 // RolloutID is the ID of one rollout: the GitRepo, the commit (first 12
 // characters) and the spec generation.
 func RolloutID(namespace, name, commit string, generation int64) string {
@@ -136,6 +140,11 @@ func ClusterQueue(name string) string { return "cluster/" + name }
 // GitRepoApply is the argument of the GitRepo apply update.
 type GitRepoApply struct {
 	GitRepo api.GitRepo `json:"gitRepo"`
+}
+
+// HelmOpApply is the argument of the HelmOp apply update.
+type HelmOpApply struct {
+	HelmOp api.HelmOp `json:"helmOp"`
 }
 
 // ApplyResult answers an apply update.

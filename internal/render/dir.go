@@ -14,9 +14,15 @@ import (
 // DirOptions say what to render: the bundles under Root, for one cluster.
 type DirOptions struct {
 	// Root is the repository checkout; Paths are its scan paths (default
-	// ".").
+	// GitRepo's paths, else ".").
 	Root  string
 	Paths []string
+	// GitRepo, when set, is the spec of the GitRepo the bundles belong
+	// to, applied as a rollout applies it: its options to every bundle
+	// (GitRepoOptions), its paths unless Paths are set, and its targets
+	// (EffectiveTargets: clusterGroup default when it names none) unless
+	// Restrict is set. Nil: no GitRepo, as Fleet's `fleet test`.
+	GitRepo *api.GitRepoSpec
 	// RepoName prefixes bundle names, as a GitRepo's name does.
 	RepoName string
 	// Reader reads bundles (and fetches remote charts).
@@ -46,7 +52,15 @@ type Result struct {
 // Dir reads every bundle under o.Root and renders it for o.Cluster, in
 // bundle-directory order. The first error stops it and is returned.
 func Dir(ctx context.Context, o DirOptions) ([]Result, error) {
-	paths := o.Paths
+	paths, restrict := o.Paths, o.Restrict
+	if o.GitRepo != nil {
+		if len(paths) == 0 {
+			paths = o.GitRepo.EffectivePaths()
+		}
+		if restrict == nil {
+			restrict = o.GitRepo.EffectiveTargets()
+		}
+	}
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
@@ -75,8 +89,11 @@ func Dir(ctx context.Context, o DirOptions) ([]Result, error) {
 			if err != nil {
 				return err
 			}
+			if o.GitRepo != nil {
+				b.Options = GitRepoOptions(b.Options, *o.GitRepo)
+			}
 			out[i].Bundle = b
-			out[i].Deployment, out[i].Objects, err = Template(ctx, o.Deployer, b, m, o.Cluster, o.Restrict, o.KubeVersion)
+			out[i].Deployment, out[i].Objects, err = Template(ctx, o.Deployer, b, m, o.Cluster, restrict, o.KubeVersion)
 			return err
 		})
 	}

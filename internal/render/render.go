@@ -48,6 +48,30 @@ func ForCluster(b bundle.Bundle, manifestID string, c bundle.Cluster, restrict [
 		Release: cb.ReleaseName(), Namespace: Namespace(opts)}, nil
 }
 
+// GitRepoOptions returns a bundle's options opts with its GitRepo's
+// settings applied, as a rollout stores them before any cluster is
+// targeted (customizations are merged over the result): the GitRepo's
+// targetNamespace replaces the bundle's namespace, keepResources and
+// deleteNamespace are OR-ed in, a non-zero forceSyncGeneration replaces the
+// bundle's, and correctDrift applies when fleet.yaml sets none (a
+// fleet.yaml correctDrift, even enabled: false, wins). The GitRepo's
+// targets and paths are not options: see Targeted and DirOptions. opts is
+// not modified.
+func GitRepoOptions(opts bundle.Options, spec api.GitRepoSpec) bundle.Options {
+	if spec.TargetNamespace != "" {
+		opts.TargetNamespace = spec.TargetNamespace
+	}
+	opts.KeepResources = opts.KeepResources || spec.KeepResources
+	opts.DeleteNamespace = opts.DeleteNamespace || spec.DeleteNamespace
+	if spec.ForceSyncGeneration != 0 {
+		opts.ForceSyncGeneration = spec.ForceSyncGeneration
+	}
+	if cd := spec.CorrectDrift; cd != nil && opts.CorrectDrift == nil {
+		opts.CorrectDrift = &bundle.CorrectDrift{Enabled: cd.Enabled, Force: cd.Force, KeepFailHistory: cd.KeepFailHistory}
+	}
+	return opts
+}
+
 // Namespace is the release namespace for opts: namespace, else
 // defaultNamespace, else "default".
 func Namespace(opts bundle.Options) string {

@@ -34,6 +34,11 @@ type Bundle struct {
 	// modified) while the release runs DeploymentID: a sync's deploy,
 	// which would change nothing, restores them (MarkRepairs).
 	Repair []string `json:"repair,omitempty"`
+	// Warnings are what reading the bundle ignored (bundle.Bundle's
+	// Warnings): Render fills them, the rollout moves them to its result
+	// (and so to the GitRepo's status) and drops them from the bundles it
+	// hands on.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // TargetCluster is one matched cluster.

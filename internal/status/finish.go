@@ -60,6 +60,13 @@ const (
 	ConditionUnknown = "Unknown"
 )
 
+// ReasonWarnings is the reason of an Accepted condition that is True
+// while reading the repository gave warnings (GitRepo.Warnings).
+const ReasonWarnings = "AcceptedWithWarnings"
+
+// maxWarningsQuoted bounds the warnings the Accepted condition quotes.
+const maxWarningsQuoted = 3
+
 // Condition types, in the order GitRepo.Conditions lists them.
 const (
 	// ConditionReady: every deployment is Ready and the last rollout
@@ -120,6 +127,9 @@ func (g *GitRepo) Condition(t string) (Condition, bool) {
 //	the worst deployment State (Ready when all are)
 //
 // Display.Message is Error, else the halts, else Summary.Message.
+//
+// Warnings do not change the state: the Accepted condition stays True,
+// with reason ReasonWarnings and a message quoting the first few.
 func (g *GitRepo) Finish() {
 	deps := g.Deployments
 	g.Summary = Summarize(deps)
@@ -214,6 +224,17 @@ func (g *GitRepo) readyCondition() Condition {
 func (g *GitRepo) acceptedCondition() Condition {
 	if g.Error != "" {
 		return Condition{Type: ConditionAccepted, Status: ConditionFalse, Reason: "Error", Message: g.Error}
+	}
+	if n := len(g.Warnings); n > 0 {
+		quoted := g.Warnings[:min(n, maxWarningsQuoted)]
+		msg := fmt.Sprintf("%d warnings: %s", n, strings.Join(quoted, "; "))
+		if n == 1 {
+			msg = "1 warning: " + quoted[0]
+		}
+		if n > len(quoted) {
+			msg += "; ..."
+		}
+		return Condition{Type: ConditionAccepted, Status: ConditionTrue, Reason: ReasonWarnings, Message: msg}
 	}
 	return Condition{Type: ConditionAccepted, Status: ConditionTrue}
 }

@@ -227,11 +227,17 @@ func Sort(deps []Deployment) {
 
 // GitRepo is the status of one GitRepo, as `flotilla status` shows it.
 type GitRepo struct {
+	// Kind is "HelmOp" for a HelmOp (which rolls out as a GitRepo does:
+	// Repo is then its chart's source and Commit its version), else "".
+	Kind      string `json:"kind,omitempty"`
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Repo      string `json:"repo"`
-	Branch    string `json:"branch,omitempty"`
-	Revision  string `json:"revision,omitempty"`
+	// Version is a HelmOp's resolved chart version: the one its last
+	// rollout deployed (LatestCommit is the newest that matches).
+	Version  string `json:"version,omitempty"`
+	Branch   string `json:"branch,omitempty"`
+	Revision string `json:"revision,omitempty"`
 	// Commit is the commit of the last finished rollout.
 	Commit string `json:"commit,omitempty"`
 	// LatestCommit is the newest commit seen on the remote.
@@ -267,6 +273,10 @@ type GitRepo struct {
 	Partitions []PartitionStatus `json:"partitions,omitempty"`
 	Halts      []Halt            `json:"halts,omitempty"`
 	Progress   string            `json:"progress,omitempty"`
+	// Warnings are what reading the last rolled-out commit ignored, as
+	// Fleet ignores it (unknown fleet.yaml keys, skipped raw YAML files),
+	// each naming the file; at most MaxWarnings.
+	Warnings []string `json:"warnings,omitempty"`
 
 	// The fields below are derived: Finish computes them from the ones
 	// above. Set them only through Finish.

@@ -3,6 +3,7 @@ package temporalx
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/workflowservice/v1"
@@ -12,6 +13,15 @@ import (
 // RunningOfType is the visibility query for running workflows of one type.
 func RunningOfType(workflowType string) string {
 	return fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus = 'Running'", workflowType)
+}
+
+// RunningOfTypes lists the running workflows of any of the types.
+func RunningOfTypes(workflowTypes ...string) string {
+	conds := make([]string, len(workflowTypes))
+	for i, t := range workflowTypes {
+		conds[i] = fmt.Sprintf("WorkflowType = '%s'", t)
+	}
+	return "(" + strings.Join(conds, " OR ") + ") AND ExecutionStatus = 'Running'"
 }
 
 // EachWorkflow calls fn with the ID of every workflow the visibility query

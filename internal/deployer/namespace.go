@@ -1,0 +1,72 @@
+package deployer
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+)
+
+// NamespaceFieldManager is the server-side apply field manager under
+// which release name sets its Release.NamespaceLabels and
+// NamespaceAnnotations: one per release, so that releases sharing a
+// namespace each own their own keys.
+func NamespaceFieldManager(release string) string { return "flotilla-namespace/" + release }
+
+// namespaceMetadata applies a release's labels and annotations to its
+// namespace (Fleet's namespaceLabels and namespaceAnnotations) with the
+// deployer's own credentials, never a ServiceAccount's: the account
+// deploys into the namespace, it does not administer it.
+type namespaceMetadata struct {
+	ctx         context.Context
+	getter      genericclioptions.RESTClientGetter
+	namespace   string
+	release     string
+	labels      map[string]string
+	annotations map[string]string
+}
+
+// apply server-side applies the labels and annotations, creating the
+// namespace when it is missing. The release's field manager owns exactly
+// these keys: a key dropped since the last apply is removed (unless
+// another manager set it too), keys others set (kubernetes.io/metadata.name,
+// pod-security.kubernetes.io/* from an admission policy, a person's) are
+// left alone, and a key both set takes the release's value. With neither
+// labels nor annotations it only removes what the release set before,
+// and creates nothing.
+func (n *namespaceMetadata) apply() error {
+	cs, err := newClientset(n.getter)
+	if err != nil {
+		return err
+	}
+	manager := NamespaceFieldManager(n.release)
+	if len(n.labels) == 0 && len(n.annotations) == 0 {
+		ns, err := cs.CoreV1().Namespaces().Get(n.ctx, n.namespace, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read namespace %s: %w", n.namespace, err)
+		}
+		if !slices.ContainsFunc(ns.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
+			return e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply
+		}) {
+			return nil
+		}
+	}
+	ac := corev1ac.Namespace(n.namespace)
+	if len(n.labels) > 0 {
+		ac.WithLabels(n.labels)
+	}
+	if len(n.annotations) > 0 {
+		ac.WithAnnotations(n.annotations)
+	}
+	if _, err := cs.CoreV1().Namespaces().Apply(n.ctx, ac, metav1.ApplyOptions{FieldManager: manager, Force: true}); err != nil {
+		return fmt.Errorf("apply labels and annotations of namespace %s: %w", n.namespace, err)
+	}
+	return nil
+}
