@@ -53,6 +53,10 @@ type ClusterActivities struct {
 	ReadyPoll time.Duration
 	// Signal reports what Watch sees to the GitRepos (required by Watch).
 	Signal Signaller
+	// Downstream delivers the Secrets and ConfigMaps bundles copy
+	// (downstreamResources; see downstream.go). Optional: without it such
+	// bundles fail.
+	Downstream DownstreamSource
 	// watches keeps each cluster's drift monitor between Watch calls.
 	watches drift.Watches
 }
@@ -113,6 +117,9 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in D
 	rel, opts, class, err := c.release(ctx, in, b)
 	if err != nil {
 		return c.failed(in, d, class, err), nil
+	}
+	if class, err := c.copyDownstream(ctx, k, in, b, opts); err != nil {
+		return c.downstreamFailed(ctx, k, in, d, class, err)
 	}
 	getter, err := k.Getter(b.Namespace)
 	if err != nil {
@@ -434,6 +441,9 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in 
 		err = c.Deployer.Uninstall(ctx, getter, r.Namespace, r.Release)
 	}
 	if err != nil {
+		return err
+	}
+	if err := c.removeDownstream(ctx, k, r); err != nil {
 		return err
 	}
 	if r.DeleteNamespace && !r.KeepResources {

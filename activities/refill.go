@@ -233,6 +233,9 @@ func (a *Activities) refillOptions(ctx context.Context, src renderSource, in Ref
 	case !dep.Deploy:
 		return &changedError{what: fmt.Sprintf("%s no longer targets cluster %s", what, in.Cluster), cluster: true}
 	}
+	if err := a.refillDownstream(ctx, &dep, manifestID, in.Cluster, src.ref.Namespace); err != nil {
+		return err
+	}
 	if hash := dep.Options.Key(); hash != in.OptionsHash {
 		return &changedError{what: fmt.Sprintf("%s has options %s on cluster %s, not %s", what, hash, in.Cluster, in.OptionsHash),
 			cluster: true}

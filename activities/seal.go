@@ -99,7 +99,7 @@ func (r *resealing) cluster(ctx context.Context, rec protocol.ClusterRecord) {
 func (r *resealing) secret(ctx context.Context, rec protocol.SecretRecord) {
 	moved, changed, err := r.s.Opener.Reseal(rec.Sealed)
 	if err == nil && changed {
-		rec.Sealed = moved
+		rec.Sealed, rec.Resealed = moved, true // same content: GitRepos need not hear of it
 		_, err = temporalx.ApplySecret(ctx, r.a.Client, r.queue, rec)
 	}
 	r.count(&r.res.Secrets, changed, "secret "+rec.Namespace+"/"+rec.Name, err)

@@ -101,6 +101,8 @@ type targeting struct {
 	// targeted lists, per bundle, the clusters it goes to.
 	targeted [][]bundle.Cluster
 	out      TargetsResult
+	// sources reads the downstreamResources, each once per call.
+	sources *sourceReader
 }
 
 // cluster decides which bundles one registered cluster gets.
@@ -131,6 +133,13 @@ func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error
 			continue
 		}
 		if !dep.Deploy {
+			continue
+		}
+		if failed, err := t.downstream(ctx, &dep, rb, c.Name); err != nil || failed != nil {
+			if err != nil {
+				return fmt.Errorf("bundle %s: cluster %s: %w", rb.Name, c.Name, err)
+			}
+			t.out.Errors = append(t.out.Errors, *failed)
 			continue
 		}
 		hash, err := options.PutOptionsContext(ctx, dep.Options)

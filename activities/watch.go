@@ -108,6 +108,7 @@ func (c *ClusterActivities) watchTargets(ctx context.Context, in WatchInput) []d
 func settings(t *drift.Target, opts bundle.Options) error {
 	t.Ready = render.ReadyOptions(opts)
 	t.Correct = opts.CorrectDrift
+	t.ValuesFrom = valuesRefs(opts, t.Namespace)
 	if opts.Helm != nil {
 		t.MaxHistory = opts.Helm.MaxHistory
 	}

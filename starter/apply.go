@@ -25,13 +25,15 @@ func newApplyCommand(g *globals) *cobra.Command {
 	var files []string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|-",
-		Short: "Create or update GitRepos, Clusters, ClusterGroups and Git credential Secrets from YAML",
+		Short: "Create or update GitRepos, Clusters, ClusterGroups, Secrets and ConfigMaps from YAML",
 		Long: `Apply reads every document first and validates all of them; if any is invalid nothing
 is applied. GitRepo and ClusterGroup documents may use apiVersion flotilla.dev/v1alpha1 or
 Fleet's fleet.cattle.io/v1alpha1. A v1 Secret (basic-auth: username and password, or token;
 or webhook keys) is sealed on this machine to the controllers' public key and stored in
 Temporal as ciphertext; name it in a GitRepo's clientSecretName, helmSecretName or
-webhookSecret.`,
+webhookSecret. A Secret of any type and keys, and a v1 ConfigMap (stored in Temporal as
+it is: ConfigMaps are not secret), can be copied to clusters by fleet.yaml
+downstreamResources of the bundles in its namespace; changing one redeploys them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
@@ -75,7 +77,7 @@ func readDocuments(stdin io.Reader, files []string) ([]api.Document, error) {
 		return nil, fmt.Errorf("no documents in %s", strings.Join(files, ", "))
 	}
 	// Secrets and groups first, GitRepos and HelmOps last: what they reference exists.
-	order := map[string]int{api.KindSecret: 0, api.KindClusterGroup: 1, api.KindCluster: 2, api.KindGitRepo: 3, api.KindHelmOp: 3}
+	order := map[string]int{api.KindSecret: 0, api.KindConfigMap: 0, api.KindClusterGroup: 1, api.KindCluster: 2, api.KindGitRepo: 3, api.KindHelmOp: 3}
 	sort.SliceStable(docs, func(i, j int) bool { return order[docs[i].Kind()] < order[docs[j].Kind()] })
 	return docs, nil
 }
@@ -129,6 +131,8 @@ func applyDocuments(ctx context.Context, c client.Client, g *globals, docs []api
 
 func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) (string, error) {
 	switch {
+	case d.ConfigMap != nil:
+		return applyConfigMap(ctx, c, g.TaskQueue, *d.ConfigMap)
 	case d.Secret != nil:
 		return applySecret(ctx, c, g.TaskQueue, *d.Secret)
 	case d.GitRepo != nil:

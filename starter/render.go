@@ -259,33 +259,7 @@ func runRender(cmd *cobra.Command, g *globals, f renderFlags, path string) error
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory", path)
 	}
-	if f.gitRepoFile == "-" && f.groupsFile == "-" {
-		return errors.New("--gitrepo and --groups cannot both read stdin")
-	}
-	repo, warnings, err := f.gitRepo(cmd.InOrStdin())
-	if err != nil {
-		return err
-	}
-	groups, groupWarnings, err := f.fileGroups(cmd.InOrStdin())
-	if err != nil {
-		return err
-	}
-	warnings = append(warnings, groupWarnings...)
-	name := f.name
-	var spec *api.GitRepoSpec
-	if repo != nil {
-		spec = &repo.Spec
-		if name == "" {
-			name = repo.Metadata.Name
-		}
-		if !cmd.Flags().Changed("namespace") {
-			f.clusterNamespace = repo.Metadata.Namespace
-		}
-	}
-	if name == "" {
-		name = filepath.Base(root)
-	}
-	c, err := f.cluster(groups)
+	in, err := f.inputs(cmd, root)
 	if err != nil {
 		return err
 	}
@@ -293,15 +267,16 @@ func runRender(cmd *cobra.Command, g *globals, f renderFlags, path string) error
 	if err != nil {
 		return err
 	}
-	results, err := render.Dir(cmd.Context(), render.DirOptions{Root: root, Paths: f.paths, RepoName: name,
-		Reader: &bundle.Reader{Charts: fetch}, Deployer: deployer.New(deployer.Options{}), Cluster: c,
-		GitRepo: spec, KubeVersion: f.kubeVersion})
+	results, err := render.Dir(cmd.Context(), render.DirOptions{Root: root, Paths: f.paths, RepoName: in.name,
+		Reader: &bundle.Reader{Charts: fetch}, Deployer: deployer.New(deployer.Options{}), Cluster: in.cluster,
+		GitRepo: in.spec(), KubeVersion: f.kubeVersion})
 	if errors.Is(err, bundle.ErrNoBundles) {
 		return fmt.Errorf("no bundles under %s", path)
 	}
 	if err != nil {
 		return err
 	}
+	warnings := in.warnings
 	for _, r := range results {
 		warnings = append(warnings, r.Bundle.Warnings...)
 	}
@@ -314,8 +289,73 @@ func runRender(cmd *cobra.Command, g *globals, f renderFlags, path string) error
 	if f.bundles {
 		return printBundles(cmd.OutOrStdout(), format, results)
 	}
+	deployed, err := printObjects(cmd.OutOrStdout(), results)
+	if err != nil {
+		return err
+	}
+	if deployed == 0 {
+		c := in.cluster
+		return fmt.Errorf("no bundle under %s targets cluster %s (labels %s, groups %s%s)", path, c.Name,
+			formatLabels(c.Labels), groupNames(c.Groups), gitRepoTargets(in.repo))
+	}
+	return nil
+}
+
+// renderInputs are what the flags of `flotilla render` describe besides
+// the repository.
+type renderInputs struct {
+	// repo is --gitrepo's GitRepo, or nil.
+	repo *api.GitRepo
+	// name prefixes bundle names.
+	name    string
+	cluster bundle.Cluster
+	// warnings are the --gitrepo and --groups files' unknown fields.
+	warnings []string
+}
+
+func (in renderInputs) spec() *api.GitRepoSpec {
+	if in.repo == nil {
+		return nil
+	}
+	return &in.repo.Spec
+}
+
+// inputs reads --gitrepo and --groups and builds the simulated cluster;
+// root is the repository's absolute path.
+func (f renderFlags) inputs(cmd *cobra.Command, root string) (renderInputs, error) {
+	var in renderInputs
+	if f.gitRepoFile == "-" && f.groupsFile == "-" {
+		return in, errors.New("--gitrepo and --groups cannot both read stdin")
+	}
+	var err error
+	if in.repo, in.warnings, err = f.gitRepo(cmd.InOrStdin()); err != nil {
+		return in, err
+	}
+	groups, groupWarnings, err := f.fileGroups(cmd.InOrStdin())
+	if err != nil {
+		return in, err
+	}
+	in.warnings = append(in.warnings, groupWarnings...)
+	in.name = f.name
+	if in.repo != nil {
+		if in.name == "" {
+			in.name = in.repo.Metadata.Name
+		}
+		if !cmd.Flags().Changed("namespace") {
+			f.clusterNamespace = in.repo.Metadata.Namespace
+		}
+	}
+	if in.name == "" {
+		in.name = filepath.Base(root)
+	}
+	in.cluster, err = f.cluster(groups)
+	return in, err
+}
+
+// printObjects prints what the cluster receives, bundle by bundle, and
+// returns how many bundles deploy there.
+func printObjects(w io.Writer, results []render.Result) (int, error) {
 	deployed := 0
-	w := cmd.OutOrStdout()
 	for _, r := range results {
 		if !r.Deployment.Deploy {
 			continue
@@ -323,17 +363,13 @@ func runRender(cmd *cobra.Command, g *globals, f renderFlags, path string) error
 		deployed++
 		fmt.Fprintf(w, "# Bundle: %s\n", r.Bundle.Name)
 		if _, err := w.Write(r.Objects); err != nil {
-			return err
+			return deployed, err
 		}
 		if len(r.Objects) > 0 && r.Objects[len(r.Objects)-1] != '\n' {
 			fmt.Fprintln(w)
 		}
 	}
-	if deployed == 0 {
-		return fmt.Errorf("no bundle under %s targets cluster %s (labels %s, groups %s%s)", path, c.Name,
-			formatLabels(c.Labels), groupNames(c.Groups), gitRepoTargets(repo))
-	}
-	return nil
+	return deployed, nil
 }
 
 // gitRepoTargets describes the targets of --gitrepo for an error message.

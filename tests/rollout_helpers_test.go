@@ -64,6 +64,12 @@ func startFleet(t testing.TB, nClusters, registered int) *fleet {
 // become Ready through kwok).
 func startFleetWith(t testing.TB, nClusters, registered int, opts testenv.Options) *fleet {
 	t.Helper()
+	return startFleetArgs(t, nClusters, registered, opts)
+}
+
+// startFleetArgs is startFleetWith with extra worker flags.
+func startFleetArgs(t testing.TB, nClusters, registered int, opts testenv.Options, workerArgs ...string) *fleet {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts kube-apiservers, a Temporal dev server and a Git server")
 	}
@@ -71,7 +77,7 @@ func startFleetWith(t testing.TB, nClusters, registered int, opts testenv.Option
 	f := &fleet{t: t, stateDir: t.TempDir()}
 	f.clusters = testenv.StartClusters(t, nClusters, opts)
 	f.git = testenv.NewGitServer(t, testenv.GitServerOptions{})
-	f.w = startDevWorker(t, f.stateDir)
+	f.w = startDevWorker(t, f.stateDir, workerArgs...)
 	f.logs = append(f.logs, f.w.proc.LogPath())
 	for i, c := range f.clusters[:registered] {
 		out := f.cli(t, "cluster", "add", c.Name, "--kubeconfig", c.KubeconfigPath, "--label", clusterLabels(i))

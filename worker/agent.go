@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/envflag"
 	"github.com/flotilla-gitops/flotilla/internal/logging"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/seal"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
@@ -187,21 +188,26 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		return err
 	}
 
-	w, err := startAgentWorker(c, o, cfg, cs, logger)
+	key, err := openAgentKey(o.StateDir, logger)
+	if err != nil {
+		return err
+	}
+	w, err := startAgentWorker(c, o, cfg, cs, key, logger)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
 	logger.Info("Agent started", zap.String("taskQueue", protocol.ClusterQueue(o.Cluster)), zap.String("temporalAddress", o.Temporal.Address),
 		zap.String("version", buildinfo.Get().Version))
-	err = heartbeat(ctx, c, o.Cluster, o.HeartbeatInterval, p, logger)
+	pub := key.Newest()
+	err = heartbeat(ctx, c, o.Cluster, protocol.Heartbeat{Interval: o.HeartbeatInterval, SealKey: &pub}, p, logger)
 	logger.Info("Agent stopping")
 	return err
 }
 
 // startAgentWorker starts the worker of o.Cluster's task queue: the
 // cluster activities, for that cluster only, through cfg.
-func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *content.Store, logger *zap.Logger) (worker.Worker, error) {
+func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *content.Store, key *seal.Opener, logger *zap.Logger) (worker.Worker, error) {
 	queue := protocol.ClusterQueue(o.Cluster)
 	w := worker.New(c, queue, worker.Options{MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities})
 	w.RegisterActivity(&activities.ClusterActivities{
@@ -209,10 +215,11 @@ func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *con
 			Config: func(string) (*rest.Config, error) { return cfg, nil },
 			Only:   o.Cluster,
 		}),
-		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
-		Content:  cs,
-		Logger:   logger,
-		Signal:   signaller(c),
+		Deployer:   deployer.New(deployer.Options{Logger: logger.Named("helm")}),
+		Content:    cs,
+		Logger:     logger,
+		Signal:     signaller(c),
+		Downstream: activities.AgentDownstream(c, o.Cluster, key),
 	})
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start agent on task queue %s: %w", queue, err)
@@ -223,8 +230,9 @@ func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *con
 // heartbeat signals the cluster's workflow every interval until ctx ends.
 // A cluster that no longer exists (removed) ends the agent with an error:
 // it must not keep taking work meant for a cluster re-added under its name.
-func heartbeat(ctx context.Context, c client.Client, name string, interval time.Duration, p *probe, logger *zap.Logger) error {
-	hb := protocol.Heartbeat{Version: buildinfo.Get().Version, Interval: interval}
+func heartbeat(ctx context.Context, c client.Client, name string, hb protocol.Heartbeat, p *probe, logger *zap.Logger) error {
+	hb.Version = buildinfo.Get().Version
+	interval := hb.Interval
 	failing := false
 	for {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)

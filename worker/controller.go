@@ -59,18 +59,20 @@ func registerController(w worker.Worker, c client.Client, st *stores, agents *ac
 	w.RegisterWorkflow(workflows.ClusterGroupWorkflow)
 	w.RegisterWorkflow(workflows.ClusterTokenWorkflow)
 	w.RegisterWorkflow(workflows.SecretWorkflow)
+	w.RegisterWorkflow(workflows.ConfigMapWorkflow)
 	w.RegisterWorkflow(workflows.KeysWorkflow)
 	w.RegisterWorkflow(workflows.ResealWorkflow)
 	w.RegisterActivity(agents)
 	ctrl := &activities.Activities{Client: c, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, Logger: logger}
 	w.RegisterActivity(ctrl)
 	w.RegisterActivity(&activities.ClusterActivities{
-		Clusters: cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),
-		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
-		Content:  st.content,
-		Refill:   activities.Refill(ctrl), // content another controller rendered
-		Logger:   logger,
-		Signal:   signaller(c),
+		Clusters:   cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),
+		Deployer:   deployer.New(deployer.Options{Logger: logger.Named("helm")}),
+		Content:    st.content,
+		Refill:     activities.Refill(ctrl), // content another controller rendered
+		Logger:     logger,
+		Signal:     signaller(c),
+		Downstream: activities.VaultDownstream(st.sealing),
 	})
 	exportStateMetrics(c, logger) // GitRepo, bundle and cluster states on /metrics
 }

@@ -95,6 +95,9 @@ func (w *agentWatch) heartbeats(ctx workflow.Context) {
 		now := workflow.Now(ctx)
 		wasOffline := a.Offline
 		a.LastSeen, a.Version, a.HeartbeatInterval, a.Offline = &now, hb.Version, hb.Interval, false
+		if hb.SealKey != nil {
+			a.SealKey = hb.SealKey // downstreamResources are sealed to it
+		}
 		w.rec.Agent = &a
 		if wasOffline {
 			workflow.GetLogger(ctx).Info("Agent back online", "cluster", w.rec.Name)

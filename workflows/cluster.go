@@ -1,8 +1,11 @@
 package workflows
 
 import (
+	"bytes"
+	"errors"
 	"maps"
 	"reflect"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -53,6 +56,10 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateLabel, c.label,
 		workflow.UpdateHandlerOptions{Validator: c.validateLabel}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateDownstream, c.downstream,
+		workflow.UpdateHandlerOptions{Validator: c.validateDownstream}); err != nil {
 		return err
 	}
 	upsertCluster(ctx, c.rec)
@@ -129,6 +136,47 @@ func (c *clusterEntity) validateApply(ctx workflow.Context, a protocol.ClusterAp
 		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a sealed kubeconfig comes with its hash", "InvalidSpec", nil)
 	}
 	return validateLabels(rec.Name, a.Labels)
+}
+
+// downstreamOptions: a controller reads and seals the Secrets and
+// ConfigMaps a bundle copies to a pull-mode cluster while its agent waits.
+var downstreamOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 20 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumAttempts: 3,
+		NonRetryableErrorTypes: []string{activities.ErrTypeDownstreamMissing, activities.ErrTypeDownstreamChanged}},
+}
+
+// downstream answers the cluster's agent with the Secrets and ConfigMaps
+// a bundle copies there, sealed by a controller to the key the agent
+// published: the box is all the history holds. The controller checks
+// them against the digest the bundle's options carry for this cluster.
+func (c *clusterEntity) downstream(ctx workflow.Context, req protocol.DownstreamRequest) (seal.Box, error) {
+	var a *activities.Activities
+	var box seal.Box
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, downstreamOptions), a.SealDownstream,
+		activities.SealDownstreamInput{Request: req}).Get(ctx, &box)
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		// The agent reads the type: a missing source fails its bundle.
+		return box, temporal.NewNonRetryableApplicationError(ae.Message(), ae.Type(), nil)
+	}
+	return box, err
+}
+
+// validateDownstream accepts requests for this cluster, sealed to the key
+// its agent published.
+func (c *clusterEntity) validateDownstream(ctx workflow.Context, req protocol.DownstreamRequest) error {
+	a := c.rec.Agent
+	switch {
+	case req.Cluster != c.rec.Name || c.rec.Removed:
+		return temporal.NewNonRetryableApplicationError("downstreamResources of cluster "+req.Cluster+" asked of cluster "+c.rec.Name, "InvalidSpec", nil)
+	case a == nil || a.SealKey == nil:
+		return temporal.NewNonRetryableApplicationError("cluster "+c.rec.Name+": its agent has not published a key yet (it does with every heartbeat)", "InvalidSpec", nil)
+	case a.SealKey.ID != req.Key.ID || !bytes.Equal(a.SealKey.Key, req.Key.Key):
+		return temporal.NewNonRetryableApplicationError("cluster "+c.rec.Name+": the agent's key "+req.Key.ID+
+			" is not the one it published last ("+a.SealKey.ID+"); it is published with the next heartbeat", "InvalidSpec", nil)
+	}
+	return nil
 }
 
 // label sets and removes labels of the cluster.

@@ -509,7 +509,11 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 	g.resolved++
 	g.upsertRepoKey(ctx)
 	if err != nil {
-		g.s.Error, g.s.GitFailed = "git: "+activityMessage(err), true
+		prefix := "git: "
+		if g.helmOp() {
+			prefix = "chart: "
+		}
+		g.s.Error, g.s.GitFailed = prefix+activityMessage(err), true
 		g.s.PollFailures++
 		g.upsert(ctx)
 		return

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 // with a query and open it in memory; the delete signal ends it.
 func SecretWorkflow(ctx workflow.Context, in protocol.SecretStart) error {
 	rec := in.Record
+	notify := false
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.SecretRecord, error) { return rec, nil }); err != nil {
 		return err
 	}
@@ -31,6 +33,11 @@ func SecretWorkflow(ctx workflow.Context, in protocol.SecretStart) error {
 			if changed {
 				rec.Type, rec.Keys, rec.Sealed = a.Type, a.Keys, a.Sealed
 				rec.Generation++
+				// Bundles may copy it (downstreamResources): their GitRepos
+				// target again, and a new content is a new deployment ID.
+				if !a.Resealed && workflow.GetVersion(ctx, versionDownstreamNotify, workflow.DefaultVersion, 1) == 1 {
+					notify = true
+				}
 			}
 			return rec, nil
 		},
@@ -47,24 +54,112 @@ func SecretWorkflow(ctx workflow.Context, in protocol.SecretStart) error {
 	if err != nil {
 		return err
 	}
+	deleted, err := serveSource(ctx, &notify, rec.Namespace, "secret "+rec.Namespace+"/"+rec.Name)
+	if err != nil {
+		return err
+	}
+	if deleted {
+		rec.Removed = true
+		if workflow.GetVersion(ctx, versionDownstreamNotify, workflow.DefaultVersion, 1) == 1 {
+			return notifyNamespace(ctx, rec.Namespace, "deleted secret "+rec.Namespace+"/"+rec.Name)
+		}
+		return nil
+	}
+	return workflow.NewContinueAsNewError(ctx, SecretWorkflow, protocol.SecretStart{Record: rec})
+}
+
+// versionDownstreamNotify: a Secret's workflow tells the GitRepos of its
+// namespace when its content changes or it is deleted.
+const versionDownstreamNotify = "downstream-notify"
+
+// serveSource serves the workflow of a Secret or ConfigMap (what) until
+// it is deleted (true) or should continue as new (false). Whenever
+// *notify is set, it tells every GitRepo of namespace to target again:
+// their bundles may copy it (downstreamResources).
+func serveSource(ctx workflow.Context, notify *bool, namespace, what string) (bool, error) {
 	deleted := false
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		workflow.GetSignalChannel(ctx, protocol.SignalDelete).Receive(ctx, nil)
 		deleted = true
 	})
-	if err := workflow.Await(ctx, func() bool {
-		return deleted || workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
-	}); err != nil {
-		return err
+	for {
+		if err := workflow.Await(ctx, func() bool {
+			return deleted || *notify || workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
+		}); err != nil {
+			return false, err
+		}
+		if deleted || !*notify {
+			break
+		}
+		*notify = false
+		if err := notifyNamespace(ctx, namespace, "changed "+what); err != nil {
+			return false, err
+		}
 	}
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-		return err
+		return false, err
 	}
 	if deleted || workflow.GetSignalChannel(ctx, protocol.SignalDelete).ReceiveAsync(nil) {
-		rec.Removed = true
-		return nil
+		return true, nil
 	}
-	return workflow.NewContinueAsNewError(ctx, SecretWorkflow, protocol.SecretStart{Record: rec})
+	if *notify {
+		// A change arrived with the history limit: tell before moving on.
+		*notify = false
+		if err := notifyNamespace(ctx, namespace, "changed "+what); err != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
+
+// notifyNamespace tells every GitRepo (and HelmOp) of namespace to target
+// its clusters again.
+func notifyNamespace(ctx workflow.Context, namespace, reason string) error {
+	var a *activities.Activities
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.NotifyNamespace,
+		activities.NotifyNamespaceInput{Namespace: namespace, Reason: reason}).Get(ctx, nil)
+}
+
+// ConfigMapWorkflow is the entity workflow of one ConfigMap applied with
+// `flotilla apply` (ID configmap/<namespace>/<name>), the source bundles
+// copy to their clusters (fleet.yaml downstreamResources). Its data is
+// not secret and is kept in the clear. A change or delete tells the
+// GitRepos of its namespace; the delete signal ends it.
+func ConfigMapWorkflow(ctx workflow.Context, in protocol.ConfigMapStart) error {
+	rec := in.Record
+	notify := false
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ConfigMapRecord, error) { return rec, nil }); err != nil {
+		return err
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply,
+		func(ctx workflow.Context, a protocol.ConfigMapRecord) (protocol.ConfigMapRecord, error) {
+			if !maps.Equal(rec.Data, a.Data) || !maps.EqualFunc(rec.BinaryData, a.BinaryData, bytes.Equal) || rec.Generation == 0 {
+				rec.Data, rec.BinaryData = a.Data, a.BinaryData
+				rec.Generation++
+				notify = true
+			}
+			return rec, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, a protocol.ConfigMapRecord) error {
+			if a.Namespace != rec.Namespace || a.Name != rec.Name {
+				return temporal.NewNonRetryableApplicationError("ConfigMap "+a.Namespace+"/"+a.Name+" sent to the workflow of "+
+					rec.Namespace+"/"+rec.Name, "InvalidSpec", nil)
+			}
+			return nil
+		}})
+	if err != nil {
+		return err
+	}
+	what := "configmap " + rec.Namespace + "/" + rec.Name
+	deleted, err := serveSource(ctx, &notify, rec.Namespace, what)
+	if err != nil {
+		return err
+	}
+	if deleted {
+		rec.Removed = true
+		return notifyNamespace(ctx, rec.Namespace, "deleted "+what)
+	}
+	return workflow.NewContinueAsNewError(ctx, ConfigMapWorkflow, protocol.ConfigMapStart{Record: rec})
 }
 
 // KeysWorkflow is the well-known workflow (ID protocol.KeysID) that holds

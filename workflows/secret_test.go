@@ -33,6 +33,7 @@ func sendUpdate(env *testsuite.TestWorkflowEnvironment, name string, arg any) *u
 func TestSecretWorkflow_ApplyQueryDelete(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
+	notified := mockNotifyNamespace(env)
 	sealed := seal.Box{KeyID: "fk-1", Data: []byte("ciphertext")}
 	var first, again, other, unsealed *updateResult
 	env.RegisterDelayedCallback(func() {
@@ -64,6 +65,8 @@ func TestSecretWorkflow_ApplyQueryDelete(t *testing.T) {
 	assert.Contains(t, other.err.Error(), "ns/other")
 	require.Error(t, unsealed.err)
 	assert.Contains(t, unsealed.err.Error(), "not sealed")
+	assert.Equal(t, []string{"ns: changed secret ns/creds", "ns: deleted secret ns/creds"}, *notified,
+		"the namespace's GitRepos hear of the new content and of the delete, once each")
 }
 
 func TestKeysWorkflow_PublishAndConflict(t *testing.T) {

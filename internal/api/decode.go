@@ -19,6 +19,7 @@ type Document struct {
 	ClusterGroup *ClusterGroup
 	Secret       *Secret
 	HelmOp       *HelmOp
+	ConfigMap    *ConfigMap
 	// Warnings name the document's fields Flotilla does not know (see
 	// UnknownFields): it ignores them, and `flotilla apply` says so.
 	Warnings []string
@@ -37,6 +38,8 @@ func (d Document) Kind() string {
 		return KindSecret
 	case d.HelmOp != nil:
 		return KindHelmOp
+	case d.ConfigMap != nil:
+		return KindConfigMap
 	}
 	return ""
 }
@@ -54,6 +57,8 @@ func (d Document) Name() string {
 		return d.Secret.Metadata.Namespace + "/" + d.Secret.Metadata.Name
 	case d.HelmOp != nil:
 		return d.HelmOp.Metadata.Namespace + "/" + d.HelmOp.Metadata.Name
+	case d.ConfigMap != nil:
+		return d.ConfigMap.Metadata.Namespace + "/" + d.ConfigMap.Metadata.Name
 	}
 	return ""
 }
@@ -109,8 +114,11 @@ func decodeOne(raw map[string]any, src string) (Document, error) {
 	case kind == KindSecret && apiVersion == "v1":
 		doc.Secret = &Secret{}
 		err = unmarshal(data, doc.Secret)
+	case kind == KindConfigMap && apiVersion == "v1":
+		doc.ConfigMap = &ConfigMap{}
+		err = unmarshal(data, doc.ConfigMap)
 	default:
-		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo, HelmOp or ClusterGroup in %s or %s, Cluster in %s, or a v1 Secret)",
+		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo, HelmOp or ClusterGroup in %s or %s, Cluster in %s, or a v1 Secret or ConfigMap)",
 			src, kind, apiVersion, Version, FleetVersion, Version)
 	}
 	if err != nil {
@@ -136,6 +144,8 @@ func (d *Document) object() any {
 		return d.ClusterGroup
 	case d.HelmOp != nil:
 		return d.HelmOp
+	case d.ConfigMap != nil:
+		return d.ConfigMap
 	}
 	return d.Secret
 }
@@ -157,6 +167,11 @@ func (d *Document) defaultAndValidate() error {
 			d.Secret.Metadata.Namespace = DefaultNamespace
 		}
 		return d.Secret.Validate()
+	case d.ConfigMap != nil:
+		if d.ConfigMap.Metadata.Namespace == "" {
+			d.ConfigMap.Metadata.Namespace = DefaultNamespace
+		}
+		return d.ConfigMap.Validate()
 	}
 	return nil
 }

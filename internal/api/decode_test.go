@@ -139,10 +139,14 @@ func TestDecode_InvalidDocumentsNameFileAndField(t *testing.T) {
 			[]string{"spec.agentTolerations[0].effect", "NoExecute"}},
 		{"group without selector", "apiVersion: flotilla.dev/v1alpha1\nkind: ClusterGroup\nmetadata: {name: g}\nspec: {}",
 			[]string{"spec.selector: Required value"}},
-		{"unknown kind", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}",
-			[]string{"in.yaml#1", "unsupported kind \"ConfigMap\""}},
-		{"secret without password", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {username: u}",
-			[]string{"Secret fleet-default/s", "password"}},
+		{"unknown kind", "apiVersion: v1\nkind: Pod\nmetadata: {name: x}",
+			[]string{"in.yaml#1", "unsupported kind \"Pod\""}},
+		{"secret with a bad key", "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {'a b': hunter2}",
+			[]string{"Secret fleet-default/s", "stringData", "a b"}},
+		{"configmap with a bad key", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {'a/b': x}",
+			[]string{"ConfigMap fleet-default/c", "data", "a/b"}},
+		{"configmap key in data and binaryData", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {k: x}\nbinaryData: {k: eA==}",
+			[]string{"ConfigMap fleet-default/c", "binaryData[k]", "Duplicate"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

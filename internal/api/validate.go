@@ -237,21 +237,37 @@ func (g *ClusterGroup) Validate() error {
 	return invalid(KindClusterGroup, g.Metadata.Name, errs)
 }
 
-// Validate checks the Secret carries usable Git credentials.
+// Validate checks the Secret's name and keys. Any type and any keys are
+// accepted: a Secret may hold Git or Helm credentials, webhook keys, or
+// anything a bundle copies to its clusters (downstreamResources).
 func (s *Secret) Validate() error {
 	errs := validateMeta(s.Metadata, true, field.NewPath("metadata"))
-	keys := map[string]bool{}
-	for k := range s.Data {
-		keys[k] = true
-	}
-	for k := range s.StringData {
-		keys[k] = true
-	}
-	if !keys["password"] && !keys["token"] && len(s.WebhookKeys()) == 0 {
-		errs = append(errs, field.Required(field.NewPath("data"), "a basic-auth secret needs \"password\" (with \"username\") or \"token\"; "+
-			"a webhook secret one of "+strings.Join(WebhookSecretKeys, ", ")))
-	}
+	errs = append(errs, validateDataKeys(s.Data, field.NewPath("data"))...)
+	errs = append(errs, validateDataKeys(s.StringData, field.NewPath("stringData"))...)
 	return invalid(KindSecret, s.Metadata.Namespace+"/"+s.Metadata.Name, errs)
+}
+
+// ValidateCredentials checks the Secret carries Git credentials or webhook
+// keys: what the file store of older versions kept.
+func (s *Secret) ValidateCredentials() error {
+	if s.value("password") == "" && s.value("token") == "" && len(s.WebhookKeys()) == 0 {
+		return invalid(KindSecret, s.Metadata.Namespace+"/"+s.Metadata.Name, field.ErrorList{field.Required(field.NewPath("data"),
+			"a basic-auth secret needs \"password\" (with \"username\") or \"token\"; a webhook secret one of "+strings.Join(WebhookSecretKeys, ", "))})
+	}
+	return nil
+}
+
+// AllData returns the Secret's data with stringData merged in (stringData
+// wins, as in Kubernetes).
+func (s *Secret) AllData() map[string][]byte {
+	out := make(map[string][]byte, len(s.Data)+len(s.StringData))
+	for k, v := range s.Data {
+		out[k] = v
+	}
+	for k, v := range s.StringData {
+		out[k] = []byte(v)
+	}
+	return out
 }
 
 // WebhookSecretKeys are the keys of a webhook Secret (Fleet's names): one

@@ -135,3 +135,17 @@ func TestReadTargetValuesFiles(t *testing.T) {
 	assert.Equal(t, []string{"app/values/other.yaml: document 1 has no apiVersion and no kind; the file is skipped, as Fleet skips it"},
 		b.Warnings, "an unreferenced values file stays a resource of this raw YAML bundle, and is skipped")
 }
+
+// YAML merge keys are not duplicate keys: a mapping's own keys override
+// the merged ones, as YAML (and Fleet) allow.
+func TestReadMergeKeys(t *testing.T) {
+	root := writeTree(t, map[string]string{
+		"app/fleet.yaml": "helm:\n  values:\n    common: &common {a: 1, b: 1}\n" +
+			"    first:\n      <<: *common\n      a: 2\n    second:\n      b: 3\n      <<: *common\n",
+		"app/x.yaml": cm,
+	})
+	b, _, err := bundle.Read(root, "app", "repo")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"a": 2.0, "b": 1.0}, b.Options.Helm.Values["first"])
+	assert.Contains(t, b.Options.Helm.Values, "second", "a merge after the keys is not a duplicate either")
+}

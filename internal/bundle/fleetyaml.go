@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	kjson "sigs.k8s.io/json"
+	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
@@ -45,11 +46,13 @@ var bundleStates = []string{"Ready", "NotReady", "WaitApplied", "ErrApplied", "O
 // "targetCustomizations[0].clusterSelectr"), sorted. Numbers in helm
 // values decode as float64, as in Fleet.
 func decodeFleetYAML(data []byte) (fy fleetYAML, field string, unknown []string, err error) {
-	// The strict conversion refuses a key given twice in one mapping,
-	// which the plain one would silently resolve to the last value.
-	js, err := yaml.YAMLToJSONStrict(data)
+	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return fy, "", nil, errors.New(strings.Join(strings.Fields(err.Error()), " "))
+		return fy, "", nil, err
+	}
+	// The conversion silently keeps the last of a key given twice.
+	if field, err := duplicateKey(data); err != nil {
+		return fy, field, nil, err
 	}
 	var probe fleetYAML
 	strict, err := kjson.UnmarshalStrict(js, &probe, kjson.DisallowDuplicateFields)
@@ -77,6 +80,55 @@ func decodeFleetYAML(data []byte) (fy fleetYAML, field string, unknown []string,
 		unknown = api.UnknownFields(raw, reflect.TypeOf(fleetYAML{}))
 	} // else the document is not a mapping; the decode above refused it
 	return fy, "", unknown, nil
+}
+
+// duplicateKey returns the key path of the first key given twice in one
+// mapping of data, and an error saying where. A merge key ("<<: *anchor")
+// is not a key: the mapping's own keys override the merged ones, as YAML
+// allows. Data that does not parse here is left to the decoder.
+func duplicateKey(data []byte) (string, error) {
+	var doc kyaml.Node
+	if kyaml.Unmarshal(data, &doc) != nil {
+		return "", nil // the YAML-to-JSON conversion reports syntax errors
+	}
+	return duplicateKeyIn(&doc, "")
+}
+
+func duplicateKeyIn(n *kyaml.Node, path string) (string, error) {
+	switch n.Kind {
+	case kyaml.DocumentNode:
+		for _, c := range n.Content {
+			if f, err := duplicateKeyIn(c, path); err != nil {
+				return f, err
+			}
+		}
+	case kyaml.SequenceNode:
+		for i, c := range n.Content {
+			if f, err := duplicateKeyIn(c, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return f, err
+			}
+		}
+	case kyaml.MappingNode:
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			key := k.Value
+			if path != "" {
+				key = path + "." + k.Value
+			}
+			if k.Kind == kyaml.ScalarNode && k.ShortTag() != "!!merge" {
+				if line, ok := seen[k.Value]; ok {
+					return key, fmt.Errorf("given twice, on lines %d and %d", line, k.Line)
+				}
+				seen[k.Value] = k.Line
+			}
+			if f, err := duplicateKeyIn(v, key); err != nil {
+				return f, err
+			}
+		}
+	}
+	// An alias is checked where its anchor is defined.
+	return "", nil
 }
 
 // keyPath drops the Go names of embedded structs (Options, Spec,

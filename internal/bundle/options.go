@@ -51,6 +51,13 @@ type Options struct {
 	// DownstreamResources are Secrets and ConfigMaps copied from the
 	// GitRepo's namespace to the cluster.
 	DownstreamResources []DownstreamResource `json:"downstreamResources,omitempty"`
+	// DownstreamResourcesDigest is Flotilla's own: a keyed digest (HMAC
+	// under a key only controllers hold) of the content of the
+	// DownstreamResources copied to this cluster, set when the options are
+	// computed for it. It puts that content into the deployment ID, so a
+	// changed Secret or ConfigMap redeploys, without revealing it. Empty
+	// (and so absent from the hash) without DownstreamResources.
+	DownstreamResourcesDigest string `json:"downstreamResourcesDigest,omitempty"`
 }
 
 // KustomizeOptions select a kustomization.

@@ -311,11 +311,20 @@ func (f *Fetcher) fetchFromRepo(ctx context.Context, repoURL, name, version stri
 			return data, nil
 		}
 	}
-	idx, err := f.repoIndex(ctx, repoURL, a)
+	idx, cached, err := f.repoIndexCached(ctx, repoURL, a, false)
 	if err != nil {
 		return nil, err
 	}
 	cv, err := findInIndex(idx, repoURL, name, version)
+	if errors.Is(err, ErrNotFound) && cached && isExactVersion(version) {
+		// A version published since the index was cached (a HelmOp
+		// resolves its constraint against a fresh index, then renders
+		// that exact version): ask the repository once more.
+		if idx, _, err = f.repoIndexCached(ctx, repoURL, a, true); err != nil {
+			return nil, err
+		}
+		cv, err = findInIndex(idx, repoURL, name, version)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -412,10 +421,25 @@ func sameHost(a, b string) bool {
 // repoIndex returns a repository's parsed index.yaml, from the cache while
 // it is fresh.
 func (f *Fetcher) repoIndex(ctx context.Context, repoURL string, a *Auth) (*repo.IndexFile, error) {
+	idx, _, err := f.repoIndexCached(ctx, repoURL, a, false)
+	return idx, err
+}
+
+// repoIndexCached is repoIndex; refresh skips the cache, and cached tells
+// whether the index came from it.
+func (f *Fetcher) repoIndexCached(ctx context.Context, repoURL string, a *Auth, refresh bool) (idx *repo.IndexFile, cached bool, err error) {
 	key := cacheKey("index", repoURL, authFingerprint(a))
-	if idx, ok := f.loadIndex(key); ok {
-		return idx, nil
+	if !refresh {
+		if idx, ok := f.loadIndex(key); ok {
+			return idx, true, nil
+		}
 	}
+	idx, err = f.downloadIndex(ctx, repoURL, key, a)
+	return idx, false, err
+}
+
+// downloadIndex downloads, parses and caches a repository's index.yaml.
+func (f *Fetcher) downloadIndex(ctx context.Context, repoURL, key string, a *Auth) (*repo.IndexFile, error) {
 	u, err := url.Parse(repoURL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: repository URL: %w", ErrUnsupportedSource, err)

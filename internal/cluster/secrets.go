@@ -29,6 +29,10 @@ type storedSecret struct {
 	Username string            `json:"username"`
 	Password string            `json:"password"`
 	Webhook  map[string]string `json:"webhook,omitempty"`
+	// Data is every key of the Secret (data and stringData), what a
+	// bundle copies to its clusters (downstreamResources). Contents sealed
+	// by older versions have none; the file store never keeps it.
+	Data map[string][]byte `json:"data,omitempty"`
 }
 
 // Save validates sec and stores its credentials (see api.Secret.Credentials;
@@ -38,7 +42,10 @@ func (s *SecretStore) Save(sec api.Secret) error {
 		sec.Metadata.Namespace = api.DefaultNamespace
 	}
 	ns, name := sec.Metadata.Namespace, sec.Metadata.Name
-	data, err := EncodeSecret(sec)
+	if err := sec.ValidateCredentials(); err != nil {
+		return fmt.Errorf("secret %s/%s: %w", ns, name, err)
+	}
+	data, err := encodeSecret(sec, false)
 	if err != nil {
 		return err
 	}
@@ -49,9 +56,15 @@ func (s *SecretStore) Save(sec api.Secret) error {
 }
 
 // EncodeSecret validates sec and returns its content as stored (the
-// credentials and webhook keys; other keys are dropped): what `flotilla
+// credentials, the webhook keys and all of its data): what `flotilla
 // apply` seals. An empty namespace is api.DefaultNamespace.
 func EncodeSecret(sec api.Secret) ([]byte, error) {
+	return encodeSecret(sec, true)
+}
+
+// encodeSecret is EncodeSecret; without all, only the credentials and
+// webhook keys are kept (the file store of older versions).
+func encodeSecret(sec api.Secret, all bool) ([]byte, error) {
 	if sec.Metadata.Namespace == "" {
 		sec.Metadata.Namespace = api.DefaultNamespace
 	}
@@ -66,6 +79,9 @@ func EncodeSecret(sec api.Secret) ([]byte, error) {
 	st.Username, st.Password = sec.Credentials()
 	if keys := sec.WebhookKeys(); len(keys) > 0 {
 		st.Webhook = keys
+	}
+	if all {
+		st.Data = sec.AllData()
 	}
 	data, err := json.Marshal(st)
 	if err != nil {
@@ -87,12 +103,21 @@ func decodeSecret(namespace, name string, data []byte) (storedSecret, error) {
 	return st, nil
 }
 
-// ContentKeys names the keys a stored content holds (username, password
-// and the webhook keys that are set), sorted: what a SecretRecord shows.
+// ContentKeys names the keys a stored content holds, sorted: what a
+// SecretRecord shows. Content sealed by older versions holds only
+// username, password and the webhook keys that are set.
 func ContentKeys(namespace, name string, data []byte) ([]string, error) {
 	st, err := decodeSecret(namespace, name, data)
 	if err != nil {
 		return nil, err
+	}
+	if st.Data != nil {
+		keys := make([]string, 0, len(st.Data))
+		for k := range st.Data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return keys, nil
 	}
 	var keys []string
 	if st.Username != "" {

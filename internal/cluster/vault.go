@@ -144,6 +144,54 @@ func (v *Vault) LoadWebhook(namespace, name string) (map[string]string, error) {
 	return st.Webhook, err
 }
 
+// SecretData opens Secret namespace/name and returns its type and data:
+// what a bundle copies to its clusters (downstreamResources). It is
+// ErrNotFound when the Secret was never applied or was deleted, and
+// ErrNoData when it was sealed by an older version, which kept only its
+// credentials. Errors never quote the content.
+func (v *Vault) SecretData(ctx context.Context, namespace, name string) (typ string, data map[string][]byte, err error) {
+	if err := validateSecretName(namespace, name); err != nil {
+		return "", nil, err
+	}
+	rec, err := v.Secret(ctx, namespace, name)
+	if err != nil {
+		return "", nil, err
+	}
+	plain, err := v.opener.Open(rec.Sealed)
+	if err != nil {
+		return "", nil, fmt.Errorf("secret %s/%s: %w", namespace, name, err)
+	}
+	st, err := decodeSecret(namespace, name, plain)
+	if err != nil {
+		return "", nil, err
+	}
+	if st.Data == nil {
+		return "", nil, fmt.Errorf("secret %s/%s %w: it was applied by an older version of Flotilla, which kept only its credentials; apply it again",
+			namespace, name, ErrNoData)
+	}
+	return rec.Type, st.Data, nil
+}
+
+// ErrNoData means a Secret's sealed content holds only credentials.
+var ErrNoData = errors.New("holds no data to copy")
+
+// ConfigMap returns the record of ConfigMap namespace/name (ErrNotFound
+// when it was never applied or was deleted).
+func (v *Vault) ConfigMap(ctx context.Context, namespace, name string) (protocol.ConfigMapRecord, error) {
+	var rec protocol.ConfigMapRecord
+	if err := validateSecretName(namespace, name); err != nil {
+		return rec, err
+	}
+	found, err := queryOpen(ctx, v.client, protocol.ConfigMapID(namespace, name), protocol.QueryStatus, &rec)
+	switch {
+	case err != nil:
+		return rec, fmt.Errorf("configmap %s/%s: %w", namespace, name, err)
+	case !found || rec.Removed:
+		return rec, fmt.Errorf("configmap %s/%s %w", namespace, name, ErrNotFound)
+	}
+	return rec, nil
+}
+
 // queryOpen queries a running workflow; found is false when it does not
 // exist or has ended (a removed cluster, a deleted Secret), whose state
 // must not be read.

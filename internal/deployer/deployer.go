@@ -325,7 +325,12 @@ func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTC
 	un.Timeout = d.timeout
 	un.IgnoreNotFound = true
 	if _, err := un.Run(name); err != nil {
-		return asServiceAccount(fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err), namespace, sa)
+		if sa != "" {
+			// Helm reduces a failed deletion to "failed to delete release"
+			// (the cause is in its debug log): say who it acted as.
+			return fmt.Errorf("uninstall release %s/%s as service account %s/%s: %w", namespace, name, namespace, sa, err)
+		}
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }

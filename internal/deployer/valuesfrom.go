@@ -51,8 +51,8 @@ func (r ValuesRef) Kind() string {
 	return "configmap"
 }
 
-// key returns r's key with the default applied.
-func (r ValuesRef) key() string {
+// DataKey returns r's key with the default applied.
+func (r ValuesRef) DataKey() string {
 	if r.Key == "" {
 		return DefaultValuesKey
 	}
@@ -61,7 +61,7 @@ func (r ValuesRef) key() string {
 
 // String names the reference: "configmap ns/name key values.yaml".
 func (r ValuesRef) String() string {
-	return r.Kind() + " " + r.Namespace + "/" + r.Name + " key " + r.key()
+	return r.Kind() + " " + r.Namespace + "/" + r.Name + " key " + r.DataKey()
 }
 
 // ValuesDigest is the digest of one ValuesRef's data as a revision
@@ -79,7 +79,7 @@ func validateValuesRefs(refs []ValuesRef) []error {
 		var msgs []string
 		msgs = append(msgs, prefixed("namespace", validation.IsDNS1123Label(r.Namespace))...)
 		msgs = append(msgs, prefixed("name", validation.IsDNS1123Subdomain(r.Name))...)
-		msgs = append(msgs, prefixed("key", validation.IsConfigMapKey(r.key()))...)
+		msgs = append(msgs, prefixed("key", validation.IsConfigMapKey(r.DataKey()))...)
 		for _, m := range msgs {
 			errs = append(errs, fmt.Errorf("valuesFrom[%d] (%s): %s", i, r, m))
 		}
@@ -134,7 +134,7 @@ func resolveValues(ctx context.Context, getter genericclioptions.RESTClientGette
 // readValuesData returns the data of r's key on the cluster. A missing
 // object or key wraps ErrValuesFrom.
 func readValuesData(ctx context.Context, core typedcorev1.CoreV1Interface, r ValuesRef) ([]byte, error) {
-	key := r.key()
+	key := r.DataKey()
 	if r.Secret {
 		s, err := core.Secrets(r.Namespace).Get(ctx, r.Name, metav1.GetOptions{})
 		if err != nil {
@@ -176,7 +176,7 @@ func sha256Hex(data []byte) string {
 func formatDigests(digests []ValuesDigest) string {
 	parts := make([]string, len(digests))
 	for i, d := range digests {
-		parts[i] = d.Ref.Kind() + "/" + d.Ref.Namespace + "/" + d.Ref.Name + "/" + d.Ref.key() + "=" + d.SHA256
+		parts[i] = d.Ref.Kind() + "/" + d.Ref.Namespace + "/" + d.Ref.Name + "/" + d.Ref.DataKey() + "=" + d.SHA256
 	}
 	return strings.Join(parts, ",")
 }
@@ -217,10 +217,10 @@ func ValuesFromDigests(rel *release.Release) []ValuesDigest { return parseDigest
 // whether the key is there. It is what Deploy records for r.
 func DigestOf(r ValuesRef, configMapData map[string]string, secretData map[string][]byte) (string, bool) {
 	if r.Secret {
-		data, ok := secretData[r.key()]
+		data, ok := secretData[r.DataKey()]
 		return sha256Hex(data), ok
 	}
-	data, ok := configMapData[r.key()]
+	data, ok := configMapData[r.DataKey()]
 	return sha256Hex([]byte(data)), ok
 }
 

@@ -133,6 +133,7 @@ func (m *Monitor) load(ctx context.Context, w *watched) bool {
 		}
 		w.kinds[k] = true
 	}
+	m.watchValuesFrom(w)
 	_ = ctx
 	return true
 }
@@ -162,11 +163,14 @@ func (m *Monitor) diff(ctx context.Context, w *watched) (status.LiveReport, []dr
 	}
 	orphans := m.orphans(w, desired)
 	rep.Orphaned = len(orphans)
-	entries := make([]status.ModifiedStatus, 0, len(drift)+len(orphans))
+	sources := m.valuesFromDrift(w)
+	rep.Modified += len(sources)
+	entries := make([]status.ModifiedStatus, 0, len(drift)+len(orphans)+len(sources))
 	for _, d := range drift {
 		entries = append(entries, d.entry)
 	}
 	entries = append(entries, orphans...)
+	entries = append(entries, sources...)
 	slices.SortFunc(entries, func(a, b status.ModifiedStatus) int { return strings.Compare(a.Object(), b.Object()) })
 	slices.Sort(notReady)
 	if len(entries) > status.MaxListed || len(notReady) > status.MaxListed {

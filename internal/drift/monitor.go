@@ -58,6 +58,13 @@ type Target struct {
 	// Error is set when the settings could not be read; it is reported
 	// and nothing is corrected.
 	Error string
+	// ValuesFrom are the ConfigMap and Secret keys the release's values
+	// are read from at deploy time (helm.valuesFrom). Data that differs
+	// from what the deployed revision was deployed with is reported as
+	// drift ("valuesFrom configmap ns/name"); it is not corrected (a Helm
+	// rollback would restore the old values): the next deploy at the
+	// same deployment ID, such as a sync's, applies the new data.
+	ValuesFrom []deployer.ValuesRef
 }
 
 // Key names the target's release: namespace/release.
@@ -131,6 +138,9 @@ type Monitor struct {
 	targets map[string]*watched // by Target.Key
 	// byBundle maps a bundle name to the keys of its releases.
 	byBundle map[string][]string
+	// bySource maps a valuesFrom source (sourceKey) to the keys of the
+	// releases whose values it holds.
+	bySource map[string][]string
 	dirty    map[string]*mark
 	wake     chan struct{}
 
@@ -155,6 +165,9 @@ type informerKey struct {
 	gvr       schema.GroupVersionResource
 	namespace string
 	selector  string
+	// field is a field selector: the watch of one valuesFrom source
+	// ("metadata.name=<name>"), whose data is cached as digests only.
+	field string
 }
 
 // mark records when a release was first and last touched since its last
@@ -231,7 +244,7 @@ func (m *Monitor) SetTargets(targets []Target) {
 // apply takes a target set (in Run's goroutine).
 func (m *Monitor) apply(targets []Target) {
 	next := make(map[string]*watched, len(targets))
-	byBundle := map[string][]string{}
+	byBundle, bySource := map[string][]string{}, map[string][]string{}
 	var fresh []*watched
 	for _, t := range targets {
 		key := t.Key()
@@ -248,9 +261,12 @@ func (m *Monitor) apply(targets []Target) {
 		}
 		next[key] = w
 		byBundle[t.Bundle] = append(byBundle[t.Bundle], key)
+		for _, r := range t.ValuesFrom {
+			bySource[sourceKey(r.Secret, r.Namespace, r.Name)] = append(bySource[sourceKey(r.Secret, r.Namespace, r.Name)], key)
+		}
 	}
 	m.mu.Lock()
-	m.targets, m.byBundle = next, byBundle
+	m.targets, m.byBundle, m.bySource = next, byBundle, bySource
 	m.mu.Unlock()
 	gitRepos := map[string]bool{}
 	for _, t := range targets {
@@ -368,8 +384,13 @@ func (m *Monitor) watch(k informerKey, on func(*unstructured.Unstructured, cache
 		return nil
 	}
 	inf := dynamicinformer.NewFilteredDynamicInformer(m.dyn, k.gvr, k.namespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = k.selector }).Informer()
-	if err := inf.SetTransform(stripManagedFields); err != nil {
+		func(o *metav1.ListOptions) { o.LabelSelector, o.FieldSelector = k.selector, k.field }).Informer()
+	transform := stripManagedFields
+	if k.field != "" {
+		secret := k.gvr == secretsGVR
+		transform = func(obj any) (any, error) { return digestData(obj, secret), nil }
+	}
+	if err := inf.SetTransform(transform); err != nil {
 		return err
 	}
 	handle := func(obj any) {

@@ -339,6 +339,10 @@ func TestMonitor_Cluster(t *testing.T) {
 		t.Parallel()
 		testMonitorSecret(t, e)
 	})
+	t.Run("reports changed valuesFrom sources", func(t *testing.T) {
+		t.Parallel()
+		testMonitorValuesFrom(t, e)
+	})
 }
 
 // clean accepts the report of the undrifted release with n ready objects.

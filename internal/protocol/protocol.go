@@ -224,6 +224,10 @@ type AgentRecord struct {
 	Deploys int `json:"deploys,omitempty"`
 	// Error is the last failure to install the managed agent.
 	Error string `json:"error,omitempty"`
+	// SealKey is the agent's own public key, from its heartbeats: the
+	// controller seals the Secrets a bundle copies to the cluster to it
+	// (UpdateDownstream). Agents hold no controller key.
+	SealKey *seal.PublicKey `json:"sealKey,omitempty"`
 }
 
 // AgentConfig is a cluster's own agent settings. Every unset field falls
@@ -264,6 +268,8 @@ type AgentDefaults struct {
 type Heartbeat struct {
 	Version  string        `json:"version,omitempty"`
 	Interval time.Duration `json:"interval"`
+	// SealKey is the agent's public key (AgentRecord.SealKey).
+	SealKey *seal.PublicKey `json:"sealKey,omitempty"`
 }
 
 // TokenStart starts a registration token's workflow. Only the verifier
@@ -421,6 +427,10 @@ type SecretRecord struct {
 	// Generation counts accepted changes; Removed is set by a delete.
 	Generation int64 `json:"generation"`
 	Removed    bool  `json:"removed,omitempty"`
+	// Resealed, in an apply update, says the content is unchanged and
+	// only sealed to another key (`flotilla secrets rotate`): the GitRepos
+	// that copy the Secret are not told. It is not kept in the state.
+	Resealed bool `json:"resealed,omitempty"`
 }
 
 // SecretStart starts (or continues) a SecretWorkflow.

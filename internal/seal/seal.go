@@ -15,7 +15,9 @@ package seal
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -174,4 +176,25 @@ func Newest(keys []PublicKey) (PublicKey, bool) {
 		}
 	}
 	return best, best.ID != ""
+}
+
+// macLabel separates the MAC keys derived from the sealing keys from
+// every other use of them.
+const macLabel = "flotilla/seal/mac/v1"
+
+// MAC returns the HMAC-SHA256 of msg under a key derived from the private
+// key keyID names (HMAC-SHA256 of macLabel under the private key). Only
+// holders of the private key can compute or check it, so a MAC of secret
+// content reveals nothing about it, however guessable the content is.
+// Errors name the key, never the message.
+func (o *Opener) MAC(keyID string, msg []byte) ([]byte, error) {
+	k, ok := o.ring.Get(keyID)
+	if !ok {
+		return nil, fmt.Errorf("key %q: %w (it holds %s)", keyID, ErrUnknownKey, strings.Join(o.ring.IDs(), ", "))
+	}
+	derive := hmac.New(sha256.New, k.Bytes[:])
+	derive.Write([]byte(macLabel))
+	mac := hmac.New(sha256.New, derive.Sum(nil))
+	mac.Write(msg)
+	return mac.Sum(nil), nil
 }
