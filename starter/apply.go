@@ -25,9 +25,9 @@ func newApplyCommand(g *globals) *cobra.Command {
 	var files []string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|-",
-		Short: "Create or update GitRepos, Clusters, ClusterGroups, Secrets and ConfigMaps from YAML",
+		Short: "Create or update GitRepos, HelmOps, Clusters, ClusterGroups, Secrets and ConfigMaps from YAML",
 		Long: `Apply reads every document first and validates all of them; if any is invalid nothing
-is applied. GitRepo and ClusterGroup documents may use apiVersion flotilla.dev/v1alpha1 or
+is applied. GitRepo, HelmOp and ClusterGroup documents may use apiVersion flotilla.dev/v1alpha1 or
 Fleet's fleet.cattle.io/v1alpha1. A v1 Secret (basic-auth: username and password, or token;
 or webhook keys) is sealed on this machine to the controllers' public key and stored in
 Temporal as ciphertext; name it in a GitRepo's clientSecretName, helmSecretName or
@@ -68,6 +68,9 @@ func readDocuments(stdin io.Reader, files []string) ([]api.Document, error) {
 		for _, p := range paths {
 			d, err := decodeFile(stdin, p)
 			if err != nil {
+				return nil, err
+			}
+			if err := checkHelmOps(d); err != nil {
 				return nil, err
 			}
 			docs = append(docs, d...)

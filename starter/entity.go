@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 )
 
@@ -37,4 +39,25 @@ func (e entityRef) title() string { return e.kind + " " + e.namespace + "/" + e.
 // String is how apply and the signal commands print it: "gitrepo/ns/name".
 func (e entityRef) String() string {
 	return strings.ToLower(e.kind) + "/" + e.namespace + "/" + e.name
+}
+
+// checkHelmOps checks the bundle part of each HelmOp document as a
+// fleet.yaml is checked (internal/bundle), and adds a warning for each key
+// it ignores.
+func checkHelmOps(docs []api.Document) error {
+	for i := range docs {
+		h := docs[i].HelmOp
+		if h == nil {
+			continue
+		}
+		unknown, err := bundle.CheckHelmOp(docs[i].Source, h.Metadata.Name, h.Spec.Bundle)
+		if err != nil {
+			return fmt.Errorf("%s: HelmOp %s: spec: %w", docs[i].Source, docs[i].Name(), err)
+		}
+		for _, k := range unknown {
+			docs[i].Warnings = append(docs[i].Warnings,
+				fmt.Sprintf("%s: HelmOp %s: unknown field %q (ignored)", docs[i].Source, docs[i].Name(), "spec."+k))
+		}
+	}
+	return nil
 }
