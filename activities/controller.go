@@ -21,6 +21,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
 	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
+	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
 // Activities are the controller's activities: Git, rendering and the
@@ -262,7 +263,7 @@ func (a *Activities) store(in RenderInput, b bundle.Bundle, m bundle.Manifest) (
 	return Bundle{Name: b.Name, Path: b.Dir, ManifestID: manifestID, OptionsHash: optionsHash,
 		DeploymentID: manifestID + ":" + optionsHash, Release: b.ReleaseName(), Namespace: render.Namespace(opts),
 		KeepResources: opts.KeepResources, DeleteNamespace: opts.DeleteNamespace, Resources: b.ResourceCount,
-		BundleKey: key, Warnings: b.Warnings}, nil
+		BundleKey: key, Warnings: status.LimitWarnings(b.Warnings)}, nil
 }
 
 func invalidBundle(ref GitRepoRef, err error) error {

@@ -311,20 +311,7 @@ func (f *Fetcher) fetchFromRepo(ctx context.Context, repoURL, name, version stri
 			return data, nil
 		}
 	}
-	idx, cached, err := f.repoIndexCached(ctx, repoURL, a, false)
-	if err != nil {
-		return nil, err
-	}
-	cv, err := findInIndex(idx, repoURL, name, version)
-	if errors.Is(err, ErrNotFound) && cached && isExactVersion(version) {
-		// A version published since the index was cached (a HelmOp
-		// resolves its constraint against a fresh index, then renders
-		// that exact version): ask the repository once more.
-		if idx, _, err = f.repoIndexCached(ctx, repoURL, a, true); err != nil {
-			return nil, err
-		}
-		cv, err = findInIndex(idx, repoURL, name, version)
-	}
+	cv, err := f.findChart(ctx, repoURL, name, version, a)
 	if err != nil {
 		return nil, err
 	}
@@ -366,6 +353,25 @@ func (f *Fetcher) fetchFromRepo(ctx context.Context, repoURL, name, version stri
 		}
 	}
 	return data, nil
+}
+
+// findChart picks the chart version in the repository's index. An exact
+// version published since the index was cached (a HelmOp resolves its
+// constraint against a fresh index, then renders that exact version) is
+// looked up in a fresh index once more.
+func (f *Fetcher) findChart(ctx context.Context, repoURL, name, version string, a *Auth) (*repo.ChartVersion, error) {
+	idx, cached, err := f.repoIndexCached(ctx, repoURL, a, false)
+	if err != nil {
+		return nil, err
+	}
+	cv, err := findInIndex(idx, repoURL, name, version)
+	if errors.Is(err, ErrNotFound) && cached && isExactVersion(version) {
+		if idx, _, err = f.repoIndexCached(ctx, repoURL, a, true); err != nil {
+			return nil, err
+		}
+		cv, err = findInIndex(idx, repoURL, name, version)
+	}
+	return cv, err
 }
 
 // findInIndex picks the version of a chart that Helm would install.
