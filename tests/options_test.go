@@ -75,6 +75,7 @@ func testOptionsNamespaceLabels(t *testing.T, f *failureFleet) {
 	// Flotilla set follow Git, the others stay.
 	head := repo.Commit(t, map[string]string{"app/fleet.yaml": "namespace: " + ns + "\nnamespaceLabels:\n  team: b\n"}, "relabel")
 	f.readyOn(t, name, bundle, head)
+	cs, ctx = f.kube(t, "cluster-1")
 	got, err = cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"team": "b", "by-hand": "x", "pod-security.kubernetes.io/enforce": "baseline",
@@ -259,6 +260,7 @@ func testOptionsValuesFrom(t *testing.T, f *failureFleet) {
 	require.True(t, ok)
 	assert.Equal(t, map[string]string{"inline": "inline", "file": "file", "both": "file", "all": "configmap",
 		"shared": "secret", "fromConfigMap": "v1"}, rendered.Data)
+	cs, ctx = f.kube(t, "cluster-1")
 	sec, err := cs.CoreV1().Secrets(ns).Get(ctx, "rendered", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, secretValue, string(sec.Data["password"]), "the Secret's value reached the release")
@@ -268,6 +270,7 @@ func testOptionsValuesFrom(t *testing.T, f *failureFleet) {
 	// deployment ID.
 	settle()
 	mark := f.mark()
+	cs, ctx = f.kube(t, "cluster-1")
 	vals, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "vals", metav1.GetOptions{})
 	require.NoError(t, err)
 	vals.Data["values.yaml"] = "all: configmap\nshared: configmap\nfromConfigMap: v2\n"

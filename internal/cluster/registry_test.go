@@ -164,16 +164,18 @@ func TestRegistry_WaitListed(t *testing.T) {
 }
 
 func TestRegistry_NotifyGitRepos(t *testing.T) {
-	repos := temporalx.RunningOfType(protocol.GitRepoWorkflow)
+	// HelmOps roll out as GitRepos do: they are told too.
+	repos := temporalx.RunningOfTypes(protocol.GitRepoWorkflow, protocol.HelmOpWorkflow)
 	f := &fakeTemporal{
-		listed: map[string][]string{repos: {"gitrepo/ns/one", "gitrepo/ns/ended", "gitrepo/ns/two"}},
+		listed: map[string][]string{repos: {"gitrepo/ns/one", "gitrepo/ns/ended", "helmop/ns/web", "gitrepo/ns/two"}},
 		records: map[string]any{
 			"gitrepo/ns/one": struct{}{},
+			"helmop/ns/web":  struct{}{},
 			"gitrepo/ns/two": struct{}{},
 		},
 	}
 	n, err := NewRegistry(f).NotifyGitRepos(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, 2, n)
-	assert.Equal(t, []string{"gitrepo/ns/one", "gitrepo/ns/two"}, f.signalled, "a GitRepo that ended is skipped")
+	assert.Equal(t, 3, n)
+	assert.Equal(t, []string{"gitrepo/ns/one", "helmop/ns/web", "gitrepo/ns/two"}, f.signalled, "a GitRepo that ended is skipped")
 }

@@ -29,6 +29,20 @@
 // Fleet does; another release that renders a kept CRD later takes it over
 // once its previous release no longer exists.
 //
+// Three of Fleet's options act at deploy time, with the getter's own
+// credentials unless said otherwise. Release.ServiceAccount: Helm acts as
+// that ServiceAccount of the release namespace (impersonation), after
+// Deploy checked that it exists; the revision records it, and Status,
+// Rollback, Correct, Uninstall and Forget of the release act as it too; a
+// refusal (403) names the account. Release.ValuesFrom: ConfigMap and
+// Secret keys read when Deploy runs and merged over Release.Values in
+// order; the revision records a digest of each key's data, and a release
+// at its deployment ID whose keys hold other data since is upgraded.
+// Release.NamespaceLabels and NamespaceAnnotations: server-side applied to
+// the namespace, one field manager per release (NamespaceFieldManager), by
+// installs and upgrades only, once the templates rendered and passed the
+// checks.
+//
 // A Deploy that runs out of time waiting on the cluster (Release.Wait,
 // hooks, CRDs) fails with ErrWaitTimeout. Every release keeps at most
 // Release.MaxHistory revisions, failed ones included.
