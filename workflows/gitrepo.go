@@ -351,6 +351,7 @@ func (g *gitRepo) applyHelmOp(ctx workflow.Context, in protocol.HelmOpApply) (pr
 	h := in.HelmOp
 	h.Default()
 	g.s.HelmOp = &h
+	//workflowcheck:ignore deterministic: decodes the spec's JSON; no map order, time or I/O
 	return g.apply(ctx, protocol.GitRepoApply{GitRepo: h.AsGitRepo()})
 }
 
