@@ -318,15 +318,8 @@ func (g *gitRepo) pollingInterval() time.Duration {
 func (g *gitRepo) validate(ctx workflow.Context, in protocol.GitRepoApply) error {
 	repo := in.GitRepo
 	repo.Default()
-	if repo.Metadata.Namespace != g.ref.Namespace || repo.Metadata.Name != g.ref.Name {
-		return temporal.NewNonRetryableApplicationError("GitRepo "+repo.Metadata.Namespace+"/"+repo.Metadata.Name+
-			" sent to the workflow of "+g.ref.String(), "InvalidSpec", nil)
-	}
-	if g.s.Deleting {
-		return temporal.NewNonRetryableApplicationError("GitRepo "+g.ref.String()+" is being deleted", "Deleting", nil)
-	}
 	//workflowcheck:ignore deterministic: result does not depend on map order
-	return repo.Validate()
+	return g.checkApply(api.KindGitRepo, repo.Metadata, repo.Validate)
 }
 
 // helmOp reports whether the workflow is a HelmOp's.
@@ -335,15 +328,22 @@ func (g *gitRepo) helmOp() bool { return g.ref.Kind == api.KindHelmOp }
 func (g *gitRepo) validateHelmOp(ctx workflow.Context, in protocol.HelmOpApply) error {
 	h := in.HelmOp
 	h.Default()
-	if h.Metadata.Namespace != g.ref.Namespace || h.Metadata.Name != g.ref.Name {
-		return temporal.NewNonRetryableApplicationError("HelmOp "+h.Metadata.Namespace+"/"+h.Metadata.Name+
-			" sent to the workflow of "+g.ref.Title(), "InvalidSpec", nil)
+	//workflowcheck:ignore deterministic: result does not depend on map order
+	return g.checkApply(api.KindHelmOp, h.Metadata, h.Validate)
+}
+
+// checkApply rejects an apply of a resource named by meta that was sent
+// to another entity's workflow, or that arrives while this one is being
+// deleted; otherwise it is the resource's own validation.
+func (g *gitRepo) checkApply(kind string, meta api.ObjectMeta, validate func() error) error {
+	if meta.Namespace != g.ref.Namespace || meta.Name != g.ref.Name {
+		return temporal.NewNonRetryableApplicationError(kind+" "+meta.Namespace+"/"+meta.Name+
+			" sent to the workflow of "+g.ref.String(), "InvalidSpec", nil)
 	}
 	if g.s.Deleting {
 		return temporal.NewNonRetryableApplicationError(g.ref.Title()+" is being deleted", "Deleting", nil)
 	}
-	//workflowcheck:ignore deterministic: result does not depend on map order
-	return h.Validate()
+	return validate()
 }
 
 // applyHelmOp keeps the HelmOp and applies the GitRepo it rolls out as.

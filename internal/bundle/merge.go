@@ -102,7 +102,7 @@ func mergeHelm(h *HelmOptions, custom HelmOptions) {
 	case h.Values == nil:
 		h.Values = custom.Values
 	case custom.Values != nil:
-		h.Values = mergeValues(h.Values, custom.Values)
+		h.Values = MergeValues(h.Values, custom.Values)
 	}
 	switch {
 	case h.TemplateValues == nil:

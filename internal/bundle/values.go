@@ -12,10 +12,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// mergeValues returns base with overlay deep-merged on top: where both hold
-// a map under the same key the maps are merged, otherwise overlay's value
-// wins (lists are replaced, not appended). Neither argument is modified.
-func mergeValues(base, overlay map[string]any) map[string]any {
+// MergeValues returns base with overlay deep-merged on top, as Helm and
+// Fleet merge values: where both hold a map under the same key the maps
+// are merged, otherwise overlay's value wins (lists are replaced, not
+// appended). Neither argument is modified.
+func MergeValues(base, overlay map[string]any) map[string]any {
 	out := maps.Clone(base)
 	if out == nil {
 		out = map[string]any{}
@@ -24,7 +25,7 @@ func mergeValues(base, overlay map[string]any) map[string]any {
 		bm, bok := out[k].(map[string]any)
 		om, ook := v.(map[string]any)
 		if bok && ook {
-			out[k] = mergeValues(bm, om)
+			out[k] = MergeValues(bm, om)
 			continue
 		}
 		out[k] = v
@@ -72,7 +73,7 @@ func (rd *reader) helmValues(prefix string, h *HelmOptions, of string) (map[stri
 		if err := yaml.Unmarshal(data, &fileValues); err != nil {
 			return nil, nil, &ValidationError{Bundle: rd.name, Path: rel, Err: err}
 		}
-		values = mergeValues(values, fileValues)
+		values = MergeValues(values, fileValues)
 		if withinDir(rd.dir, rel) {
 			inBundle = append(inBundle, relTo(rd.dir, rel))
 		}

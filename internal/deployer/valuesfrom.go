@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 
 	"helm.sh/helm/v3/pkg/release"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
 )
 
 // ValuesFromAnnotation is the chart annotation, stored with a release
@@ -126,7 +127,7 @@ func resolveValues(ctx context.Context, getter genericclioptions.RESTClientGette
 			}
 			return nil, "", fmt.Errorf("%w %s: not a YAML map of values: %w", ErrValuesFrom, r, err)
 		}
-		values = mergeValues(values, v)
+		values = bundle.MergeValues(values, v)
 	}
 	return values, formatDigests(digests), nil
 }
@@ -222,24 +223,4 @@ func DigestOf(r ValuesRef, configMapData map[string]string, secretData map[strin
 	}
 	data, ok := configMapData[r.DataKey()]
 	return sha256Hex([]byte(data)), ok
-}
-
-// mergeValues returns base with over deep-merged on top: where both hold
-// a map under the same key the maps are merged, otherwise over's value
-// wins. Neither argument is modified.
-func mergeValues(base, over map[string]any) map[string]any {
-	out := maps.Clone(base)
-	if out == nil {
-		out = map[string]any{}
-	}
-	for k, v := range over {
-		bm, bok := out[k].(map[string]any)
-		om, ook := v.(map[string]any)
-		if bok && ook {
-			out[k] = mergeValues(bm, om)
-			continue
-		}
-		out[k] = v
-	}
-	return out
 }
