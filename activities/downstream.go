@@ -108,9 +108,9 @@ func downstreamClass(err error) outcome.Class {
 }
 
 // missingSource is the error of a source that cannot be copied.
-func missingSource(ref protocol.DownstreamRef, namespace, why string) error {
-	return &DownstreamError{Class: outcome.Invalid, Msg: fmt.Sprintf("downstreamResources: %s %s %s in namespace %s (apply it there with `flotilla apply`)",
-		ref.Kind, ref.Name, why, namespace)}
+func missingSource(ref protocol.DownstreamRef, namespace, problem string) error {
+	return &DownstreamError{Class: outcome.Invalid, Msg: fmt.Sprintf("downstreamResources: %s %s in namespace %s: %s",
+		ref.Kind, ref.Name, namespace, problem)}
 }
 
 // errDownstreamChanged: the sources are not what the options name.
@@ -179,17 +179,17 @@ func (r *sourceReader) readOne(ctx context.Context, namespace string, ref protoc
 	case api.KindSecret:
 		obj.Type, obj.SecretData, err = r.vault.SecretData(ctx, namespace, ref.Name)
 		if errors.Is(err, cluster.ErrNoData) {
-			return obj, missingSource(ref, namespace, "was applied by an older version of Flotilla, which kept only its credentials:")
+			return obj, missingSource(ref, namespace, "it was applied by an older version of Flotilla, which kept only its credentials; apply it again")
 		}
 	case api.KindConfigMap:
 		var rec protocol.ConfigMapRecord
 		rec, err = r.vault.ConfigMap(ctx, namespace, ref.Name)
 		obj.Data, obj.BinaryData = rec.Data, rec.BinaryData
 	default:
-		return obj, missingSource(ref, namespace, "cannot be copied (only Secret and ConfigMap can) from")
+		return obj, missingSource(ref, namespace, "only Secrets and ConfigMaps can be copied")
 	}
 	if errors.Is(err, cluster.ErrNotFound) || errors.Is(err, cluster.ErrInvalidName) {
-		return obj, missingSource(ref, namespace, "not found")
+		return obj, missingSource(ref, namespace, "not found (apply it there with `flotilla apply`)")
 	}
 	return obj, err
 }
@@ -626,7 +626,13 @@ func (cp *copier) prune(ctx context.Context, keep map[string]bool) error {
 		cp.init()
 	}
 	sel := metav1.ListOptions{LabelSelector: cp.ownerKey}
+	// A cleanup by credentials that may not list Secrets or ConfigMaps
+	// (custom agent RBAC) is not held up by copies it cannot see.
+	forbidden := func(err error) bool { return keep == nil && apierrors.IsForbidden(err) }
 	secrets, err := cp.cs.CoreV1().Secrets(cp.namespace).List(ctx, sel)
+	if forbidden(err) {
+		secrets, err = &corev1.SecretList{}, nil
+	}
 	if err != nil {
 		return fmt.Errorf("list copied Secrets in %s: %w", cp.namespace, err)
 	}
@@ -638,6 +644,9 @@ func (cp *copier) prune(ctx context.Context, keep map[string]bool) error {
 		}
 	}
 	configMaps, err := cp.cs.CoreV1().ConfigMaps(cp.namespace).List(ctx, sel)
+	if forbidden(err) {
+		configMaps, err = &corev1.ConfigMapList{}, nil
+	}
 	if err != nil {
 		return fmt.Errorf("list copied ConfigMaps in %s: %w", cp.namespace, err)
 	}

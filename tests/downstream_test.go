@@ -241,9 +241,11 @@ func testDownstreamPull(t *testing.T, f *downstreamFleet) {
 	out := f.cli(t, "cluster", "token", "create", "--ttl", "10m", "-o", "json")
 	require.NoError(t, json.Unmarshal([]byte(out), &tok), out)
 	c2 := f.clusters[1]
-	agent := testenv.StartProcess(t, testenv.ProcessOptions{Name: "flotilla-agent-cluster-2", Path: bins.worker,
+	// The fleet's test owns the agent: its log outlives this subtest for
+	// the audit.
+	agent := testenv.StartProcess(f.t, testenv.ProcessOptions{Name: "flotilla-agent-cluster-2", Path: bins.worker,
 		Args: []string{"agent", "--cluster", "cluster-2", "--kubeconfig", c2.KubeconfigPath, "--temporal-address", f.w.frontend,
-			"--state-dir", t.TempDir(), "--heartbeat-interval", "1s", "--http-listen", "127.0.0.1:0",
+			"--state-dir", f.t.TempDir(), "--heartbeat-interval", "1s", "--http-listen", "127.0.0.1:0",
 			"--content-registry", f.registry, "--content-registry-plain-http"},
 		Env: []string{"FLOTILLA_REGISTRATION_TOKEN=" + tok.Token}})
 	f.logs = append(f.logs, agent.LogPath())

@@ -188,26 +188,27 @@ func runAgent(ctx context.Context, o agentOptions) error {
 		return err
 	}
 
-	key, err := openAgentKey(o.StateDir, logger)
-	if err != nil {
-		return err
-	}
-	w, err := startAgentWorker(c, o, cfg, cs, key, logger)
+	w, key, err := startAgentWorker(c, o, cfg, cs, logger)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
 	logger.Info("Agent started", zap.String("taskQueue", protocol.ClusterQueue(o.Cluster)), zap.String("temporalAddress", o.Temporal.Address),
 		zap.String("version", buildinfo.Get().Version))
-	pub := key.Newest()
-	err = heartbeat(ctx, c, o.Cluster, protocol.Heartbeat{Interval: o.HeartbeatInterval, SealKey: &pub}, p, logger)
+	err = heartbeat(ctx, c, o.Cluster, protocol.Heartbeat{Interval: o.HeartbeatInterval, SealKey: key}, p, logger)
 	logger.Info("Agent stopping")
 	return err
 }
 
 // startAgentWorker starts the worker of o.Cluster's task queue: the
 // cluster activities, for that cluster only, through cfg.
-func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *content.Store, key *seal.Opener, logger *zap.Logger) (worker.Worker, error) {
+// Its own sealing key opens the Secrets bundles copy (downstreamResources);
+// the public key is returned for the heartbeats to publish.
+func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *content.Store, logger *zap.Logger) (worker.Worker, *seal.PublicKey, error) {
+	key, err := openAgentKey(o.StateDir, logger)
+	if err != nil {
+		return nil, nil, err
+	}
 	queue := protocol.ClusterQueue(o.Cluster)
 	w := worker.New(c, queue, worker.Options{MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities})
 	w.RegisterActivity(&activities.ClusterActivities{
@@ -222,9 +223,10 @@ func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *con
 		Downstream: activities.AgentDownstream(c, o.Cluster, key),
 	})
 	if err := w.Start(); err != nil {
-		return nil, fmt.Errorf("start agent on task queue %s: %w", queue, err)
+		return nil, nil, fmt.Errorf("start agent on task queue %s: %w", queue, err)
 	}
-	return w, nil
+	pub := key.Newest()
+	return w, &pub, nil
 }
 
 // heartbeat signals the cluster's workflow every interval until ctx ends.

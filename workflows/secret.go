@@ -17,9 +17,11 @@ import (
 
 // SecretWorkflow is the entity workflow of one Secret applied with
 // `flotilla apply` (ID secret/<namespace>/<name>). It holds the Secret's
-// credentials and webhook keys sealed to the controllers' key: only
-// ciphertext and key names ever enter its history. Controllers read it
-// with a query and open it in memory; the delete signal ends it.
+// content sealed to the controllers' key: only ciphertext and key names
+// ever enter its history. Controllers read it with a query and open it in
+// memory; the delete signal ends it. A new content (any apply: sealed
+// content cannot be compared) or the delete tells the GitRepos of its
+// namespace, whose bundles may copy it (downstreamResources).
 func SecretWorkflow(ctx workflow.Context, in protocol.SecretStart) error {
 	rec := in.Record
 	notify := false
@@ -133,6 +135,7 @@ func ConfigMapWorkflow(ctx workflow.Context, in protocol.ConfigMapStart) error {
 	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply,
 		func(ctx workflow.Context, a protocol.ConfigMapRecord) (protocol.ConfigMapRecord, error) {
+			//workflowcheck:ignore deterministic: equality does not depend on map order
 			if !maps.Equal(rec.Data, a.Data) || !maps.EqualFunc(rec.BinaryData, a.BinaryData, bytes.Equal) || rec.Generation == 0 {
 				rec.Data, rec.BinaryData = a.Data, a.BinaryData
 				rec.Generation++

@@ -177,8 +177,9 @@ type ClusterGroupSpec struct {
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 }
 
-// Secret is a Kubernetes v1 Secret holding Git credentials. `flotilla
-// apply` stores it on the worker's host, never in Temporal.
+// Secret is a Kubernetes v1 Secret: Git or Helm credentials, webhook keys,
+// or any data a bundle copies with downstreamResources. `flotilla apply`
+// seals it to the controllers' key; Temporal holds only the ciphertext.
 type Secret struct {
 	TypeMeta   `json:",inline"`
 	Metadata   ObjectMeta        `json:"metadata"`

@@ -22,9 +22,10 @@ func TestReadWarnings(t *testing.T) {
 		{"none", map[string]string{"app/fleet.yaml": "namespace: a\nhelm:\n  releaseName: x\n" +
 			"targetCustomizations:\n- name: p\n  clusterGroupSelector: {matchLabels: {a: b}}\n  doNotDeploy: false\n" +
 			"  namespace: b\n  helm: {values: {a: 1}}\n  yaml: {overlays: [x]}\n" +
-			"imageScans:\n- image: x\n  anything: goes\n" +
 			"rolloutStrategy:\n  partitions:\n  - name: p\n    clusterSelector: {}\n",
 			"app/x.yaml": cm}, nil},
+		{"imageScans are known but not acted on", map[string]string{"app/fleet.yaml": "imageScans:\n- image: x\n  anything: goes\n",
+			"app/x.yaml": cm}, []string{"app/fleet.yaml: imageScans: not acted on (Flotilla does not write to Git)"}},
 		{"typos at every depth", map[string]string{"app/fleet.yaml": "helm:\n  chrat: x\nnamespaces: x\n" +
 			"targetCustomizations:\n- name: p\n  clusterSelectr: {}\n  helm: {vaules: {a: 1}}\n" +
 			"rolloutStrategy:\n  windows:\n  - schedule: \"@daily\"\n    duration: 1h\n    zone: UTC\n", "app/x.yaml": cm},

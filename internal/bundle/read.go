@@ -246,6 +246,9 @@ func (rd *reader) readOptionsFile() (fleetYAML, []string, error) {
 	for _, k := range unknown {
 		warnings = append(warnings, fmt.Sprintf("%s: unknown field %q (ignored)", file, k))
 	}
+	if len(fy.ImageScans) > 0 {
+		warnings = append(warnings, fmt.Sprintf("%s: imageScans: not acted on (Flotilla does not write to Git)", file))
+	}
 	return fy, warnings, nil
 }
 

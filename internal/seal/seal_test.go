@@ -107,3 +107,25 @@ func TestPublicKeyString(t *testing.T) {
 	_, err = Seal(PublicKey{ID: "fk-1", Key: []byte{1}}, nil)
 	assert.Error(t, err)
 }
+
+func TestMAC(t *testing.T) {
+	o := opener(t, newKey(t, "fk-1"), newKey(t, "fk-2"))
+	m1, err := o.MAC("fk-1", []byte("secret"))
+	require.NoError(t, err)
+	again, err := o.MAC("fk-1", []byte("secret"))
+	require.NoError(t, err)
+	assert.Equal(t, m1, again, "deterministic")
+	m2, err := o.MAC("fk-2", []byte("secret"))
+	require.NoError(t, err)
+	assert.NotEqual(t, m1, m2, "per key")
+	other, err := o.MAC("fk-1", []byte("secreT"))
+	require.NoError(t, err)
+	assert.NotEqual(t, m1, other)
+
+	impostor := opener(t, newKey(t, "fk-1"))
+	m, err := impostor.MAC("fk-1", []byte("secret"))
+	require.NoError(t, err)
+	assert.NotEqual(t, m1, m, "only holders of the key compute it")
+	_, err = o.MAC("fk-9", []byte("secret"))
+	require.ErrorIs(t, err, ErrUnknownKey)
+}
