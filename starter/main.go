@@ -72,6 +72,6 @@ func newRootCommand() *cobra.Command {
 		newSignalCommand(g, "pause", protocol.SignalPause, "Stop rolling out the GitRepo's changes (polling continues)", false),
 		newSignalCommand(g, "resume", protocol.SignalResume, "Roll out the GitRepo's changes again", false),
 		newSignalCommand(g, "delete", protocol.SignalDelete, "Delete the GitRepo and uninstall its releases (unless keepResources)", true))
-	cmd.AddCommand(newDiffCommand(g), newSecretsCommand(g))
+	cmd.AddCommand(newDiffCommand(g), newSecretsCommand(g), newConfigMapsCommand(g))
 	return cmd
 }

@@ -111,20 +111,34 @@ func newSecretsPublicKeyCommand(g *globals) *cobra.Command {
 }
 
 func newSecretsDeleteCommand(g *globals) *cobra.Command {
+	return newDeleteStoredCommand(g, "secret", "Delete a Secret applied with `flotilla apply` (namespace from -n)", protocol.SecretID)
+}
+
+// newDeleteStoredCommand deletes a Secret or ConfigMap applied with
+// `flotilla apply`: its workflow ends, and bundles that copy it with
+// downstreamResources fail until it is applied again.
+func newDeleteStoredCommand(g *globals, kind, short string, id func(namespace, name string) string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete NAME",
-		Short: "Delete a Secret applied with `flotilla apply` (namespace from -n)",
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
-				if err := c.SignalWorkflow(ctx, protocol.SecretID(g.Namespace, args[0]), "", protocol.SignalDelete, nil); err != nil {
-					return notFound(err, "secret "+g.Namespace+"/"+args[0])
+				if err := c.SignalWorkflow(ctx, id(g.Namespace, args[0]), "", protocol.SignalDelete, nil); err != nil {
+					return notFound(err, kind+" "+g.Namespace+"/"+args[0])
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "secret/%s/%s deleted\n", g.Namespace, args[0])
+				fmt.Fprintf(cmd.OutOrStdout(), "%s/%s/%s deleted\n", kind, g.Namespace, args[0])
 				return nil
 			})
 		},
 	}
+}
+
+// newConfigMapsCommand manages ConfigMaps applied with `flotilla apply`.
+func newConfigMapsCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "configmaps", Aliases: []string{"configmap"}, Short: "Manage ConfigMaps applied with `flotilla apply`"}
+	cmd.AddCommand(newDeleteStoredCommand(g, "configmap", "Delete a ConfigMap applied with `flotilla apply` (namespace from -n)", protocol.ConfigMapID))
+	return cmd
 }
 
 // applySecret seals and stores a Secret.
