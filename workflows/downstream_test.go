@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,9 +102,12 @@ func TestClusterWorkflow_Downstream(t *testing.T) {
 	key := seal.PublicKey{ID: "fk-agent", Key: make([]byte, 32)}
 	box := seal.Box{KeyID: "fk-agent", Data: []byte("sealed")}
 	var sealed []activities.SealDownstreamInput
+	var mu sync.Mutex // the test environment runs concurrent updates' activities in parallel
 	r.env.OnActivity(a.SealDownstream, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.SealDownstreamInput) (seal.Box, error) {
+			mu.Lock()
 			sealed = append(sealed, in)
+			mu.Unlock()
 			if in.Request.Bundle == "missing" {
 				return seal.Box{}, temporal.NewNonRetryableApplicationError("Secret x not found", activities.ErrTypeDownstreamMissing, nil)
 			}
