@@ -36,7 +36,7 @@ GOLANGCI_LINT_VER    := v2.15.0
 # by race-enabled unit tests of the packages they call.
 SERVER_PKGS := ./tests/... ./internal/devserver/... ./internal/testenv/devtemporal/... ./worker/...
 
-.PHONY: all build run test test-unit test-integration testbin lint bench clean help fuzz
+.PHONY: all build run test test-unit test-integration testbin lint bench bench-report clean help fuzz
 
 all: build
 
@@ -101,6 +101,9 @@ bench: ## Run benchmarks (BENCH=<name> for one); results in bench/out/<name>.jso
 	mkdir -p bench/out
 	export FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)" FLOTILLA_POSTGRES="$$(bash hack/postgres.sh)" FLOTILLA_BENCH_OUT="$(CURDIR)/bench/out"; \
 	$(GO) test -run '^$$' -bench '$(if $(BENCH),(?i)^Benchmark$(BENCH)$$,.)' -benchtime 1x -timeout $(TEST_TIMEOUT) ./tests/...
+
+bench-report: ## One self-contained HTML page of bench/out/*.json (plots, tables): bench/out/report.html
+	$(GO) run ./hack/benchreport -in bench/out -out bench/out/report.html
 
 clean: ## Remove build output and tools (not the cached test binaries)
 	rm -rf $(BIN) $(TOOLS) bench/out
