@@ -41,10 +41,12 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 		local: a.Content.WithRemote(nil), bundles: make([]bundle.Bundle, len(in.Bundles)),
 		targeted: make([][]bundle.Cluster, len(in.Bundles)),
 		out:      TargetsResult{Registered: []string{}, Matched: []TargetCluster{}, Backoff: a.Retry}}
+	t.compiled = make([]*target.Compiled, len(in.Bundles))
 	for i, rb := range in.Bundles {
 		if t.bundles[i], err = a.bundle(ctx, in, rb); err != nil {
 			return TargetsResult{}, err
 		}
+		t.compiled[i] = target.Compile(t.bundles[i], t.restrict)
 	}
 	for _, c := range clusters {
 		if err := t.cluster(ctx, c); err != nil {
@@ -98,6 +100,9 @@ type targeting struct {
 	groups   []target.Group
 	local    *content.Store
 	bundles  []bundle.Bundle
+	// compiled are the bundles' selectors, parsed and indexed once per
+	// call, not once per cluster.
+	compiled []*target.Compiled
 	// targeted lists, per bundle, the clusters it goes to.
 	targeted [][]bundle.Cluster
 	out      TargetsResult
@@ -126,7 +131,7 @@ func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error
 	}
 	tc := TargetCluster{Name: c.Name, Paused: c.Paused, Agent: agent}
 	for i, rb := range t.in.Bundles {
-		dep, err := render.ForCluster(t.bundles[i], rb.ManifestID, bc, t.restrict)
+		dep, err := render.ForClusterCompiled(t.compiled[i], t.bundles[i], rb.ManifestID, bc)
 		if err != nil {
 			t.out.Errors = append(t.out.Errors, status.Deployment{Bundle: rb.Name, Cluster: c.Name, Release: rb.Release,
 				Namespace: rb.Namespace, State: status.ErrApplied, Outcome: outcome.Invalid, Message: err.Error()})

@@ -31,11 +31,18 @@ type Deployment struct {
 // (bundle.ProcessValues). Errors (an invalid selector, a template error)
 // name the bundle and the cluster.
 func ForCluster(b bundle.Bundle, manifestID string, c bundle.Cluster, restrict []api.TargetSelector) (Deployment, error) {
-	ok, err := target.Targeted(b, c, restrict)
+	return ForClusterCompiled(target.Compile(b, restrict), b, manifestID, c)
+}
+
+// ForClusterCompiled is ForCluster with b's targets and customizations
+// compiled once (target.Compile(b, restrict)), for targeting many
+// clusters.
+func ForClusterCompiled(p *target.Compiled, b bundle.Bundle, manifestID string, c bundle.Cluster) (Deployment, error) {
+	ok, err := p.Targeted(c)
 	if err != nil || !ok {
 		return Deployment{}, err
 	}
-	opts, deploy, err := target.Customize(b, c)
+	opts, deploy, err := p.Customize(c)
 	if err != nil || !deploy {
 		return Deployment{}, err
 	}

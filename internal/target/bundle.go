@@ -15,30 +15,7 @@ import (
 // targets, and a bundle with none of those targets api.DefaultTarget.
 // Errors (an invalid selector) name the bundle and the cluster.
 func Targeted(b bundle.Bundle, c bundle.Cluster, restrict []api.TargetSelector) (bool, error) {
-	targets := restrict
-	if len(b.Spec.OverrideTargets) > 0 {
-		targets = b.Spec.OverrideTargets
-	}
-	if targets == nil {
-		for _, list := range [][]bundle.Target{b.Spec.TargetCustomizations, b.Spec.Targets} {
-			for _, t := range list {
-				targets = append(targets, t.TargetSelector)
-			}
-		}
-		if len(targets) == 0 {
-			targets = []api.TargetSelector{api.DefaultTarget}
-		}
-	}
-	for _, t := range targets {
-		ok, err := Matches(t, c)
-		if err != nil {
-			return false, fmt.Errorf("bundle %s: cluster %s: %w", b.Name, c.Name, err)
-		}
-		if ok {
-			return true, nil
-		}
-	}
-	return false, nil
+	return Compile(b, restrict).Targeted(c)
 }
 
 // Customize returns bundle b's options on cluster c with fleet.yaml's
@@ -67,26 +44,7 @@ func Targeted(b bundle.Bundle, c bundle.Cluster, restrict []api.TargetSelector) 
 // reached; the error names the bundle, the cluster and the customization,
 // e.g. "bundle B: cluster C: targetCustomizations[1] (bad): ...".
 func Customize(b bundle.Bundle, c bundle.Cluster) (opts bundle.Options, deploy bool, err error) {
-	cs, err := customizations(b)
-	if err != nil {
-		return bundle.Options{}, false, fmt.Errorf("bundle %s: cluster %s: %w", b.Name, c.Name, err)
-	}
-	allMatches := b.Spec.TargetCustomizationMode == bundle.AllMatches
-	var custom bundle.Options
-	for _, cu := range cs {
-		if !cu.matcher.matches(c) {
-			continue
-		}
-		if cu.target.DoNotDeploy {
-			return bundle.Options{}, false, nil
-		}
-		if !allMatches {
-			custom = cu.target.Options
-			break
-		}
-		custom = bundle.MergeOptions(custom, cu.target.Options)
-	}
-	return bundle.MergeOptions(b.Options, custom), true, nil
+	return Compile(b, nil).Customize(c)
 }
 
 // customization is a fleet.yaml target or target customization with its
