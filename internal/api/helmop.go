@@ -148,21 +148,17 @@ func (s HelmOpSpec) Source() string {
 }
 
 // IsConstraint reports whether version is a semver constraint (polled)
-// rather than an exact version, which is deployed as it is. An empty
-// version means the newest stable version, which is polled too; a chart
-// archive URL has no version and is never polled.
+// rather than an exact version (major.minor.patch, optionally with a "v"),
+// which is deployed as it is. An empty version means the newest stable
+// version, and a partial one such as "1.2" any 1.2.x: both are
+// constraints, as chart repositories resolve them. A chart archive URL has
+// no version and is never polled.
 func IsConstraint(version string) bool {
 	if version == "" {
 		return true
 	}
 	_, err := semver.StrictNewVersion(strings.TrimPrefix(version, "v"))
-	if err == nil {
-		return false
-	}
-	if _, err := semver.NewVersion(version); err == nil && !strings.ContainsAny(version, "<>=~^*xX|, ") {
-		return false // "1.2" or "v1.2.3": a version, as Helm reads it
-	}
-	return true
+	return err != nil
 }
 
 // Polled reports whether the HelmOp's version is resolved again every

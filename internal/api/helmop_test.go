@@ -19,6 +19,7 @@ func TestIsConstraintAndPolled(t *testing.T) {
 		{"app", "https://charts.example", "~1", true},
 		{"app", "https://charts.example", ">=1.0.0 <2", true},
 		{"app", "https://charts.example", "1.x", true},
+		{"app", "https://charts.example", "1.2", true},
 		{"app", "https://charts.example", "", true},
 		{"app", "oci://reg.example/charts", "^2.1", true},
 		{"oci://reg.example/charts/app", "", "1.0.0", false},

@@ -22,6 +22,8 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/repo"
 	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
 )
 
 // DefaultIndexTTL is how long a repository's index.yaml is reused unless
@@ -408,14 +410,9 @@ func listVersions(vs []string) string {
 	return strings.Join(vs, ", ")
 }
 
-// isExactVersion reports whether v names one version rather than a range.
-func isExactVersion(v string) bool {
-	if v == "" {
-		return false
-	}
-	_, err := semver.StrictNewVersion(strings.TrimPrefix(v, "v"))
-	return err == nil
-}
+// isExactVersion reports whether v names one version rather than a range
+// (the definition HelmOps poll by).
+func isExactVersion(v string) bool { return !api.IsConstraint(v) }
 
 // sameHost reports whether two URLs have the same scheme and host.
 func sameHost(a, b string) bool {
