@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -274,8 +275,12 @@ func startFanoutWorker(b *testing.B, cfg fanoutConfig, stateDir string) (*devWor
 		w := startDevWorker(b, stateDir, extra...)
 		return w, w.proc.PID()
 	}
-	host := startDevWorker(b, b.TempDir(), "--task-queue", "fanout-temporal-only")
-	args := append([]string{"--temporal-address", host.frontend, "--state-dir", stateDir, "--webhook-listen", "127.0.0.1:0"}, extra...)
+	hostDir := b.TempDir()
+	host := startDevWorker(b, hostDir, "--task-queue", "fanout-temporal-only")
+	// Both controllers publish their sealing keys to the one Temporal: they
+	// must hold the same ones, the key the host generated in its state dir.
+	args := append([]string{"--temporal-address", host.frontend, "--state-dir", stateDir, "--webhook-listen", "127.0.0.1:0",
+		"--seal-keys", filepath.Join(hostDir, "seal-keys")}, extra...)
 	proc := testenv.StartProcess(b, testenv.ProcessOptions{Name: "flotilla-worker", Path: bins.worker, Args: args})
 	rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

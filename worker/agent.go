@@ -42,11 +42,13 @@ type agentOptions struct {
 	StateDir    string
 	// Token (or TokenFile) registers a new cluster; ignored once the
 	// cluster is registered.
-	Token                   string
-	TokenFile               string
-	Labels                  []string
-	HeartbeatInterval       time.Duration
-	HTTPListen              string
+	Token             string
+	TokenFile         string
+	Labels            []string
+	HeartbeatInterval time.Duration
+	HTTPListen        string
+	// Pprof serves Go's profiles under /debug/pprof/ on HTTPListen.
+	Pprof                   bool
 	MaxConcurrentActivities int
 }
 
@@ -79,6 +81,7 @@ The agent heartbeats to its ClusterWorkflow; a silent agent turns the cluster Of
 	fs.StringArrayVarP(&o.Labels, "label", "l", nil, "cluster label k=v sent when registering; repeatable")
 	fs.DurationVar(&o.HeartbeatInterval, "heartbeat-interval", 30*time.Second, "how often the agent reports to its ClusterWorkflow; 3 missed heartbeats make the cluster Offline")
 	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
+	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (go tool pprof http://ADDR/debug/pprof/profile)")
 	fs.IntVar(&o.MaxConcurrentActivities, "max-concurrent-activities", 20, "activities the agent runs at once")
 	envflag.Annotate(fs, envPrefix)
 	return cmd
@@ -172,7 +175,7 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	}
 	p := &probe{}
 	p.setReady(false, "starting")
-	if err := serveHTTP(ctx, o.HTTPListen, p, logger); err != nil {
+	if err := serveHTTP(ctx, o.HTTPListen, p, o.Pprof, logger); err != nil {
 		return fmt.Errorf("--http-listen: %w", err)
 	}
 

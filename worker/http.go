@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"slices"
 	"strconv"
@@ -41,12 +42,12 @@ func (p *probe) setReady(ok bool, reason string) {
 // serveHTTP serves /healthz (the process runs), /readyz (the worker
 // polls; an agent also heartbeats) and /metrics (Prometheus) on addr
 // until ctx ends. An empty addr serves nothing.
-func serveHTTP(ctx context.Context, addr string, p *probe, logger *zap.Logger) error {
+func serveHTTP(ctx context.Context, addr string, p *probe, profiling bool, logger *zap.Logger) error {
 	ln, err := listenHTTP(addr)
 	if err != nil || ln == nil {
 		return err
 	}
-	serveOn(ctx, ln, p, nil, logger)
+	serveOn(ctx, ln, p, nil, profiling, logger)
 	return nil
 }
 
@@ -64,9 +65,10 @@ func listenHTTP(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveOn serves what serveHTTP does, and cr (when not nil) under
-// /codec/, on ln until ctx ends.
-func serveOn(ctx context.Context, ln net.Listener, p *probe, cr *codecRoute, logger *zap.Logger) {
+// serveOn serves what serveHTTP does, cr (when not nil) under /codec/
+// and, with profiling (--pprof), Go's profiles under /debug/pprof/, on ln
+// until ctx ends.
+func serveOn(ctx context.Context, ln net.Listener, p *probe, cr *codecRoute, profiling bool, logger *zap.Logger) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -81,6 +83,14 @@ func serveOn(ctx context.Context, ln net.Listener, p *probe, cr *codecRoute, log
 	mux.Handle("GET /metrics", promhttp.Handler())
 	if cr != nil {
 		mux.Handle(codecPath+"/", cr.handler)
+	}
+	if profiling {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		logger.Info("Serving Go profiles", zap.String("endpoint", "http://"+ln.Addr().String()+"/debug/pprof/"))
 	}
 	serve(ctx, ln, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, "HTTP server", logger)
 	logger.Info("Serving health and metrics", zap.String("address", ln.Addr().String()))

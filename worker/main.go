@@ -119,7 +119,7 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 	p := &probe{}
 	p.setReady(false, "starting")
 	if ln != nil {
-		serveOn(ctx, ln, p, cr, logger)
+		serveOn(ctx, ln, p, cr, o.Pprof, logger)
 	}
 	mirrors, err := o.mirrors()
 	if err != nil {

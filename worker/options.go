@@ -34,7 +34,9 @@ type options struct {
 	// installs.
 	AgentDefaults string
 	HTTPListen    string
-	Webhook       webhookFlags
+	// Pprof serves Go's profiles under /debug/pprof/ on HTTPListen.
+	Pprof   bool
+	Webhook webhookFlags
 	// Codec configures the payload codec endpoint served on HTTPListen
 	// when Temporal.PayloadKeys is set.
 	Codec codecFlags
@@ -63,6 +65,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Retry.Initial, "retry-backoff", rollout.DefaultBackoffInitial, "wait before retrying a bundle that failed on a cluster (ErrApplied) or a cluster that refused the credentials; doubles with each failure in a row")
 	fs.DurationVar(&o.Retry.Max, "retry-backoff-max", rollout.DefaultBackoffMax, "longest wait between retries of a failed bundle; it is retried at this pace for as long as it fails")
 	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
+	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (go tool pprof http://ADDR/debug/pprof/profile)")
 	o.Webhook.bindFlags(fs)
 	o.Codec.bindFlags(fs)
 	o.Log.BindFlags(fs)

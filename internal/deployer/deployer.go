@@ -55,6 +55,8 @@ type Options struct {
 type Deployer struct {
 	log     *zap.Logger
 	timeout time.Duration
+	// fields remembers the objects whose fields a cluster's schema knew.
+	fields *fieldVerdicts
 }
 
 // New returns a Deployer.
@@ -70,7 +72,7 @@ func New(opts Options) *Deployer {
 			kube.ManagedFieldsManager = FieldManager
 		}
 	})
-	return &Deployer{log: opts.Logger, timeout: opts.Timeout}
+	return &Deployer{log: opts.Logger, timeout: opts.Timeout, fields: newFieldVerdicts()}
 }
 
 // FieldManager is the field manager of everything Helm writes for
@@ -244,6 +246,7 @@ func (d *Deployer) deploy(ctx context.Context, getter, helmGetter genericcliopti
 		takeOwnership: rel.TakeOwnership, timeout: d.timeoutOf(rel)}
 	pr.ns = &namespaceMetadata{ctx: ctx, getter: getter, namespace: rel.Namespace, release: rel.Name,
 		labels: rel.NamespaceLabels, annotations: rel.NamespaceAnnotations}
+	pr.fields = &fieldChecker{ctx: ctx, getter: helmGetter, mapper: pr.mapper, cache: d.fields, namespace: rel.Namespace}
 	if err := pr.checkCRDFiles(rel.Chart); err != nil {
 		return Result{}, fmt.Errorf("check CRDs of release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
@@ -418,6 +421,9 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel R
 	in.TakeOwnership = rel.TakeOwnership
 	in.EnableDNS = !rel.DisableDNS
 	in.SkipSchemaValidation = rel.SkipSchemaValidation
+	// The post-renderer's fieldChecker validates against the cluster's
+	// schema instead (see there why).
+	in.DisableOpenAPIValidation = true
 	in.Description = rel.Description
 	out, err := in.RunWithContext(helmContext(ctx), chrt, rel.Values)
 	if err != nil {
@@ -438,6 +444,7 @@ func (d *Deployer) upgrade(ctx context.Context, cfg *action.Configuration, rel R
 	up.TakeOwnership = rel.TakeOwnership
 	up.EnableDNS = !rel.DisableDNS
 	up.SkipSchemaValidation = rel.SkipSchemaValidation
+	up.DisableOpenAPIValidation = true // see install
 	up.Description = rel.Description
 	up.MaxHistory = rel.MaxHistory
 	if up.MaxHistory <= 0 {

@@ -35,6 +35,9 @@ type postRenderer struct {
 	// ns applies the namespace's labels and annotations; nil renders
 	// without a cluster.
 	ns *namespaceMetadata
+	// fields checks the objects' fields against the cluster's schema;
+	// nil renders without a cluster.
+	fields *fieldChecker
 }
 
 var _ postrender.PostRenderer = (*postRenderer)(nil)
@@ -66,6 +69,11 @@ func (p *postRenderer) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 	}
 	if err := p.process(docs); err != nil {
 		return nil, err
+	}
+	if p.fields != nil {
+		if err := p.fields.check(docs); err != nil {
+			return nil, fmt.Errorf("release %s/%s: %w", p.rel.Namespace, p.rel.Name, err)
+		}
 	}
 	if p.ns != nil {
 		if err := p.ns.apply(); err != nil {
