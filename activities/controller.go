@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"sync"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -48,6 +49,9 @@ type Activities struct {
 
 	// refills deduplicates the renders and GitRepo queries of refills.
 	refills refills
+	// notifier coalesces NotifyGitRepos calls.
+	notifierOnce sync.Once
+	notifier     *cluster.Notifier
 }
 
 // reader returns the bundle reader of one render of a GitRepo: remote

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
@@ -53,15 +54,16 @@ func (a *Activities) registry(ctx context.Context) ([]protocol.ClusterRecord, []
 
 // NotifyGitRepos signals every running GitRepo workflow that clusters or
 // groups changed. With WaitFor set it first waits until that workflow is
-// listed, so every GitRepo that lists clusters afterwards sees it.
+// listed, so every GitRepo that lists clusters afterwards sees it. The
+// calls of a burst (a thousand clusters registered at once) share
+// rounds: see cluster.Notifier.
 func (a *Activities) NotifyGitRepos(ctx context.Context, in NotifyInput) error {
-	reg := cluster.NewRegistry(a.Client)
-	if in.WaitFor != "" {
-		if err := reg.WaitListed(ctx, in.WaitFor, func() { activity.RecordHeartbeat(ctx) }); err != nil {
-			return err
-		}
-	}
-	n, err := reg.NotifyGitRepos(ctx)
+	a.notifierOnce.Do(func() { a.notifier = cluster.NewNotifier(cluster.NewRegistry(a.Client), notifyRoundTimeout) })
+	n, err := a.notifier.Notify(ctx, in.WaitFor, func() { activity.RecordHeartbeat(ctx) })
 	a.Logger.Debug("Notified GitRepos", zap.String("reason", in.Reason), zap.Int("gitrepos", n))
 	return err
 }
+
+// notifyRoundTimeout bounds one round of notifications, within the
+// activity's one minute.
+const notifyRoundTimeout = 45 * time.Second

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -101,34 +100,6 @@ func (r *Registry) query(ctx context.Context, id string, out any) error {
 // each calls fn with the ID of every running workflow of type wfType.
 func (r *Registry) each(ctx context.Context, wfType string, fn func(id string) error) error {
 	return temporalx.EachWorkflow(ctx, r.client, temporalx.RunningOfType(wfType), fn)
-}
-
-// WaitListed returns once visibility lists workflowID as running, so that
-// every listing made afterwards includes it, or with ctx's error. It checks
-// with a pause growing from 50ms to 1s (many clusters registered at once
-// must not flood visibility with list calls) and calls wait, if not nil,
-// before each pause (an activity heartbeats there).
-func (r *Registry) WaitListed(ctx context.Context, workflowID string, wait func()) error {
-	q := fmt.Sprintf("WorkflowId = '%s' AND ExecutionStatus = 'Running'", workflowID)
-	pause := 50 * time.Millisecond
-	for {
-		found := false
-		if err := temporalx.EachWorkflow(ctx, r.client, q, func(string) error { found = true; return nil }); err != nil {
-			return err
-		}
-		if found {
-			return nil
-		}
-		if wait != nil {
-			wait()
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, time.Second)
-	}
 }
 
 // NotifyGitRepos signals every running GitRepo workflow that clusters or

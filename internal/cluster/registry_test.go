@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -43,6 +44,13 @@ type fakeTemporal struct {
 	failQuery map[string]error
 	lists     map[string]int
 	signalled []string
+	// running answers "WorkflowId IN (...)" listings: the IDs of the list
+	// that are running, each after listed hiddenFor[id] times.
+	running   map[string]bool
+	inQueries int
+	// signalGate, when set, holds the first signal until it is closed;
+	// signalling is closed when that signal arrives.
+	signalGate, signalling chan struct{}
 }
 
 func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
@@ -53,6 +61,22 @@ func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.List
 	}
 	f.lists[req.Query]++
 	ids := f.listed[req.Query]
+	if in, ok := strings.CutPrefix(req.Query, "WorkflowId IN ("); ok && len(req.NextPageToken) == 0 {
+		f.inQueries++
+		ids = nil
+		in, _, _ = strings.Cut(in, ")")
+		for _, q := range strings.Split(in, ", ") {
+			id := strings.Trim(q, "'")
+			f.lists[id]++
+			if f.running[id] && f.lists[id] > f.hiddenFor[id] {
+				ids = append(ids, id)
+			}
+		}
+		if f.listed == nil {
+			f.listed = map[string][]string{}
+		}
+		f.listed[req.Query] = ids // for the next pages
+	}
 	if f.lists[req.Query] <= f.hiddenFor[req.Query] || len(ids) == 0 {
 		return &workflowservice.ListWorkflowExecutionsResponse{}, nil
 	}
@@ -85,6 +109,13 @@ func (f *fakeTemporal) QueryWorkflow(_ context.Context, id, _, queryType string,
 
 func (f *fakeTemporal) SignalWorkflow(_ context.Context, id, _, signal string, _ any) error {
 	f.mu.Lock()
+	if gate := f.signalGate; gate != nil {
+		f.signalGate = nil
+		close(f.signalling)
+		f.mu.Unlock()
+		<-gate
+		f.mu.Lock()
+	}
 	defer f.mu.Unlock()
 	if signal != protocol.SignalClustersChanged {
 		return errors.New("unexpected signal " + signal)
@@ -145,21 +176,6 @@ func TestRegistry_List(t *testing.T) {
 		var unavailable *serviceerror.Unavailable
 		require.ErrorAs(t, err, &unavailable)
 		assert.ErrorContains(t, err, "query cluster/b")
-	})
-}
-
-func TestRegistry_WaitListed(t *testing.T) {
-	q := "WorkflowId = 'cluster/new' AND ExecutionStatus = 'Running'"
-	f := &fakeTemporal{listed: map[string][]string{q: {"cluster/new"}}, hiddenFor: map[string]int{q: 3}}
-	waits := 0
-	require.NoError(t, NewRegistry(f).WaitListed(context.Background(), "cluster/new", func() { waits++ }))
-	assert.Equal(t, 4, f.lists[q])
-	assert.Equal(t, 3, waits, "wait is called before each pause")
-
-	t.Run("ends with its context", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		err := NewRegistry(f).WaitListed(ctx, "cluster/never", cancel)
-		require.ErrorIs(t, err, context.Canceled)
 	})
 }
 
