@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
@@ -25,10 +27,12 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
-// BenchmarkFanout rolls one GitRepo out to many clusters at once: 1,000
-// virtual clusters (FLOTILLA_FANOUT_CLUSTERS) vc-0000 … vc-0999, each
-// registered with the kubeconfig of real kube-apiserver i%3 and the label
-// fanout=yes. The bundle's fleet.yaml has one targetCustomization per
+// BenchmarkFanout rolls one GitRepo out to many clusters at once, at
+// several sizes (a sub-benchmark each, on servers of its own): 100, 300
+// and 1,000 virtual clusters, and 5,000 with FANOUT_MAX=5000
+// (FLOTILLA_FANOUT_CLUSTERS=N runs N only). Virtual clusters vc-0000 …
+// are each registered with the kubeconfig of real kube-apiserver i%3 and
+// the label fanout=yes. The bundle's fleet.yaml has one targetCustomization per
 // cluster that forces the namespace to the cluster's name, so the 333
 // virtual clusters sharing an API server install 333 releases side by
 // side. The bundle is one ConfigMap (FLOTILLA_FANOUT_WORKLOAD=deployment:
@@ -40,7 +44,16 @@ import (
 // CLI does it (kubeconfig into <state-dir>/clusters, then the cluster
 // workflow's apply update), in parallel.
 //
-// Output (bench/out/fanout.json):
+// Output (bench/out/fanout.json): the fields below for the 1,000-cluster
+// round (or the largest), "curve" (per size: clusters, total_s,
+// p50/p95_cluster_ms, max_events_per_run, max_pending_activities,
+// worker/temporal RSS and CPU, helm_revisions_max, register_s and
+// TargetBundles' time) and noop_resync_s: `flotilla sync` of the
+// 1,000 clusters, everything already at its deployment ID, until the
+// GitRepo is settled again. helm_revisions_max is the newest Helm revision
+// of any release after it (1: nothing was deployed twice).
+//
+// Per round:
 //   - total_s: `flotilla apply -f` of the GitRepo until its status (the
 //     query `flotilla status` shows; confirmed with the CLI once at the end)
 //     is settled with every deployment Ready.
@@ -85,8 +98,59 @@ func BenchmarkFanout(b *testing.B) {
 	}
 	cfg := loadFanoutConfig(b)
 	lg := newFanoutLog(b)
+	headline := cfg.headline()
+	out := map[string]any{}
+	var curve []map[string]float64
+	for _, n := range cfg.sizes {
+		// A sub-benchmark per size, so that each size's servers are
+		// stopped before the next starts.
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			lg.b = b
+			res := fanoutRound(b, cfg, lg, n, n == headline)
+			curve = append(curve, curvePoint(res))
+			if n == headline {
+				for k, v := range res {
+					out[k] = v
+				}
+			}
+		})
+		lg.b = b
+	}
+	out["curve"] = curve
+	writeBenchJSON(b, "fanout", out)
+	lg.logf("cost curve: %s", curveSummary(curve))
+}
+
+// curveFields are the figures of each size that the curve reports.
+var curveFields = []string{"clusters", "completed", "total_s", "p50_cluster_ms", "p95_cluster_ms", "max_events_per_run",
+	"max_pending_activities", "worker_rss_mb", "temporal_rss_mb", "worker_cpu_s", "temporal_cpu_s",
+	"helm_revisions_max", "register_s", "activity_targetbundles_p50_ms"}
+
+func curvePoint(res map[string]float64) map[string]float64 {
+	pt := map[string]float64{}
+	for _, k := range curveFields {
+		if v, ok := res[k]; ok {
+			pt[k] = v
+		}
+	}
+	return pt
+}
+
+func curveSummary(curve []map[string]float64) string {
+	var parts []string
+	for _, pt := range curve {
+		parts = append(parts, fmt.Sprintf("%.0f clusters: %.1f s, p95 %.0f ms, worker %.0f MiB / %.0f CPU-s, Temporal %.0f MiB / %.0f CPU-s",
+			pt["clusters"], pt["total_s"], pt["p95_cluster_ms"], pt["worker_rss_mb"], pt["worker_cpu_s"], pt["temporal_rss_mb"], pt["temporal_cpu_s"]))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// fanoutRound rolls the GitRepo out to n virtual clusters on servers of
+// its own and returns the figures; with resync it then measures a no-op
+// `flotilla sync` of all of them (noop_resync_s).
+func fanoutRound(b *testing.B, cfg fanoutConfig, lg *fanoutLog, n int, resync bool) map[string]float64 {
 	ctx := context.Background()
-	n, k := cfg.clusters, cfg.apiservers
+	k := cfg.apiservers
 	lg.logf("%d virtual clusters on %d API servers, workload %s, Temporal %s, automatic partitions %s", n, k, cfg.workload,
 		map[bool]string{false: "embedded (--dev)", true: "separate process"}[cfg.separateTemporal],
 		map[bool]string{false: "on (product default)", true: "off"}[cfg.unpartitioned])
@@ -255,12 +319,65 @@ func BenchmarkFanout(b *testing.B) {
 	res["apiserver_cpu_s"] = cpuAfter["kube-apiserver"] - cpuBefore["kube-apiserver"]
 	res["etcd_cpu_s"] = cpuAfter["etcd"] - cpuBefore["etcd"]
 	res["bench_cpu_s"] = cpuAfter["bench (test process)"] - cpuBefore["bench (test process)"]
-	writeBenchResult(b, "fanout", res)
 	lg.logf("total %.1fs for %d clusters (goal: 60 s for 1000), p50 per cluster %.0f ms, max history %v events, max pending %v, worker RSS %.0f MiB",
 		total.Seconds(), n, res["p50_cluster_ms"], res["max_events_per_run"], res["max_pending_activities"], hwm)
 	if !settled {
 		b.Fatalf("the rollout to %d clusters failed: %v; summary %+v", n, waitErr, final.Summary)
 	}
+	if resync {
+		// Everything runs its deployment ID: a sync must redeploy nothing.
+		start := time.Now()
+		f.cli(b, "sync", "fanout")
+		st, err := waitResynced(ctx, c, n, commit, cfg.timeout)
+		res["noop_resync_s"] = time.Since(start).Seconds()
+		require.NoError(b, err, "no-op re-sync: %+v", st.Summary)
+		lg.logf("no-op re-sync of %d clusters: %.1f s", n, res["noop_resync_s"])
+	}
+	revs, err := maxHelmRevision(ctx, apis)
+	require.NoError(b, err)
+	res["helm_revisions_max"] = float64(revs)
+	lg.logf("Helm revisions per release: at most %d", revs)
+	return res
+}
+
+// waitResynced waits until the GitRepo took a sync and settled again at
+// commit with n deployments Ready.
+func waitResynced(ctx context.Context, c client.Client, n int, commit string, timeout time.Duration) (status.GitRepo, error) {
+	deadline := time.Now().Add(timeout)
+	var st status.GitRepo
+	for time.Now().Before(deadline) {
+		v, err := c.QueryWorkflow(ctx, protocol.GitRepoID(api.DefaultNamespace, "fanout"), "", protocol.QueryStatus)
+		if err == nil && v.Get(&st) == nil && st.Syncs > 0 && settledAt(commit, n)(st) {
+			return st, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return st, fmt.Errorf("not settled after the sync within %s", timeout)
+}
+
+// maxHelmRevision returns the newest revision of any Helm release on
+// the API servers: how many installs and upgrades the most deployed
+// release had.
+func maxHelmRevision(ctx context.Context, apis []*testenv.Cluster) (int, error) {
+	most := 0
+	for _, a := range apis {
+		cs, err := kubernetes.NewForConfig(a.RESTConfig())
+		if err != nil {
+			return 0, err
+		}
+		list, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+		if err != nil {
+			return 0, err
+		}
+		for _, s := range list.Items {
+			v, err := strconv.Atoi(s.Labels["version"])
+			if err != nil {
+				return 0, fmt.Errorf("Helm record %s/%s: version %q", s.Namespace, s.Name, s.Labels["version"])
+			}
+			most = max(most, v)
+		}
+	}
+	return most, nil
 }
 
 // startFanoutWorker starts the worker on stateDir: `flotilla-worker --dev`

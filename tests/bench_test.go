@@ -3,8 +3,10 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -28,6 +30,26 @@ func writeBenchResult(b *testing.B, name string, fields map[string]float64) {
 	sort.Strings(keys)
 	for _, k := range keys {
 		b.ReportMetric(fields[k], k)
+	}
+	dir := os.Getenv("FLOTILLA_BENCH_OUT")
+	if dir == "" {
+		return
+	}
+	out, err := json.MarshalIndent(fields, "", "  ")
+	require.NoError(b, err)
+	require.NoError(b, os.MkdirAll(dir, 0o755))
+	require.NoError(b, os.WriteFile(filepath.Join(dir, name+".json"), append(out, '\n'), 0o644))
+}
+
+// writeBenchJSON is writeBenchResult for results that are not all
+// numbers (a curve: a list of objects); the numeric top-level fields are
+// reported as metrics.
+func writeBenchJSON(b *testing.B, name string, fields map[string]any) {
+	b.Helper()
+	for _, k := range slices.Sorted(maps.Keys(fields)) {
+		if v, ok := fields[k].(float64); ok {
+			b.ReportMetric(v, k)
+		}
 	}
 	dir := os.Getenv("FLOTILLA_BENCH_OUT")
 	if dir == "" {

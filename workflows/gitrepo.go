@@ -149,6 +149,11 @@ type gitRepo struct {
 	backoff bool
 	// finished counts finished rollouts, so the retry timer is set anew.
 	finished int
+	// clusterChanges counts the cluster changes gathered while a rollout
+	// runs; gathering is the gathering in progress (0: none), its ID
+	// taken from gatherings.
+	clusterChanges        int
+	gathering, gatherings int
 }
 
 type signal struct {
@@ -219,7 +224,7 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		{protocol.SignalPause, signal{apply: plain(func() { g.s.Paused = true })}},
 		{protocol.SignalResume, signal{apply: plain(g.resume)}},
 		{protocol.SignalDelete, signal{apply: plain(func() { g.s.Deleting = true })}},
-		{protocol.SignalClustersChanged, signal{apply: plain(func() { g.s.Dirty = true })}},
+		{protocol.SignalClustersChanged, signal{apply: plain(func() { g.clustersChanged(ctx) })}},
 		{protocol.SignalPush, signal{
 			value: func() any { return new(protocol.Push) },
 			apply: func(v any) { g.push(ctx, *v.(*protocol.Push)) },
@@ -238,6 +243,38 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		})
 	}
 	return nil
+}
+
+// clustersChanged takes a ClustersChanged signal: with no rollout
+// running a rollout is due at once; while one runs, the changes are
+// gathered and supersede it once they pause (see clusterQuiet), or with
+// its end, whichever comes first.
+func (g *gitRepo) clustersChanged(ctx workflow.Context) {
+	if g.running == "" || workflow.GetVersion(ctx, versionCoalesceClusters, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		g.s.Dirty = true
+		return
+	}
+	g.clusterChanges++
+	if g.gathering != 0 {
+		return
+	}
+	g.gatherings++
+	id, first := g.gatherings, workflow.Now(ctx)
+	g.gathering = id
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			seen := g.clusterChanges
+			_ = workflow.NewTimerWithOptions(ctx, clusterQuiet, workflow.TimerOptions{Summary: "gather cluster changes"}).Get(ctx, nil)
+			if g.gathering != id {
+				return // the rollout ended and took the changes
+			}
+			if g.clusterChanges == seen || workflow.Now(ctx).Sub(first) >= clusterMaxWait {
+				break
+			}
+		}
+		g.gathering = 0
+		g.s.Dirty = true
+	})
 }
 
 // resume lifts a pause. A GitRepo at the webhook pace may have unsettled
@@ -605,6 +642,12 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err error) {
 	g.running, g.superseding, g.s.LastRollout = "", false, id
 	g.finished++
+	if g.gathering != 0 {
+		// Cluster changes gathered during the rollout: the next one
+		// takes them now.
+		g.gathering = 0
+		g.s.Dirty = true
+	}
 	switch {
 	case err != nil:
 		g.s.Error = "rollout " + id + ": " + activityMessage(err)

@@ -31,6 +31,8 @@ type fakeFleet struct {
 	gitDown  bool
 	// notReady makes deploys report NotReady.
 	notReady bool
+	// targetings counts TargetBundles calls: one per rollout.
+	targetings int
 }
 
 func newFakeFleet() *fakeFleet {
@@ -60,6 +62,7 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 		func(_ context.Context, in activities.BundleTargetsInput) (activities.TargetsResult, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
+			f.targetings++
 			res := activities.TargetsResult{Registered: []string{"c1", "c2"}}
 			for _, c := range f.matched {
 				res.Matched = append(res.Matched, activities.TargetCluster{Name: c, Bundles: in.Bundles})
@@ -171,6 +174,56 @@ func TestGitRepoWorkflow_RollsOutRetargetsAndDeletes(t *testing.T) {
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	assert.Equal(t, []string{"app"}, f.cleanups["c1"], "delete uninstalls the remaining release")
+}
+
+// A burst of cluster changes while a rollout runs (a thousand clusters
+// registering) supersedes it once, when the burst pauses, not once per
+// change; a change while nothing runs is acted on at once.
+func TestGitRepoWorkflow_CoalescesClusterBursts(t *testing.T) {
+	env, f := gitRepoEnv()
+	var ca *activities.ClusterActivities
+	// Deploys report NotReady and readiness takes 30 s: the rollout runs.
+	env.OnActivity(ca.WaitReady, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.WaitReadyInput) (activities.DeployResult, error) {
+			var res activities.DeployResult
+			for _, b := range in.Bundles {
+				res.Deployments = append(res.Deployments, status.Deployment{Bundle: b.Name, Cluster: in.Cluster, Release: b.Release,
+					Namespace: b.Namespace, DeploymentID: b.DeploymentID, AppliedDeploymentID: b.DeploymentID, State: status.Ready})
+			}
+			return res, nil
+		}).After(30 * time.Second)
+	f.notReady = true
+	repo := testGitRepo(false)
+	repo.Spec.DisablePolling = true // no refreshes of the NotReady deployments
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, repo) }, 0)
+	for i := range 20 { // 5 s … 14.5 s
+		env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalClustersChanged, nil) },
+			5*time.Second+time.Duration(i)*500*time.Millisecond)
+	}
+	env.RegisterDelayedCallback(func() {
+		f.set(func() { assert.Equal(t, 1, f.targetings, "changes still coming: the rollout goes on") })
+	}, 9*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.set(func() { assert.Equal(t, 2, f.targetings, "superseded once, 5 s after the first change") })
+	}, 14*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.set(func() {
+			assert.Equal(t, 3, f.targetings, "the rest of the burst (10.5 s … 14.5 s): once more, at 15.5 s")
+			f.notReady = false
+		})
+	}, 40*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.True(t, st.Settled)
+		assert.Equal(t, 2, st.Summary.Ready)
+		// Idle: a change re-targets at once.
+		env.SignalWorkflow(protocol.SignalClustersChanged, nil)
+	}, 100*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.set(func() { assert.Equal(t, 4, f.targetings, "idle: at once") })
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 100*time.Second+100*time.Millisecond)
+	runGitRepo(t, env)
 }
 
 func TestGitRepoWorkflow_InvalidSpecIsRejected(t *testing.T) {

@@ -131,4 +131,16 @@ const (
 	// versionFailureRetry: GitRepo runs start a rollout when the backoff
 	// of a failed deployment is over.
 	versionFailureRetry = "failure-retry"
+	// versionCoalesceClusters: cluster changes during a rollout supersede
+	// it once they pause (clusterQuiet), not one by one.
+	versionCoalesceClusters = "coalesce-cluster-changes"
+)
+
+// A burst of cluster changes (registrations, label edits) during a
+// rollout supersedes it once no change came for clusterQuiet, and at the
+// latest clusterMaxWait after the first: one re-target per burst, not
+// one per cluster. A change while no rollout runs is acted on at once.
+const (
+	clusterQuiet   = time.Second
+	clusterMaxWait = 5 * time.Second
 )
