@@ -244,8 +244,10 @@ func (d *Deployer) deploy(ctx context.Context, getter, helmGetter genericcliopti
 	}
 	pr.crds = &crdInstaller{ctx: ctx, getter: helmGetter, log: d.log, release: rel.Name, namespace: rel.Namespace,
 		takeOwnership: rel.TakeOwnership, timeout: d.timeoutOf(rel)}
+	// A ServiceAccount lives in the namespace, which therefore exists; it
+	// is rarely allowed to create namespaces.
 	pr.ns = &namespaceMetadata{ctx: ctx, getter: getter, namespace: rel.Namespace, release: rel.Name,
-		labels: rel.NamespaceLabels, annotations: rel.NamespaceAnnotations}
+		labels: rel.NamespaceLabels, annotations: rel.NamespaceAnnotations, create: rel.ServiceAccount == ""}
 	pr.fields = &fieldChecker{ctx: ctx, getter: helmGetter, mapper: pr.mapper, cache: d.fields, namespace: rel.Namespace}
 	if err := pr.checkCRDFiles(rel.Chart); err != nil {
 		return Result{}, fmt.Errorf("check CRDs of release %s/%s: %w", rel.Namespace, rel.Name, err)
@@ -411,9 +413,8 @@ func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel R
 	in.PostRenderer = pr
 	in.ReleaseName = rel.Name
 	in.Namespace = rel.Namespace
-	// A ServiceAccount lives in the namespace, which therefore exists; it
-	// is rarely allowed to create namespaces (Helm tries even then).
-	in.CreateNamespace = rel.ServiceAccount == ""
+	// The post-renderer creates the namespace (see namespaceMetadata).
+	in.CreateNamespace = false
 	in.Timeout = d.timeoutOf(rel)
 	in.Wait = rel.Wait
 	in.WaitForJobs = rel.Wait && rel.WaitForJobs

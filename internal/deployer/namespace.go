@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -28,33 +29,45 @@ type namespaceMetadata struct {
 	release     string
 	labels      map[string]string
 	annotations map[string]string
+	// create creates the namespace when it is missing, as Helm's
+	// CreateNamespace would (labelled name=<namespace>), without Helm's
+	// client-side OpenAPI validation of it, which parses the whole core
+	// API's OpenAPI document on every install.
+	create bool
 }
 
 // apply server-side applies the labels and annotations, creating the
-// namespace when it is missing. The release's field manager owns exactly
-// these keys: a key dropped since the last apply is removed (unless
-// another manager set it too), keys others set (kubernetes.io/metadata.name,
+// namespace when it is missing; without them it creates a missing
+// namespace only when create is set. The release's field manager owns exactly these
+// keys: a key dropped since the last apply is removed (unless another
+// manager set it too), keys others set (kubernetes.io/metadata.name,
 // pod-security.kubernetes.io/* from an admission policy, a person's) are
 // left alone, and a key both set takes the release's value. With neither
-// labels nor annotations it only removes what the release set before,
-// and creates nothing.
+// labels nor annotations it only removes what the release set before.
 func (n *namespaceMetadata) apply() error {
 	cs, err := newClientset(n.getter)
 	if err != nil {
 		return err
 	}
 	manager := NamespaceFieldManager(n.release)
-	if len(n.labels) == 0 && len(n.annotations) == 0 {
+	metadata := len(n.labels) > 0 || len(n.annotations) > 0
+	if !metadata {
 		ns, err := cs.CoreV1().Namespaces().Get(n.ctx, n.namespace, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err) && n.create:
+			_, err := cs.CoreV1().Namespaces().Create(n.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+				Name: n.namespace, Labels: map[string]string{"name": n.namespace}}}, metav1.CreateOptions{FieldManager: FieldManager})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create namespace %s: %w", n.namespace, err)
+			}
 			return nil
-		}
-		if err != nil {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
 			return fmt.Errorf("read namespace %s: %w", n.namespace, err)
-		}
-		if !slices.ContainsFunc(ns.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
+		case !slices.ContainsFunc(ns.ManagedFields, func(e metav1.ManagedFieldsEntry) bool {
 			return e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply
-		}) {
+		}):
 			return nil
 		}
 	}
