@@ -38,7 +38,7 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 		return TargetsResult{}, err
 	}
 	t := &targeting{a: a, in: in, restrict: in.Spec.EffectiveTargets(), groups: targetGroups(groups),
-		local: a.Content.WithRemote(nil), bundles: make([]bundle.Bundle, len(in.Bundles)),
+		local: a.Content.WithRemote(nil), shared: a.Content.NewOptionsBatch(), bundles: make([]bundle.Bundle, len(in.Bundles)),
 		targeted: make([][]bundle.Cluster, len(in.Bundles)),
 		out:      TargetsResult{Registered: []string{}, Matched: []TargetCluster{}, Backoff: a.Retry}}
 	t.compiled = make([]*target.Compiled, len(in.Bundles))
@@ -53,6 +53,9 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 			return TargetsResult{}, err
 		}
 		activity.RecordHeartbeat(ctx, c.Name)
+	}
+	if err := t.shared.Push(ctx); err != nil {
+		return TargetsResult{}, fmt.Errorf("store the options of agents' bundles: %w", err)
 	}
 	now := time.Now()
 	for i, b := range t.bundles {
@@ -99,7 +102,10 @@ type targeting struct {
 	restrict []api.TargetSelector
 	groups   []target.Group
 	local    *content.Store
-	bundles  []bundle.Bundle
+	// shared holds the options agents read from the registry, pushed
+	// together once every cluster was targeted.
+	shared  *content.OptionsBatch
+	bundles []bundle.Bundle
 	// compiled are the bundles' selectors, parsed and indexed once per
 	// call, not once per cluster.
 	compiled []*target.Compiled
@@ -117,9 +123,9 @@ func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error
 	// Only agents read options from the registry: a push-mode cluster's
 	// options stay on this host (no registry round trip per cluster and
 	// rollout).
-	options := t.local
+	put := func(o bundle.Options) (string, error) { return t.local.PutOptions(o) }
 	if agent {
-		options = t.a.Content
+		put = t.shared.Put
 		t.out.Agents = append(t.out.Agents, c.Name)
 		if c.Agent != nil && c.Agent.Offline {
 			t.out.Offline = append(t.out.Offline, c.Name)
@@ -147,7 +153,7 @@ func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error
 			t.out.Errors = append(t.out.Errors, *failed)
 			continue
 		}
-		hash, err := options.PutOptionsContext(ctx, dep.Options)
+		hash, err := put(dep.Options)
 		if err != nil {
 			return fmt.Errorf("store options of bundle %s for cluster %s: %w", rb.Name, c.Name, err)
 		}

@@ -207,6 +207,46 @@ func TestRegistryPushIsIdempotent(t *testing.T) {
 	assert.Equal(t, 1, count(rec.requests(), http.MethodPut, "/manifests/options-"+hash))
 }
 
+// An OptionsBatch stores locally at once and pushes on Push, each
+// distinct options once.
+func TestOptionsBatch(t *testing.T) {
+	ctx := t.Context()
+	rec, connect := plainRegistry(t)
+	s, _ := newStore(t)
+	b := s.WithRemote(connect()).NewOptionsBatch()
+	var hashes []string
+	for i := range 40 {
+		o := options()
+		o.DefaultNamespace = fmt.Sprintf("ns-%d", i%20) // 20 distinct
+		hash, err := b.Put(o)
+		require.NoError(t, err)
+		hashes = append(hashes, hash)
+	}
+	assert.Empty(t, rec.requests(), "nothing pushed before Push")
+	got, err := s.GetOptions(hashes[0])
+	require.NoError(t, err, "stored locally at once")
+	assert.Equal(t, "ns-0", got.DefaultNamespace)
+	assert.Equal(t, 20, b.Len())
+
+	require.NoError(t, b.Push(ctx))
+	reqs := rec.requests()
+	assert.Equal(t, 20, count(reqs, http.MethodPut, "/manifests/options-"), reqs)
+	assert.Equal(t, 0, b.Len())
+	other, _ := newStore(t)
+	got, err = other.WithRemote(connect()).GetOptionsContext(ctx, hashes[39])
+	require.NoError(t, err, "another host pulls it")
+	assert.Equal(t, "ns-19", got.DefaultNamespace)
+
+	t.Run("without a registry nothing waits", func(t *testing.T) {
+		s, _ := newStore(t)
+		b := s.NewOptionsBatch()
+		_, err := b.Put(options())
+		require.NoError(t, err)
+		assert.Equal(t, 0, b.Len())
+		require.NoError(t, b.Push(ctx))
+	})
+}
+
 func TestRegistryNotFound(t *testing.T) {
 	ctx := t.Context()
 	_, connect := plainRegistry(t)

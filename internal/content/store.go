@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 
 	"github.com/google/renameio/v2"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
@@ -199,6 +200,56 @@ func (s *Store) PutOptionsContext(ctx context.Context, o bundle.Options) (string
 		}
 	}
 	return hash, nil
+}
+
+// OptionsBatch stores options on this host as they are put and pushes
+// them to the registry together (Push): each distinct one once, a few at
+// a time. A rollout to a thousand agents pushes their options in
+// parallel rather than one registry round trip after another.
+type OptionsBatch struct {
+	s     *Store
+	data  map[string][]byte
+	order []string
+}
+
+// pushParallelism bounds an OptionsBatch's concurrent pushes.
+const pushParallelism = 16
+
+// NewOptionsBatch returns an empty batch of s.
+func (s *Store) NewOptionsBatch() *OptionsBatch {
+	return &OptionsBatch{s: s, data: map[string][]byte{}}
+}
+
+// Put stores o locally and returns its hash; the push waits for Push.
+func (b *OptionsBatch) Put(o bundle.Options) (string, error) {
+	hash, data, err := b.s.putOptions(o)
+	if err != nil {
+		return "", err
+	}
+	if _, ok := b.data[hash]; !ok && b.s.remote != nil {
+		b.data[hash] = data
+		b.order = append(b.order, hash)
+	}
+	return hash, nil
+}
+
+// Len is how many distinct options wait to be pushed.
+func (b *OptionsBatch) Len() int { return len(b.order) }
+
+// Push pushes every options put since the last Push (nothing without a
+// registry) and returns the first error.
+func (b *OptionsBatch) Push(ctx context.Context) error {
+	if len(b.order) == 0 {
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(pushParallelism)
+	for _, hash := range b.order {
+		data := b.data[hash]
+		g.Go(func() error { return b.s.remote.Push(gctx, KindOptions, hash, data) })
+	}
+	b.data, b.order = map[string][]byte{}, nil
+	return g.Wait()
 }
 
 // putOptions stores o locally and returns its hash and stored bytes.
