@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
@@ -50,7 +51,14 @@ func openStores(dir string, mirrors map[string]string, registry registryFlags) (
 // controller's worker: one worker serves every cluster with a sealed
 // kubeconfig, each call naming its cluster, so a fleet of thousands of
 // clusters needs no worker (and no task queue poller) per cluster.
-func registerController(w worker.Worker, c client.Client, st *stores, agents *activities.AgentActivities, retry rollout.Backoff, logger *zap.Logger) {
+//
+// The push-mode clusters' drift watches run on watches, a second worker
+// on the watch queue (protocol.WatchQueue) whose slots are not limited by
+// --max-concurrent-activities: each is a long-running activity, one per
+// cluster, that must neither wait for a slot nor hold one a deploy needs.
+// Both workers share one ClusterActivities, which keeps the clusters'
+// monitors.
+func registerController(w, watches worker.Worker, c client.Client, st *stores, agents *activities.AgentActivities, retry rollout.Backoff, logger *zap.Logger) {
 	w.RegisterWorkflow(workflows.GitRepoWorkflow)
 	w.RegisterWorkflow(workflows.HelmOpWorkflow)
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
@@ -65,7 +73,7 @@ func registerController(w worker.Worker, c client.Client, st *stores, agents *ac
 	w.RegisterActivity(agents)
 	ctrl := &activities.Activities{Client: c, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, Logger: logger}
 	w.RegisterActivity(ctrl)
-	w.RegisterActivity(&activities.ClusterActivities{
+	ca := &activities.ClusterActivities{
 		Clusters:   cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),
 		Deployer:   deployer.New(deployer.Options{Logger: logger.Named("helm")}),
 		Content:    st.content,
@@ -73,7 +81,9 @@ func registerController(w worker.Worker, c client.Client, st *stores, agents *ac
 		Logger:     logger,
 		Signal:     signaller(c),
 		Downstream: activities.VaultDownstream(st.sealing),
-	})
+	}
+	w.RegisterActivity(ca)
+	watches.RegisterActivityWithOptions(ca.Watch, activity.RegisterOptions{Name: "Watch"})
 	exportStateMetrics(c, logger) // GitRepo, bundle and cluster states on /metrics
 }
 

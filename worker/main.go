@@ -18,6 +18,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/buildinfo"
 	"github.com/flotilla-gitops/flotilla/internal/devserver"
 	"github.com/flotilla-gitops/flotilla/internal/envflag"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
@@ -140,17 +141,23 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 		MaxConcurrentActivityExecutionSize:     o.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: o.MaxConcurrentWorkflowTasks,
 	})
-	registerController(w, c, st, agents, o.Retry, logger)
+	watches := worker.New(c, protocol.WatchQueue(o.TaskQueue), worker.Options{MaxConcurrentActivityExecutionSize: maxWatches})
+	registerController(w, watches, c, st, agents, o.Retry, logger)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}
-	if err := publishKeys(ctx, c, o.TaskQueue, st.sealing, logger); err != nil {
+	if err := watches.Start(); err != nil {
 		w.Stop()
+		return fmt.Errorf("start worker on task queue %s: %w", protocol.WatchQueue(o.TaskQueue), err)
+	}
+	stop := func() { watches.Stop(); w.Stop() }
+	if err := publishKeys(ctx, c, o.TaskQueue, st.sealing, logger); err != nil {
+		stop()
 		return err
 	}
 	importStateDir(ctx, c, o.TaskQueue, o.DevSrv.StateDir, st.sealing, logger)
 	if err := serveWebhooks(ctx, o.Webhook, c, st.sealing.Vault, logger); err != nil {
-		w.Stop()
+		stop()
 		return err
 	}
 	p.setReady(true, "")
@@ -163,9 +170,13 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 
 	<-ctx.Done()
 	logger.Info("Worker stopping")
-	w.Stop()
+	stop()
 	return nil
 }
+
+// maxWatches bounds the drift watches one controller runs at once (one
+// per push-mode cluster, mostly idle: an informer per watched kind).
+const maxWatches = 20000
 
 func startDevServer(ctx context.Context, o *options, logger *zap.Logger) (*devserver.Server, error) {
 	o.DevSrv.Namespace = o.Temporal.Namespace

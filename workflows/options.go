@@ -134,6 +134,9 @@ const (
 	// versionCoalesceClusters: cluster changes during a rollout supersede
 	// it once they pause (clusterQuiet), not one by one.
 	versionCoalesceClusters = "coalesce-cluster-changes"
+	// versionWatchQueue: push-mode drift watches run on the controller's
+	// watch queue (protocol.WatchQueue), not its own.
+	versionWatchQueue = "watch-queue"
 )
 
 // A burst of cluster changes (registrations, label edits) during a

@@ -94,7 +94,11 @@ func (w *clusterWatch) loop(ctx workflow.Context) {
 		actx, cancel := workflow.WithCancel(ctx)
 		var a *activities.ClusterActivities
 		w.running = true
-		f := workflow.ExecuteActivity(onCluster(actx, w.name, pull, watchOptions), a.Watch,
+		opts := watchOptions
+		if workflow.GetVersion(ctx, versionWatchQueue, workflow.DefaultVersion, 1) == 1 {
+			opts.TaskQueue = protocol.WatchQueue(workflow.GetInfo(ctx).TaskQueueName) // an agent's queue in pull mode
+		}
+		f := workflow.ExecuteActivity(onCluster(actx, w.name, pull, opts), a.Watch,
 			activities.WatchInput{Cluster: w.name, Sets: w.sets})
 		// A cluster that gets an agent (or loses it) is watched from its
 		// new queue at once.

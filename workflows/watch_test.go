@@ -210,8 +210,9 @@ func TestClusterWorkflow_WatchRestartsWhenItEnds(t *testing.T) {
 	}
 }
 
-// The watch runs where the cluster's deploys run: on the agent's queue
-// in pull mode, on the controller's otherwise.
+// The watch runs on the agent's queue in pull mode, and otherwise on the
+// controller's watch queue, never its own: a thousand long-running
+// watches there would hold every slot deploys and Git checks need.
 func TestClusterWorkflow_WatchQueue(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -229,7 +230,8 @@ func TestClusterWorkflow_WatchQueue(t *testing.T) {
 			if tt.onAgent {
 				assert.Equal(t, protocol.ClusterQueue("c1"), r.starts[0].Queue)
 			} else {
-				assert.NotEqual(t, protocol.ClusterQueue("c1"), r.starts[0].Queue)
+				// The test environment runs workflows on "default-test-taskqueue".
+				assert.Equal(t, protocol.WatchQueue("default-test-taskqueue"), r.starts[0].Queue)
 			}
 		})
 	}

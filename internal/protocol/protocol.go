@@ -137,6 +137,12 @@ func ClusterTokenID(id string) string { return "clustertoken/" + id }
 // activities: the agent in pull mode, the controller's worker in push mode.
 func ClusterQueue(name string) string { return "cluster/" + name }
 
+// WatchQueue is the task queue of the drift watches of the push-mode
+// clusters a controller on queue serves: long-running activities, one per
+// cluster, kept off the controller's own queue so that they never take
+// the slots deploys, renders and Git checks need.
+func WatchQueue(queue string) string { return queue + "-watch" }
+
 // GitRepoApply is the argument of the GitRepo apply update.
 type GitRepoApply struct {
 	GitRepo api.GitRepo `json:"gitRepo"`
