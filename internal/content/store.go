@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/google/renameio/v2"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
@@ -455,15 +454,40 @@ func sha256Hex(data []byte) string {
 // may be emptied while its process runs) is made again.
 func (s *Store) write(dir, name string, data []byte) error {
 	final := filepath.Join(s.dir, dir, name)
-	if _, err := os.Stat(final); err == nil {
+	if fi, err := os.Stat(final); err == nil && fi.Size() == int64(len(data)) {
 		return nil
 	}
-	err := renameio.WriteFile(final, data, 0o600)
+	err := writeAtomic(final, data)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
 			return err
 		}
-		err = renameio.WriteFile(final, data, 0o600)
+		err = writeAtomic(final, data)
+	}
+	return err
+}
+
+// writeAtomic writes data to a temporary file beside path and renames it
+// over path, without fsync: a reader sees all of data or the old file.
+// The store is a cache whose items are named by their content and
+// verified on every read, so a file a crash left short is detected (and
+// replaced by the next put of the item: write compares sizes) rather
+// than paid for with an fsync per item, which made targeting a thousand
+// clusters take seconds.
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name()) // best effort: a leftover temp file is only litter
 	}
 	return err
 }

@@ -160,6 +160,29 @@ func TestCorruptContent(t *testing.T) {
 	assert.ErrorContains(t, err, ofile)
 }
 
+// Items are written without fsync: a file a crash left short (empty, as
+// a rename of an unsynced file may leave it) reads as corrupt, and the
+// next put of the item replaces it.
+func TestShortFileIsReplaced(t *testing.T) {
+	s, dir := newStore(t)
+	hash, err := s.PutOptions(options())
+	require.NoError(t, err)
+	ofile := filepath.Join(dir, "options", hash+".json")
+	require.NoError(t, os.Truncate(ofile, 0))
+	_, err = s.GetOptions(hash)
+	require.ErrorIs(t, err, content.ErrCorrupt)
+
+	again, err := s.PutOptions(options())
+	require.NoError(t, err)
+	assert.Equal(t, hash, again)
+	got, err := s.GetOptions(hash)
+	require.NoError(t, err)
+	assert.Equal(t, options(), got)
+	entries, err := os.ReadDir(filepath.Join(dir, "options"))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary files left")
+}
+
 func TestConcurrentUse(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "store")
 	const workers = 8

@@ -21,6 +21,10 @@ type RESTClientGetter struct {
 	cfg       *rest.Config
 	namespace string
 	discovery discovery.CachedDiscoveryInterface
+	// mapper is built from discovery once, on first use, and shared by
+	// every namespace's getter: building it from discovery was a tenth of
+	// a deploy's CPU when every deploy built its own.
+	mapper meta.RESTMapper
 }
 
 var _ genericclioptions.RESTClientGetter = (*RESTClientGetter)(nil)
@@ -36,7 +40,9 @@ func NewRESTClientGetter(cfg *rest.Config, namespace string) (*RESTClientGetter,
 	if err != nil {
 		return nil, fmt.Errorf("create discovery client for %s: %w", cfg.Host, err)
 	}
-	return &RESTClientGetter{cfg: cfg, namespace: namespace, discovery: memory.NewMemCacheClient(dc)}, nil
+	cached := memory.NewMemCacheClient(dc)
+	return &RESTClientGetter{cfg: cfg, namespace: namespace, discovery: cached,
+		mapper: restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)}, nil
 }
 
 // ForNamespace returns a getter for the same cluster whose default
@@ -44,7 +50,7 @@ func NewRESTClientGetter(cfg *rest.Config, namespace string) (*RESTClientGetter,
 // OpenAPI schemas Helm validates against), so a cluster's schema is read
 // and parsed once, not once per namespace.
 func (g *RESTClientGetter) ForNamespace(namespace string) *RESTClientGetter {
-	return &RESTClientGetter{cfg: g.cfg, namespace: namespace, discovery: g.discovery}
+	return &RESTClientGetter{cfg: g.cfg, namespace: namespace, discovery: g.discovery, mapper: g.mapper}
 }
 
 // ToRESTConfig returns a copy of the REST config.
@@ -55,11 +61,11 @@ func (g *RESTClientGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterfa
 	return g.discovery, nil
 }
 
-// ToRESTMapper returns a REST mapper that refreshes discovery when it meets
-// an unknown kind (a CRD installed by the same release).
+// ToRESTMapper returns the getter's REST mapper, shared with every getter
+// of the same cluster, which refreshes discovery when it meets an unknown
+// kind (a CRD installed by the same release) or is Reset.
 func (g *RESTClientGetter) ToRESTMapper() (meta.RESTMapper, error) {
-	m := restmapper.NewDeferredDiscoveryRESTMapper(g.discovery)
-	return restmapper.NewShortcutExpander(m, g.discovery, nil), nil
+	return g.mapper, nil
 }
 
 // ToRawKubeConfigLoader returns a loader whose only job is to report the
