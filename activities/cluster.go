@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -59,6 +60,9 @@ type ClusterActivities struct {
 	Downstream DownstreamSource
 	// watches keeps each cluster's drift monitor between Watch calls.
 	watches drift.Watches
+	// live batches the watches' reports per GitRepo.
+	liveOnce sync.Once
+	live     *liveBatcher
 }
 
 // Deploy makes the cluster run each bundle at its deployment ID, each on

@@ -6,6 +6,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -67,3 +68,53 @@ func (a *Activities) NotifyGitRepos(ctx context.Context, in NotifyInput) error {
 // notifyRoundTimeout bounds one round of notifications, within the
 // activity's one minute.
 const notifyRoundTimeout = 45 * time.Second
+
+// WatchSetsInput are the watch sets a GitRepo tells its clusters'
+// workflows (protocol.SignalWatch), one per cluster.
+type WatchSetsInput struct {
+	Sets []ClusterWatchSet `json:"sets"`
+}
+
+// ClusterWatchSet is one cluster's watch set.
+type ClusterWatchSet struct {
+	Cluster string            `json:"cluster"`
+	Set     protocol.WatchSet `json:"set"`
+}
+
+// WatchSetsResult names the clusters whose workflows took their set.
+type WatchSetsResult struct {
+	Told []string `json:"told,omitempty"`
+}
+
+// SendWatchSets signals each cluster's workflow its watch set, a few at a
+// time: after a rollout to a thousand clusters, one activity in the
+// GitRepo's history instead of two thousand signal events. A cluster
+// whose workflow is gone (removed meanwhile) or did not answer is left
+// out of the result, to be told after the next rollout.
+func (a *Activities) SendWatchSets(ctx context.Context, in WatchSetsInput) (WatchSetsResult, error) {
+	told := make([]bool, len(in.Sets))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(watchSetParallelism)
+	for i, s := range in.Sets {
+		g.Go(func() error {
+			err := a.Client.SignalWorkflow(gctx, protocol.ClusterID(s.Cluster), "", protocol.SignalWatch, s.Set)
+			told[i] = err == nil
+			if err != nil {
+				a.Logger.Debug("Watch set not delivered", zap.String("cluster", s.Cluster), zap.Error(err))
+			}
+			return nil
+		})
+		activity.RecordHeartbeat(ctx, i)
+	}
+	_ = g.Wait() // failures are per cluster
+	var out WatchSetsResult
+	for i, ok := range told {
+		if ok {
+			out.Told = append(out.Told, in.Sets[i].Cluster)
+		}
+	}
+	return out, nil
+}
+
+// watchSetParallelism bounds SendWatchSets' concurrent signals.
+const watchSetParallelism = 16

@@ -53,7 +53,8 @@ func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 	}
 	cfg := drift.Config{Cluster: k.Name(), Getter: k.Getter, Deployer: c.Deployer, Logger: c.Logger,
 		Report: func(ctx context.Context, gitRepo string, reports []status.LiveReport) error {
-			err := c.Signal(ctx, ParseGitRepoRef(gitRepo).WorkflowID(), protocol.SignalLive, status.LiveSignal{Cluster: k.Name(), Reports: reports})
+			c.liveOnce.Do(func() { c.live = newLiveBatcher(c.Signal, liveBatchDelay) })
+			err := c.live.send(ctx, ParseGitRepoRef(gitRepo).WorkflowID(), status.LiveSignal{Cluster: k.Name(), Reports: reports})
 			var gone *serviceerror.NotFound
 			if errors.As(err, &gone) {
 				return nil // the GitRepo was deleted: nobody to tell

@@ -86,6 +86,7 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 			}
 			return res, nil
 		})
+	env.OnActivity(a.SendWatchSets, mock.Anything, mock.Anything).Return(activities.WatchSetsResult{}, nil)
 	env.OnActivity(ca.Cleanup, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CleanupInput) (activities.CleanupResult, error) {
 			f.mu.Lock()

@@ -2,9 +2,11 @@ package workflows
 
 import (
 	"slices"
+	"strconv"
 
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -16,7 +18,19 @@ const versionDriftWatch = "drift-watch"
 
 // live takes what a cluster's watch saw: each report about the deployment
 // ID a release runs is kept in its inventory entry and shown in status.
-func (g *gitRepo) live(ctx workflow.Context, sig status.LiveSignal) {
+func (g *gitRepo) live(ctx workflow.Context, batch status.LiveSignal) {
+	changed := false
+	for _, sig := range batch.Each() {
+		changed = g.liveCluster(sig) || changed
+	}
+	if changed {
+		g.upsert(ctx)
+	}
+}
+
+// liveCluster takes one cluster's reports and says whether a deployment
+// changed.
+func (g *gitRepo) liveCluster(sig status.LiveSignal) bool {
 	changed := false
 	for _, r := range sig.Reports {
 		key := status.Key{Bundle: r.Bundle, Cluster: sig.Cluster}
@@ -34,9 +48,7 @@ func (g *gitRepo) live(ctx workflow.Context, sig status.LiveSignal) {
 			}
 		}
 	}
-	if changed {
-		g.upsert(ctx)
-	}
+	return changed
 }
 
 // keepLive keeps, after a rollout, the newest live report of every
@@ -76,17 +88,14 @@ func (g *gitRepo) sendWatch(ctx workflow.Context) {
 	if g.s.Watched == nil {
 		g.s.Watched = map[string]string{}
 	}
-	type sending struct {
-		cluster, hash string
-		f             workflow.Future
-	}
-	var sent []sending
+	var send []activities.ClusterWatchSet
+	hashes := map[string]string{}
 	seen := map[string]bool{}
 	for _, w := range sets {
 		seen[w.Cluster] = true
 		if h := w.Hash(); g.s.Watched[w.Cluster] != h {
-			sent = append(sent, sending{w.Cluster, h,
-				workflow.SignalExternalWorkflow(ctx, protocol.ClusterID(w.Cluster), "", protocol.SignalWatch, w.Set)})
+			send = append(send, activities.ClusterWatchSet{Cluster: w.Cluster, Set: w.Set})
+			hashes[w.Cluster] = h
 		}
 	}
 	var gone []string
@@ -99,14 +108,37 @@ func (g *gitRepo) sendWatch(ctx workflow.Context) {
 	slices.Sort(gone)
 	for _, c := range gone {
 		delete(g.s.Watched, c)
-		sent = append(sent, sending{c, "", workflow.SignalExternalWorkflow(ctx, protocol.ClusterID(c), "", protocol.SignalWatch,
-			protocol.WatchSet{GitRepo: g.ref.String()})})
+		send = append(send, activities.ClusterWatchSet{Cluster: c, Set: protocol.WatchSet{GitRepo: g.ref.String()}})
 	}
-	for _, s := range sent {
-		// A cluster removed meanwhile has no watch to tell; one that did
-		// not get its set is told again after the next rollout.
-		if s.f.Get(ctx, nil) == nil && s.hash != "" {
-			g.s.Watched[s.cluster] = s.hash
+	if len(send) == 0 {
+		return
+	}
+	// A cluster removed meanwhile has no watch to tell; one that did not
+	// get its set is told again after the next rollout.
+	if workflow.GetVersion(ctx, versionWatchSetsActivity, workflow.DefaultVersion, 1) == 1 {
+		// One activity signals them all: a thousand clusters add three
+		// events to the history, not two thousand.
+		var a *activities.Activities
+		var res activities.WatchSetsResult
+		opts := withSummary(registryOptions, "tell "+strconv.Itoa(len(send))+" cluster(s) what to watch")
+		if workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.SendWatchSets,
+			activities.WatchSetsInput{Sets: send}).Get(ctx, &res) != nil {
+			return
+		}
+		for _, c := range res.Told {
+			if h := hashes[c]; h != "" {
+				g.s.Watched[c] = h
+			}
+		}
+		return
+	}
+	fs := make([]workflow.Future, len(send))
+	for i, s := range send {
+		fs[i] = workflow.SignalExternalWorkflow(ctx, protocol.ClusterID(s.Cluster), "", protocol.SignalWatch, s.Set)
+	}
+	for i, s := range send {
+		if fs[i].Get(ctx, nil) == nil && hashes[s.Cluster] != "" {
+			g.s.Watched[s.Cluster] = hashes[s.Cluster]
 		}
 	}
 }

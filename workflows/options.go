@@ -137,6 +137,10 @@ const (
 	// versionWatchQueue: push-mode drift watches run on the controller's
 	// watch queue (protocol.WatchQueue), not its own.
 	versionWatchQueue = "watch-queue"
+	// versionWatchSetsActivity: a GitRepo tells its clusters their watch
+	// sets with one activity (activities.SendWatchSets), not a signal
+	// command per cluster.
+	versionWatchSetsActivity = "watch-sets-activity"
 )
 
 // A burst of cluster changes (registrations, label edits) during a

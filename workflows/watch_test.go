@@ -312,8 +312,20 @@ func driftRepoEnv() (*testsuite.TestWorkflowEnvironment, *fakeFleet, *watchLog) 
 			res.Bundles[0].OptionsHash = optionsOf(in.Commit)
 			return res, nil
 		})
-	f.register(env) // after the Render mock: the first matching mock wins
 	l := &watchLog{}
+	env.OnActivity(a.SendWatchSets, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.WatchSetsInput) (activities.WatchSetsResult, error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			var res activities.WatchSetsResult
+			for _, s := range in.Sets {
+				l.sent = append(l.sent, sentWatch{ID: protocol.ClusterID(s.Cluster), Set: s.Set})
+				res.Told = append(res.Told, s.Cluster)
+			}
+			return res, nil
+		})
+	f.register(env) // after the Render mock: the first matching mock wins
+	// Runs recorded before versionWatchSetsActivity signal each cluster.
 	env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, mock.Anything, protocol.SignalWatch, mock.Anything).Return(
 		func(_, id, _, _ string, arg any) error {
 			l.mu.Lock()
@@ -437,7 +449,9 @@ func TestGitRepoWorkflow_LiveReportsShowDrift(t *testing.T) {
 		st := queryStatus(t, env)
 		require.Equal(t, status.Ready, deployment(t, st, "c1").State)
 		require.Equal(t, id, deployment(t, st, "c1").AppliedDeploymentID)
-		live("c1", drifted)
+		// A controller batches its watches' reports: c1's comes with c2's.
+		env.SignalWorkflow(protocol.SignalLive, status.LiveSignal{Cluster: "c2", Reports: []status.LiveReport{clean},
+			More: []status.LiveSignal{{Cluster: "c1", Reports: []status.LiveReport{drifted}}}})
 	}, 5*time.Second)
 	env.RegisterDelayedCallback(func() {
 		st := queryStatus(t, env)

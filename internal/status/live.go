@@ -93,6 +93,16 @@ func (r LiveReport) Drifted() bool { return r.Missing+r.Modified+r.Orphaned > 0 
 type LiveSignal struct {
 	Cluster string       `json:"cluster"`
 	Reports []LiveReport `json:"reports"`
+	// More are other clusters' reports, delivered with this one: a
+	// controller's watches batch what they tell one GitRepo.
+	More []LiveSignal `json:"more,omitempty"`
+}
+
+// Each returns the signal's reports per cluster: its own, then More's.
+func (s LiveSignal) Each() []LiveSignal {
+	own := s
+	own.More = nil
+	return append([]LiveSignal{own}, s.More...)
 }
 
 // WithLive returns d updated with what the cluster's watch reported, when
