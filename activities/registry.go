@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -95,7 +96,11 @@ func (a *Activities) SendWatchSets(ctx context.Context, in WatchSetsInput) (Watc
 	told := make([]bool, len(in.Sets))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(watchSetParallelism)
+	pace := rate.NewLimiter(watchSetRate, watchSetParallelism)
 	for i, s := range in.Sets {
+		if err := pace.Wait(ctx); err != nil {
+			break
+		}
 		g.Go(func() error {
 			err := a.Client.SignalWorkflow(gctx, protocol.ClusterID(s.Cluster), "", protocol.SignalWatch, s.Set)
 			told[i] = err == nil
@@ -116,5 +121,11 @@ func (a *Activities) SendWatchSets(ctx context.Context, in WatchSetsInput) (Watc
 	return out, nil
 }
 
-// watchSetParallelism bounds SendWatchSets' concurrent signals.
-const watchSetParallelism = 16
+// SendWatchSets sends at most watchSetParallelism signals at once and
+// watchSetRate a second: each starts a cluster workflow task and a
+// watch, and a thousand of those at once would keep the controller from
+// answering queries (`flotilla status`) for tens of seconds.
+const (
+	watchSetParallelism = 16
+	watchSetRate        = 100
+)

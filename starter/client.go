@@ -44,14 +44,30 @@ func (g *globals) withClient(ctx context.Context, timeout time.Duration, fn func
 }
 
 // query runs the status query of workflow id into out. A missing
-// workflow is reported as "<kind> <name> not found".
+// workflow is reported as "<kind> <name> not found". A query the
+// workflow did not answer in time (its controller is busy, as just after
+// a rollout to thousands of clusters) is asked again while ctx lasts.
 func query(ctx context.Context, c client.Client, id, what string, out any) error {
-	v, err := c.QueryWorkflow(ctx, id, "", protocol.QueryStatus)
-	if err != nil {
-		return notFound(err, what)
+	for {
+		v, err := c.QueryWorkflow(ctx, id, "", protocol.QueryStatus)
+		if err == nil {
+			return v.Get(out)
+		}
+		var dl *serviceerror.DeadlineExceeded
+		if ctx.Err() != nil || !(errors.As(err, &dl) || errors.Is(err, context.DeadlineExceeded)) {
+			return notFound(err, what)
+		}
+		select {
+		case <-ctx.Done():
+			return notFound(err, what)
+		case <-time.After(queryRetryPause):
+		}
 	}
-	return v.Get(out)
 }
+
+// queryRetryPause is the pause before a query that timed out is asked
+// again.
+const queryRetryPause = 500 * time.Millisecond
 
 func notFound(err error, what string) error {
 	var nf *serviceerror.NotFound

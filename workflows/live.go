@@ -120,7 +120,7 @@ func (g *gitRepo) sendWatch(ctx workflow.Context) {
 		// events to the history, not two thousand.
 		var a *activities.Activities
 		var res activities.WatchSetsResult
-		opts := withSummary(registryOptions, "tell "+strconv.Itoa(len(send))+" cluster(s) what to watch")
+		opts := withSummary(watchSetsOptions, "tell "+strconv.Itoa(len(send))+" cluster(s) what to watch")
 		if workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.SendWatchSets,
 			activities.WatchSetsInput{Sets: send}).Get(ctx, &res) != nil {
 			return

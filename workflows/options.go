@@ -48,6 +48,13 @@ var (
 		HeartbeatTimeout:       10 * time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
 	}
+	// watchSetsOptions: telling clusters what to watch, paced at 100 a
+	// second (activities.SendWatchSets).
+	watchSetsOptions = workflow.ActivityOptions{
+		StartToCloseTimeout: 15 * time.Minute,
+		HeartbeatTimeout:    30 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: 30 * time.Second, MaximumAttempts: 3},
+	}
 	// waitReadyOptions: watching a cluster's resources become ready.
 	waitReadyOptions = workflow.ActivityOptions{
 		ScheduleToStartTimeout: 30 * time.Second,
