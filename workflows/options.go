@@ -148,6 +148,9 @@ const (
 	// sets with one activity (activities.SendWatchSets), not a signal
 	// command per cluster.
 	versionWatchSetsActivity = "watch-sets-activity"
+	// versionVouchedNoop: a rollout does not deploy a cluster again whose
+	// watch vouches that it runs the deployment ID, all Ready, no drift.
+	versionVouchedNoop = "vouched-noop"
 )
 
 // A burst of cluster changes (registrations, label edits) during a

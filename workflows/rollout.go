@@ -118,6 +118,10 @@ type rolloutRun struct {
 	state, shown string
 	// warnings are the rendered bundles' warnings.
 	warnings []string
+	// live are the watches' last reports by deployment; with vouch, a
+	// deployment they vouch for is not deployed again (rollout.Vouched).
+	live  map[status.Key]*status.LiveReport
+	vouch bool
 }
 
 func (r *rolloutRun) result() RolloutResult {
@@ -301,11 +305,15 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 		dec := r.sched.Next(workflow.Now(ctx), r.track.StateOf)
 		r.st.Waits, r.st.Partitions = dec.Waits, dec.Partitions
 		r.st.Halts = r.sched.Halts(r.track.Deployment)
-		d.dispatch(r.works(dec.Start, agents))
+		start, vouched := r.settleVouched(ctx, dec.Start)
+		d.dispatch(r.works(start, agents))
 		r.upsertState(ctx)
 		r.details(ctx)
 		if r.superseded {
 			break
+		}
+		if vouched {
+			continue // settled at once: later partitions may start now
 		}
 		if !r.sched.Busy() && d.inflight == 0 {
 			// Bundles that halted since the last rollback are rolled back
@@ -347,6 +355,9 @@ func (r *rolloutRun) prepare(ctx workflow.Context, p rollout.Plan, targets activ
 	r.offline = map[string]bool{}
 	for _, c := range targets.Offline {
 		r.offline[c] = true
+	}
+	if r.vouch = workflow.GetVersion(ctx, versionVouchedNoop, workflow.DefaultVersion, 1) == 1; r.vouch {
+		r.live = rollout.LiveReports(r.inventory)
 	}
 	r.batching = len(p.Work) > inlineClusterLimit
 	if r.batching {
@@ -407,6 +418,31 @@ func waitsForEvent(waits []status.Wait) bool {
 		}
 	}
 	return false
+}
+
+// settleVouched records the started units the clusters' watches vouch
+// for as they are (rollout.Vouched), without a deploy, and returns the
+// others; vouched reports whether any was settled. An offline agent's
+// watch vouches for nothing.
+func (r *rolloutRun) settleVouched(ctx workflow.Context, start []rollout.Unit) ([]rollout.Unit, bool) {
+	if !r.vouch {
+		return start, false
+	}
+	rest := start[:0:0]
+	var settled []status.Deployment
+	for _, u := range start {
+		key := status.Key{Bundle: u.Bundle.Name, Cluster: u.Cluster}
+		prev, _ := r.track.Deployment(key)
+		if d, ok := rollout.Vouched(u, r.live[key], prev); ok && !r.offline[u.Cluster] {
+			settled = append(settled, d)
+			continue
+		}
+		rest = append(rest, u)
+	}
+	for _, d := range settled {
+		r.fold(ctx, clusterReport{Cluster: d.Cluster, Deployments: []status.Deployment{d}, Final: true})
+	}
+	return rest, len(settled) > 0
 }
 
 // works groups started units by cluster, in cluster order, and marks

@@ -421,6 +421,39 @@ func deployment(t *testing.T, st status.GitRepo, cluster string) status.Deployme
 // objects and counts, until a report without drift makes it Ready again.
 // Reports about another deployment ID or release are ignored, and the
 // last report stays shown across a rollout that keeps the deployment ID.
+// A sync deploys no cluster whose watch vouches for it (at its
+// deployment ID, everything Ready, no drift); a drifted one, or one the
+// watch has not reported on, is deployed.
+func TestGitRepoWorkflow_SyncSkipsVouchedClusters(t *testing.T) {
+	env, f, _ := driftRepoEnv()
+	id := appBundles(f.commit).Bundles[0].DeploymentID
+	clean := status.LiveReport{Bundle: "app", Release: "app", Namespace: "default", DeploymentID: id, Resources: 1, Ready: 1}
+	drifted := clean
+	drifted.Modified, drifted.ModifiedStatus = 1, []status.ModifiedStatus{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "cfg"}}
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(protocol.SignalLive, status.LiveSignal{Cluster: "c1", Reports: []status.LiveReport{clean}})
+	}, 5*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalSync, nil) }, 6*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.set(func() {
+			assert.Equal(t, 1, f.deploys["c1"], "vouched for by its watch: not deployed again")
+			assert.Equal(t, 2, f.deploys["c2"], "no report from its watch: deployed")
+		})
+		st := queryStatus(t, env)
+		assert.Equal(t, int64(1), st.Syncs)
+		assert.True(t, st.Settled)
+		assert.Equal(t, 2, st.Summary.Ready)
+		env.SignalWorkflow(protocol.SignalLive, status.LiveSignal{Cluster: "c1", Reports: []status.LiveReport{drifted}})
+	}, 20*time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalSync, nil) }, 21*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.set(func() { assert.Equal(t, 2, f.deploys["c1"], "drifted: deployed (repaired)") })
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 40*time.Second)
+	runGitRepo(t, env)
+}
+
 func TestGitRepoWorkflow_LiveReportsShowDrift(t *testing.T) {
 	env, f, _ := driftRepoEnv()
 	const next = "beef000000000000000000000000000000000002"

@@ -35,12 +35,7 @@ func (w ClusterWatch) Hash() string {
 // rollout deploys them, and their deploy restores the release instead of
 // leaving it as it is.
 func MarkRepairs(targets *Targets, inv []InventoryEntry) {
-	live := make(map[status.Key]*status.LiveReport, len(inv))
-	for _, e := range inv {
-		if e.Live != nil && e.Live.DeploymentID == e.DeploymentID {
-			live[e.Key()] = e.Live
-		}
-	}
+	live := LiveReports(inv)
 	for i := range targets.Matched {
 		tc := &targets.Matched[i]
 		for j := range tc.Bundles {
@@ -94,6 +89,38 @@ func WatchSets(gitRepo string, inv []InventoryEntry, deps []status.Deployment) [
 		w := by[c]
 		sort.Slice(w.Set.Releases, func(i, j int) bool { return w.Set.Releases[i].Bundle < w.Set.Releases[j].Bundle })
 		out = append(out, *w)
+	}
+	return out
+}
+
+// Vouched reports whether u's cluster needs no deploy because its watch
+// vouches for it: the cluster ran the deployment ID u wants before the
+// rollout, nothing asks for a repair, and the watch's last report at
+// that ID (live, from the GitRepo's inventory) saw every object present,
+// unmodified and Ready, with no error. It returns d, the deployment's
+// record, as a deploy would have reported it. A sync of a thousand
+// clusters that all run what Git says then makes no cluster call at all.
+func Vouched(u Unit, live *status.LiveReport, d status.Deployment) (status.Deployment, bool) {
+	id := u.Bundle.DeploymentID
+	switch {
+	case id == "" || u.PrevID != id || len(u.Bundle.Repair) > 0,
+		live == nil || live.DeploymentID != id || live.Drifted() || live.Error != "",
+		live.NotReady+live.Unknown > 0 || live.Ready != live.Resources:
+		return status.Deployment{}, false
+	}
+	d.Bundle, d.Cluster, d.Release, d.Namespace = u.Bundle.Name, u.Cluster, u.Bundle.Release, u.Bundle.Namespace
+	d.DeploymentID, d.AppliedDeploymentID, d.State = id, id, status.Ready
+	return d.WithLive(*live), true
+}
+
+// LiveReports indexes the live reports of inv by deployment key, those
+// about the deployment ID each entry runs.
+func LiveReports(inv []InventoryEntry) map[status.Key]*status.LiveReport {
+	out := make(map[status.Key]*status.LiveReport, len(inv))
+	for _, e := range inv {
+		if e.Live != nil && e.Live.DeploymentID == e.DeploymentID {
+			out[e.Key()] = e.Live
+		}
 	}
 	return out
 }

@@ -192,3 +192,51 @@ func TestMarkRepairs(t *testing.T) {
 		})
 	}
 }
+
+func TestVouched(t *testing.T) {
+	const id = "s-abc:h1"
+	unit := rollout.Unit{Cluster: "c1", Bundle: rollout.Bundle{Name: "app", Release: "app", Namespace: "ns", DeploymentID: id}, PrevID: id}
+	clean := &status.LiveReport{Bundle: "app", Release: "app", Namespace: "ns", DeploymentID: id, Resources: 3, Ready: 3}
+	with := func(f func(u *rollout.Unit, l *status.LiveReport)) (rollout.Unit, *status.LiveReport) {
+		u, l := unit, *clean
+		f(&u, &l)
+		return u, &l
+	}
+	for _, tt := range []struct {
+		name string
+		unit rollout.Unit
+		live *status.LiveReport
+		want bool
+	}{
+		{name: "runs its ID, watch saw it all Ready", unit: unit, live: clean, want: true},
+		{name: "no live report", unit: unit},
+		{name: "a new deployment ID", unit: func() rollout.Unit { u, _ := with(func(u *rollout.Unit, _ *status.LiveReport) { u.PrevID = "s-old:h0" }); return u }(), live: clean},
+		{name: "never deployed", unit: func() rollout.Unit { u, _ := with(func(u *rollout.Unit, _ *status.LiveReport) { u.PrevID = "" }); return u }(), live: clean},
+		{name: "repair asked", unit: func() rollout.Unit { u, _ := with(func(u *rollout.Unit, _ *status.LiveReport) { u.Bundle.Repair = []string{"x"} }); return u }(), live: clean},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d, ok := rollout.Vouched(tt.unit, tt.live, status.Deployment{})
+			assert.Equal(t, tt.want, ok)
+			if ok {
+				assert.Equal(t, status.Deployment{Bundle: "app", Cluster: "c1", Release: "app", Namespace: "ns", DeploymentID: id,
+					AppliedDeploymentID: id, State: status.Ready, Resources: 3, ReadyResources: 3}, d)
+			}
+		})
+	}
+	for name, change := range map[string]func(l *status.LiveReport){
+		"report about another ID": func(l *status.LiveReport) { l.DeploymentID = "s-old:h0" },
+		"modified":                func(l *status.LiveReport) { l.Modified = 1 },
+		"missing":                 func(l *status.LiveReport) { l.Missing, l.Ready = 1, 2 },
+		"orphaned":                func(l *status.LiveReport) { l.Orphaned = 1 },
+		"not ready":               func(l *status.LiveReport) { l.NotReady, l.Ready = 1, 2 },
+		"unknown":                 func(l *status.LiveReport) { l.Unknown, l.Ready = 1, 2 },
+		"error":                   func(l *status.LiveReport) { l.Error = "cannot read release" },
+		"fewer ready than exist":  func(l *status.LiveReport) { l.Ready = 2 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, l := with(func(_ *rollout.Unit, l *status.LiveReport) { change(l) })
+			_, ok := rollout.Vouched(unit, l, status.Deployment{})
+			assert.False(t, ok)
+		})
+	}
+}
