@@ -54,7 +54,8 @@ func query(ctx context.Context, c client.Client, id, what string, out any) error
 			return v.Get(out)
 		}
 		var dl *serviceerror.DeadlineExceeded
-		if ctx.Err() != nil || !(errors.As(err, &dl) || errors.Is(err, context.DeadlineExceeded)) {
+		timedOut := errors.As(err, &dl) || errors.Is(err, context.DeadlineExceeded)
+		if ctx.Err() != nil || !timedOut {
 			return notFound(err, what)
 		}
 		select {

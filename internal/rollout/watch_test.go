@@ -210,9 +210,18 @@ func TestVouched(t *testing.T) {
 	}{
 		{name: "runs its ID, watch saw it all Ready", unit: unit, live: clean, want: true},
 		{name: "no live report", unit: unit},
-		{name: "a new deployment ID", unit: func() rollout.Unit { u, _ := with(func(u *rollout.Unit, _ *status.LiveReport) { u.PrevID = "s-old:h0" }); return u }(), live: clean},
-		{name: "never deployed", unit: func() rollout.Unit { u, _ := with(func(u *rollout.Unit, _ *status.LiveReport) { u.PrevID = "" }); return u }(), live: clean},
-		{name: "repair asked", unit: func() rollout.Unit { u, _ := with(func(u *rollout.Unit, _ *status.LiveReport) { u.Bundle.Repair = []string{"x"} }); return u }(), live: clean},
+		{name: "a new deployment ID", unit: func() rollout.Unit {
+			u, _ := with(func(u *rollout.Unit, _ *status.LiveReport) { u.PrevID = "s-old:h0" })
+			return u
+		}(), live: clean},
+		{name: "never deployed", unit: func() rollout.Unit {
+			u, _ := with(func(u *rollout.Unit, _ *status.LiveReport) { u.PrevID = "" })
+			return u
+		}(), live: clean},
+		{name: "repair asked", unit: func() rollout.Unit {
+			u, _ := with(func(u *rollout.Unit, _ *status.LiveReport) { u.Bundle.Repair = []string{"x"} })
+			return u
+		}(), live: clean},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			d, ok := rollout.Vouched(tt.unit, tt.live, status.Deployment{})
