@@ -23,22 +23,11 @@ import (
 // numeric field as a benchmark metric.
 func writeBenchResult(b *testing.B, name string, fields map[string]float64) {
 	b.Helper()
-	keys := make([]string, 0, len(fields))
-	for k := range fields {
-		keys = append(keys, k)
+	all := make(map[string]any, len(fields))
+	for k, v := range fields {
+		all[k] = v
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		b.ReportMetric(fields[k], k)
-	}
-	dir := os.Getenv("FLOTILLA_BENCH_OUT")
-	if dir == "" {
-		return
-	}
-	out, err := json.MarshalIndent(fields, "", "  ")
-	require.NoError(b, err)
-	require.NoError(b, os.MkdirAll(dir, 0o755))
-	require.NoError(b, os.WriteFile(filepath.Join(dir, name+".json"), append(out, '\n'), 0o644))
+	writeBenchJSON(b, name, all)
 }
 
 // writeBenchJSON is writeBenchResult for results that are not all

@@ -2,7 +2,6 @@ package deployer_test
 
 import (
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -30,23 +29,9 @@ data:
 {{- end }}
 `
 
-// typoDeployment renders a Deployment whose container has a typo'd field.
-const typoDeployment = `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-spec:
-  selector:
-    matchLabels: {app: web}
-  template:
-    metadata:
-      labels: {app: web}
-    spec:
-      containers:
-      - name: web
-        image: registry.invalid/web:1
-        imagePullPolicyy: Always
-`
+// typoDeployment renders deploymentTemplate's Deployment with a typo'd
+// container field.
+const typoDeployment = deploymentTemplate + "        imagePullPolicyy: Always\n"
 
 // dryRunCounter counts the dry-run creates a REST config's clients send.
 type dryRunCounter struct {
@@ -124,7 +109,7 @@ func TestDeploy_UnknownFields(t *testing.T) {
 		require.NoError(t, err)
 		second, err := deployer.NewRESTClientGetter(cfg, metav1.NamespaceDefault)
 		require.NoError(t, err)
-		chrt := testChart(typoDeployment[:strings.Index(typoDeployment, "        imagePullPolicyy")])
+		chrt := testChart(deploymentTemplate)
 
 		for i, getter := range []*deployer.RESTClientGetter{first, first, second} {
 			rel := testRelease([]string{"shared-a", "shared-b", "shared-c"}[i], "app", "id-1", "same")
