@@ -26,8 +26,7 @@ type liveBatcher struct {
 // liveBatch is one signal in the making.
 type liveBatch struct {
 	workflowID string
-	sig        status.LiveSignal
-	n          int
+	sigs       []status.LiveSignal
 	done       chan struct{}
 	err        error
 }
@@ -59,13 +58,8 @@ func (b *liveBatcher) send(ctx context.Context, workflowID string, sig status.Li
 			b.flush(workflowID, lb)
 		}()
 	}
-	if lb.n == 0 {
-		lb.sig = sig
-	} else {
-		lb.sig.More = append(lb.sig.More, sig)
-	}
-	lb.n++
-	if lb.n >= liveBatchClusters {
+	lb.sigs = append(lb.sigs, sig)
+	if len(lb.sigs) >= liveBatchClusters {
 		delete(b.next, workflowID) // full: later reports start the next
 		go b.deliver(lb)
 	}
@@ -95,6 +89,8 @@ func (b *liveBatcher) flush(workflowID string, lb *liveBatch) {
 func (b *liveBatcher) deliver(lb *liveBatch) {
 	ctx, cancel := context.WithTimeout(context.Background(), liveSendTimeout)
 	defer cancel()
-	lb.err = b.signal(ctx, lb.workflowID, protocol.SignalLive, lb.sig)
+	sig := lb.sigs[0]
+	sig.More = lb.sigs[1:]
+	lb.err = b.signal(ctx, lb.workflowID, protocol.SignalLive, sig)
 	close(lb.done)
 }

@@ -123,7 +123,7 @@ func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error
 	// Only agents read options from the registry: a push-mode cluster's
 	// options stay on this host (no registry round trip per cluster and
 	// rollout).
-	put := func(o bundle.Options) (string, error) { return t.local.PutOptions(o) }
+	put := t.local.PutOptions
 	if agent {
 		put = t.shared.Put
 		t.out.Agents = append(t.out.Agents, c.Name)

@@ -206,9 +206,9 @@ func (s *Store) PutOptionsContext(ctx context.Context, o bundle.Options) (string
 // a time. A rollout to a thousand agents pushes their options in
 // parallel rather than one registry round trip after another.
 type OptionsBatch struct {
-	s     *Store
-	data  map[string][]byte
-	order []string
+	s *Store
+	// data are the options to push, by hash.
+	data map[string][]byte
 }
 
 // pushParallelism bounds an OptionsBatch's concurrent pushes.
@@ -225,29 +225,27 @@ func (b *OptionsBatch) Put(o bundle.Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, ok := b.data[hash]; !ok && b.s.remote != nil {
+	if b.s.remote != nil {
 		b.data[hash] = data
-		b.order = append(b.order, hash)
 	}
 	return hash, nil
 }
 
 // Len is how many distinct options wait to be pushed.
-func (b *OptionsBatch) Len() int { return len(b.order) }
+func (b *OptionsBatch) Len() int { return len(b.data) }
 
 // Push pushes every options put since the last Push (nothing without a
 // registry) and returns the first error.
 func (b *OptionsBatch) Push(ctx context.Context) error {
-	if len(b.order) == 0 {
+	if len(b.data) == 0 {
 		return nil
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(pushParallelism)
-	for _, hash := range b.order {
-		data := b.data[hash]
+	for hash, data := range b.data {
 		g.Go(func() error { return b.s.remote.Push(gctx, KindOptions, hash, data) })
 	}
-	b.data, b.order = map[string][]byte{}, nil
+	b.data = map[string][]byte{}
 	return g.Wait()
 }
 

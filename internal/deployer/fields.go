@@ -132,7 +132,7 @@ func (c *fieldChecker) checkObject(obj *unstructured.Unstructured) error {
 		}
 		return nil
 	case apierrors.IsBadRequest(err):
-		return fmt.Errorf("%w: %s", ErrUnknownField, errorMessage(err))
+		return fmt.Errorf("%w: %s", ErrUnknownField, err) // a StatusError's text is the server's message
 	case apierrors.IsForbidden(err), apierrors.IsMethodNotSupported(err), apierrors.IsUnauthorized(err),
 		apierrors.IsNotFound(err):
 		// No verdict: the request was refused before decoding. The real
@@ -144,7 +144,7 @@ func (c *fieldChecker) checkObject(obj *unstructured.Unstructured) error {
 }
 
 // missingNamespace reports a NotFound naming a namespace: admission
-// refused the object (its namespace is created later, by Helm), after
+// refused the object (its namespace is created later, by the post-renderer), after
 // decoding it. Any other NotFound proves nothing.
 func missingNamespace(err error) bool {
 	var se apierrors.APIStatus
@@ -153,15 +153,6 @@ func missingNamespace(err error) bool {
 	}
 	d := se.Status().Details
 	return d != nil && d.Kind == "namespaces"
-}
-
-// errorMessage is the server's message of an API error.
-func errorMessage(err error) string {
-	var se apierrors.APIStatus
-	if errors.As(err, &se) {
-		return se.Status().Message
-	}
-	return err.Error()
 }
 
 // key identifies obj's schema and field content, or "" when the server
