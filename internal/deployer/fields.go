@@ -132,7 +132,7 @@ func (c *fieldChecker) checkObject(obj *unstructured.Unstructured) error {
 		}
 		return nil
 	case apierrors.IsBadRequest(err):
-		return fmt.Errorf("%w: %s", ErrUnknownField, err) // a StatusError's text is the server's message
+		return fmt.Errorf("%w: %s", ErrUnknownField, err.Error()) // a StatusError's text is the server's message
 	case apierrors.IsForbidden(err), apierrors.IsMethodNotSupported(err), apierrors.IsUnauthorized(err),
 		apierrors.IsNotFound(err):
 		// No verdict: the request was refused before decoding. The real
