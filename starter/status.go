@@ -147,6 +147,9 @@ func printHeader(w io.Writer, st status.GitRepo) {
 		}
 		fmt.Fprintln(w)
 	}
+	if st.Watched > 0 && st.Watched < len(st.Deployments) {
+		fmt.Fprintf(w, "Watched:  %d/%d deployments reported by their cluster's drift watch\n", st.Watched, len(st.Deployments))
+	}
 	if st.WebhookCommit != "" && st.LastWebhookTime != nil {
 		fmt.Fprintf(w, "Webhook:  %s at %s\n", short(st.WebhookCommit), st.LastWebhookTime.Format(time.RFC3339))
 	}

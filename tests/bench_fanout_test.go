@@ -50,7 +50,9 @@ import (
 // worker/temporal RSS and CPU, helm_revisions_max, register_s and
 // TargetBundles' time) and noop_resync_s: `flotilla sync` of the
 // 1,000 clusters, everything already at its deployment ID, until the
-// GitRepo is settled again. helm_revisions_max is the newest Helm revision
+// GitRepo is settled again. The sync is sent in the steady state, once
+// every cluster's drift watch has reported (status "watched"); how long
+// that took after the rollout settled is watch_settle_s. helm_revisions_max is the newest Helm revision
 // of any release after it (1: nothing was deployed twice).
 //
 // Per round:
@@ -91,7 +93,9 @@ import (
 //
 // Other knobs: FLOTILLA_FANOUT_APISERVERS (3), FLOTILLA_FANOUT_CLI_PROBE
 // (10 clusters timed with the CLI), FLOTILLA_FANOUT_WORKER_ARGS (extra
-// worker flags, e.g. "--max-concurrent-activities 400").
+// worker flags, e.g. "--max-concurrent-activities 400"),
+// FLOTILLA_FANOUT_TEMPORAL_ARGS (extra flags of the separate Temporal
+// process, e.g. "--http-listen 127.0.0.1:16061 --pprof" to profile it).
 func BenchmarkFanout(b *testing.B) {
 	if testing.Short() {
 		b.Skip("starts kube-apiservers, a Temporal dev server and a Git server")
@@ -325,6 +329,13 @@ func fanoutRound(b *testing.B, cfg fanoutConfig, lg *fanoutLog, n int, resync bo
 		b.Fatalf("the rollout to %d clusters failed: %v; summary %+v", n, waitErr, final.Summary)
 	}
 	if resync {
+		// The steady state a sync meets: every cluster's drift watch has
+		// reported on what it runs.
+		watch := time.Now()
+		ws, err := waitWatched(ctx, c, n, 5*time.Minute)
+		res["watch_settle_s"] = time.Since(watch).Seconds()
+		require.NoError(b, err, "drift watches: %d of %d deployments reported", ws.Watched, n)
+		lg.logf("every deployment's drift watch reported %.1f s after the rollout settled", res["watch_settle_s"])
 		// Everything runs its deployment ID: a sync must redeploy nothing.
 		start := time.Now()
 		f.cli(b, "sync", "fanout")
@@ -353,6 +364,21 @@ func waitResynced(ctx context.Context, c client.Client, n int, commit string, ti
 		time.Sleep(50 * time.Millisecond)
 	}
 	return st, fmt.Errorf("not settled after the sync within %s", timeout)
+}
+
+// waitWatched waits until the GitRepo's status counts n deployments whose
+// drift watch reported on the deployment ID they run.
+func waitWatched(ctx context.Context, c client.Client, n int, timeout time.Duration) (status.GitRepo, error) {
+	deadline := time.Now().Add(timeout)
+	var st status.GitRepo
+	for time.Now().Before(deadline) {
+		v, err := c.QueryWorkflow(ctx, protocol.GitRepoID(api.DefaultNamespace, "fanout"), "", protocol.QueryStatus)
+		if err == nil && v.Get(&st) == nil && st.Watched >= n {
+			return st, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return st, fmt.Errorf("not every drift watch reported within %s", timeout)
 }
 
 // maxHelmRevision returns the newest revision of any Helm release on
@@ -393,7 +419,8 @@ func startFanoutWorker(b *testing.B, cfg fanoutConfig, stateDir string) (*devWor
 		return w, w.proc.PID()
 	}
 	hostDir := b.TempDir()
-	host := startDevWorker(b, hostDir, "--task-queue", "fanout-temporal-only")
+	hostArgs := append([]string{"--task-queue", "fanout-temporal-only"}, strings.Fields(os.Getenv("FLOTILLA_FANOUT_TEMPORAL_ARGS"))...)
+	host := startDevWorker(b, hostDir, hostArgs...)
 	// Both controllers publish their sealing keys to the one Temporal: they
 	// must hold the same ones, the key the host generated in its state dir.
 	args := append([]string{"--temporal-address", host.frontend, "--state-dir", stateDir, "--webhook-listen", "127.0.0.1:0",

@@ -140,6 +140,11 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 	w := worker.New(c, o.TaskQueue, worker.Options{
 		MaxConcurrentActivityExecutionSize:     o.MaxConcurrentActivities,
 		MaxConcurrentWorkflowTaskExecutionSize: o.MaxConcurrentWorkflowTasks,
+		// Two pollers (the SDK's default) take a rollout's thousand
+		// deploys off the queue one round trip at a time; the server's
+		// feedback scales them to the backlog.
+		ActivityTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
 	})
 	watches := worker.New(c, protocol.WatchQueue(o.TaskQueue), worker.Options{MaxConcurrentActivityExecutionSize: maxWatches})
 	registerController(w, watches, c, st, agents, o.Retry, logger)

@@ -23,6 +23,9 @@ type BatchInput struct {
 	Work    []clusterWork `json:"work"`
 	// Typed: deploys report an outcome per bundle (versionTypedOutcomes).
 	Typed bool `json:"typed,omitempty"`
+	// Batched: the rollout takes gathered outcomes (signalClusterReports).
+	// Rollouts of older code leave it unset and get a signal per outcome.
+	Batched bool `json:"batched,omitempty"`
 }
 
 // RolloutBatchWorkflow works a batch of clusters for a large rollout (ID
@@ -46,8 +49,56 @@ func RolloutBatchWorkflow(ctx workflow.Context, in BatchInput) error {
 				workflow.GetLogger(ctx).Warn("Cannot report to the rollout", "rollout", in.Rollout, "cluster", rep.Cluster, "error", err)
 			}
 		}}
+	if in.Batched && workflow.GetVersion(ctx, versionBatchedReports, workflow.DefaultVersion, 1) == 1 {
+		out := &reportOutbox{rollout: in.Rollout}
+		run.report = out.add
+		sent := out.start(ctx)
+		run.runAll(ctx, in.Work)
+		out.close(ctx, sent)
+		return nil
+	}
 	run.runAll(ctx, in.Work)
 	return nil
+}
+
+// reportOutbox sends a batch's cluster outcomes to its rollout: one
+// signal at a time, each carrying every outcome gathered while the one
+// before was in flight. A batch whose hundred deploys end within a few
+// workflow tasks of each other sends a handful of signals, not a hundred,
+// and the rollout folds them in as many workflow tasks.
+type reportOutbox struct {
+	rollout string
+	pending []clusterReport
+	closed  bool
+}
+
+func (o *reportOutbox) add(_ workflow.Context, rep clusterReport) { o.pending = append(o.pending, rep) }
+
+// start runs the sender; the future is set once it sent everything
+// after close.
+func (o *reportOutbox) start(ctx workflow.Context) workflow.Future {
+	done, settle := workflow.NewFuture(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			_ = workflow.Await(ctx, func() bool { return len(o.pending) > 0 || o.closed })
+			if len(o.pending) == 0 {
+				settle.Set(nil, nil)
+				return
+			}
+			reps := o.pending
+			o.pending = nil
+			if err := workflow.SignalExternalWorkflow(ctx, o.rollout, "", signalClusterReports, reps).Get(ctx, nil); err != nil {
+				workflow.GetLogger(ctx).Warn("Cannot report to the rollout", "rollout", o.rollout, "clusters", len(reps), "error", err)
+			}
+		}
+	})
+	return done
+}
+
+// close waits until everything added was sent.
+func (o *reportOutbox) close(ctx workflow.Context, sent workflow.Future) {
+	o.closed = true
+	_ = sent.Get(ctx, nil)
 }
 
 // dispatcher hands cluster work to goroutines of the rollout (small
@@ -143,7 +194,7 @@ func (d *dispatcher) startBatches(works []clusterWork) {
 			),
 		})
 		d.children[id] = true
-		in := BatchInput{GitRepo: d.r.in.GitRepo, Commit: d.r.in.Commit, Rollout: d.r.id, Work: chunk, Typed: d.r.typed}
+		in := BatchInput{GitRepo: d.r.in.GitRepo, Commit: d.r.in.Commit, Rollout: d.r.id, Work: chunk, Typed: d.r.typed, Batched: true}
 		d.start(func(ctx workflow.Context) {
 			err := workflow.ExecuteChildWorkflow(cctx, RolloutBatchWorkflow, in).Get(ctx, nil)
 			delete(d.children, id)

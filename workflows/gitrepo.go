@@ -749,6 +749,7 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 		st.Deployments = append(st.Deployments, d)
 	}
 	st.Halts, st.Waits, st.Warnings = g.s.Halts, g.s.Waits, g.s.Warnings
+	st.Watched = len(rollout.LiveReports(g.s.Inventory))
 	st.Finish() //workflowcheck:ignore order-independent: Finish sorts what it builds
 	// Settled: nothing runs and nothing is due, or nothing can run until
 	// the remote answers (no commit known yet).

@@ -92,8 +92,13 @@ const (
 	batchCoalesce    = time.Second
 )
 
-// signalClusterReport carries a batch's cluster outcomes to its rollout.
-const signalClusterReport = "clusterReport"
+// signalClusterReport carries one cluster outcome of a batch to its
+// rollout; signalClusterReports carries every outcome the batch gathered
+// while its previous signal was in flight (versionBatchedReports).
+const (
+	signalClusterReport  = "clusterReport"
+	signalClusterReports = "clusterReports"
+)
 
 // defaultReadyTimeout bounds the wait for readiness after a deploy when
 // the strategy sets none; waitReadyGrace is the activity's slack beyond it.
@@ -151,6 +156,10 @@ const (
 	// versionVouchedNoop: a rollout does not deploy a cluster again whose
 	// watch vouches that it runs the deployment ID, all Ready, no drift.
 	versionVouchedNoop = "vouched-noop"
+	// versionBatchedReports: a batch sends its rollout the cluster
+	// outcomes gathered while its last signal was in flight in one signal
+	// (signalClusterReports), not a signal per cluster.
+	versionBatchedReports = "batched-reports"
 )
 
 // A burst of cluster changes (registrations, label edits) during a

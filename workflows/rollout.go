@@ -361,12 +361,24 @@ func (r *rolloutRun) prepare(ctx workflow.Context, p rollout.Plan, targets activ
 	}
 	r.batching = len(p.Work) > inlineClusterLimit
 	if r.batching {
-		reports := workflow.GetSignalChannel(ctx, signalClusterReport)
+		// Batches of older code signal each outcome; newer ones what they
+		// gathered (see reportOutbox).
+		one := workflow.GetSignalChannel(ctx, signalClusterReport)
+		many := workflow.GetSignalChannel(ctx, signalClusterReports)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			for {
 				var rep clusterReport
-				reports.Receive(ctx, &rep)
+				one.Receive(ctx, &rep)
 				r.fold(ctx, rep)
+			}
+		})
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			for {
+				var reps []clusterReport
+				many.Receive(ctx, &reps)
+				for _, rep := range reps {
+					r.fold(ctx, rep)
+				}
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
@@ -76,6 +77,48 @@ type stratRig struct {
 	inflight    int // Deploy activities running
 	maxInflight int
 	children    []BatchInput
+	// signals counts the signals workflows sent, by name.
+	signals *signalCounter
+}
+
+// signalCounter counts the signals workflows send to other workflows.
+type signalCounter struct {
+	interceptor.WorkerInterceptorBase
+	mu   sync.Mutex
+	sent map[string]int
+}
+
+func (c *signalCounter) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	return &signalCounterInbound{WorkflowInboundInterceptorBase: interceptor.WorkflowInboundInterceptorBase{Next: next}, c: c}
+}
+
+type signalCounterInbound struct {
+	interceptor.WorkflowInboundInterceptorBase
+	c *signalCounter
+}
+
+func (i *signalCounterInbound) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	return i.Next.Init(&signalCounterOutbound{WorkflowOutboundInterceptorBase: interceptor.WorkflowOutboundInterceptorBase{Next: outbound}, c: i.c})
+}
+
+type signalCounterOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	c *signalCounter
+}
+
+func (o *signalCounterOutbound) SignalExternalWorkflow(ctx workflow.Context, id, runID, name string, arg any) workflow.Future {
+	if !workflow.IsReplaying(ctx) {
+		o.c.mu.Lock()
+		o.c.sent[name]++
+		o.c.mu.Unlock()
+	}
+	return o.Next.SignalExternalWorkflow(ctx, id, runID, name, arg)
+}
+
+func (c *signalCounter) count(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent[name]
 }
 
 func newRig(t *testing.T, clusters []string, bs ...activities.Bundle) *stratRig {
@@ -86,7 +129,9 @@ func newRig(t *testing.T, clusters []string, bs ...activities.Bundle) *stratRig 
 	r.env.SetStartTime(stratT0)
 	// The logic is deterministic in workflow time; a loaded machine (race
 	// detector, parallel builds) must not trip the 1 s deadlock detector.
-	r.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 20 * time.Second})
+	r.signals = &signalCounter{sent: map[string]int{}}
+	r.env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 20 * time.Second,
+		Interceptors: []interceptor.WorkerInterceptor{r.signals}})
 	r.env.SetTestTimeout(time.Minute)
 	// A rollout that never ends fails its test in workflow time.
 	r.env.SetWorkflowRunTimeout(72 * time.Hour)
@@ -755,6 +800,14 @@ func TestRolloutStrategy_FanOutBatches(t *testing.T) {
 	assert.Len(t, r.deployStarts("app"), 120)
 	assert.Equal(t, 120, r.maxInflight, "without a strategy every cluster deploys at once")
 	assert.Equal(t, allStates(cs, status.Ready), statesOf(res.Deployments, "app"))
+	// The batches send what they gathered (how much a signal carries
+	// depends on the server's latency, which the test environment does not
+	// have), never a signal per cluster of the older code.
+	for _, b := range r.children {
+		assert.True(t, b.Batched)
+	}
+	assert.Zero(t, r.signals.count(signalClusterReport))
+	assert.Positive(t, r.signals.count(signalClusterReports))
 }
 
 // 8b. maxUnavailable holds across batches.

@@ -15,7 +15,7 @@ import (
 )
 
 // queryParallelism bounds the concurrent queries of one listing.
-const queryParallelism = 16
+const queryParallelism = 64
 
 // Registry reads the registered clusters and cluster groups from Temporal:
 // each is a running entity workflow (protocol.ClusterWorkflow,

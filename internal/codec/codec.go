@@ -71,21 +71,22 @@ func New(ring *keyring.Ring) (*Codec, error) {
 }
 
 // NewDataConverter returns the SDK's default data converter with every
-// payload passing through New(ring).
+// payload passing through Compression and then New(ring).
 func NewDataConverter(ring *keyring.Ring) (converter.DataConverter, error) {
 	c, err := New(ring)
 	if err != nil {
 		return nil, err
 	}
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c), nil
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c, Compression), nil
 }
 
 // NewKeylessDataConverter returns the data converter of a client given no
 // keys: it writes plain payloads, reads plain payloads, and fails on an
 // encrypted one with an error wrapping ErrEncrypted, so that the caller can
 // say what is missing instead of "payload encoding is not supported".
+// Large payloads are compressed (Compression).
 func NewKeylessDataConverter() converter.DataConverter {
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), keyless{})
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), keyless{}, Compression)
 }
 
 // NewFailureConverter returns the SDK's default failure converter with

@@ -43,13 +43,14 @@ type HandlerOptions struct {
 	TokenlessOrigin string
 }
 
-// Handler serves c at ".../encode" and ".../decode" under any prefix, as
+// Handler serves c, with Compression inside it, at ".../encode" and
+// ".../decode" under any prefix, as
 // converter.NewPayloadCodecHTTPHandler does (POST of a JSON
 // {"payloads": [...]} in protojson, answered in kind), behind CORS and
 // bearer-token authentication. A CORS preflight needs no token; a request
 // without a valid token gets 401 unless TokenlessOrigin admits it.
 func Handler(c converter.PayloadCodec, opts HandlerOptions) http.Handler {
-	h := &handler{opts: opts, next: converter.NewPayloadCodecHTTPHandler(c)}
+	h := &handler{opts: opts, next: converter.NewPayloadCodecHTTPHandler(c, Compression)}
 	if opts.TokenlessOrigin != "" {
 		h.opts.AllowedOrigins = append(slices.Clone(opts.AllowedOrigins), opts.TokenlessOrigin)
 	}

@@ -70,6 +70,8 @@ type crdInstaller struct {
 	takeOwnership bool
 	// timeout bounds one install call.
 	timeout time.Duration
+	// installed is set once install was given CRDs to make.
+	installed bool
 }
 
 // install server-side applies each of crds, with the release's ownership
@@ -83,6 +85,7 @@ func (c *crdInstaller) install(crds []*unstructured.Unstructured) error {
 	if len(crds) == 0 {
 		return nil
 	}
+	c.installed = true
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(c.ctx, c.timeout)
 	defer cancel()

@@ -267,11 +267,23 @@ func (d *Deployer) deploy(ctx context.Context, getter, helmGetter genericcliopti
 	chrt := stamp(rel.Chart, rel.DeploymentID)
 	setAnnotation(chrt, ServiceAccountAnnotation, rel.ServiceAccount)
 	setAnnotation(chrt, ValuesFromAnnotation, digest)
+	// The cluster's capabilities are shared (see capabilitiesTTL), except
+	// for a chart with a crds/ directory: Helm installs those before it
+	// reads the capabilities, and its templates may ask for them.
+	caps, dc := capabilitiesOf(helmGetter)
+	if caps != nil && len(chrt.CRDObjects()) == 0 {
+		if cfg.Capabilities, err = caps.get(dc); err != nil {
+			return Result{}, fmt.Errorf("cluster capabilities for release %s/%s: %w", rel.Namespace, rel.Name, err)
+		}
+	}
 	var out *release.Release
 	if last == nil {
 		out, err = d.install(ctx, cfg, rel, chrt, pr)
 	} else {
 		out, err = d.upgrade(ctx, cfg, rel, chrt, pr)
+	}
+	if caps != nil && (len(chrt.CRDObjects()) > 0 || pr.crds.installed) {
+		caps.invalidate() // new API versions for the cluster's next deploys
 	}
 	if err != nil {
 		return Result{}, err

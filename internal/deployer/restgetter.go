@@ -25,6 +25,8 @@ type RESTClientGetter struct {
 	// every namespace's getter: building it from discovery was a tenth of
 	// a deploy's CPU when every deploy built its own.
 	mapper meta.RESTMapper
+	// caps are the cluster's Helm capabilities, shared likewise.
+	caps *capabilities
 }
 
 var _ genericclioptions.RESTClientGetter = (*RESTClientGetter)(nil)
@@ -42,7 +44,8 @@ func NewRESTClientGetter(cfg *rest.Config, namespace string) (*RESTClientGetter,
 	}
 	cached := memory.NewMemCacheClient(dc)
 	return &RESTClientGetter{cfg: cfg, namespace: namespace, discovery: cached,
-		mapper: restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil)}, nil
+		mapper: restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil),
+		caps:   &capabilities{}}, nil
 }
 
 // ForNamespace returns a getter for the same cluster whose default
@@ -50,7 +53,7 @@ func NewRESTClientGetter(cfg *rest.Config, namespace string) (*RESTClientGetter,
 // OpenAPI schemas Helm validates against), so a cluster's schema is read
 // and parsed once, not once per namespace.
 func (g *RESTClientGetter) ForNamespace(namespace string) *RESTClientGetter {
-	return &RESTClientGetter{cfg: g.cfg, namespace: namespace, discovery: g.discovery, mapper: g.mapper}
+	return &RESTClientGetter{cfg: g.cfg, namespace: namespace, discovery: g.discovery, mapper: g.mapper, caps: g.caps}
 }
 
 // ToRESTConfig returns a copy of the REST config.

@@ -266,6 +266,10 @@ type GitRepo struct {
 	// 1h once webhooks arrive; 0 when polling is disabled.
 	PollingInterval string       `json:"pollingInterval,omitempty"`
 	Deployments     []Deployment `json:"deployments,omitempty"`
+	// Watched counts the releases whose cluster's drift watch has
+	// reported on the deployment ID they run; a sync settles those the
+	// watch saw unchanged and Ready without a call to their cluster.
+	Watched int `json:"watched,omitempty"`
 	// Waits, Partitions, Halts and Progress are the gating state of the
 	// running rollout, or of the last one when none runs; the workflow
 	// copies them from the rollout's status.

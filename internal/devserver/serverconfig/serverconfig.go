@@ -58,7 +58,10 @@ func Single(frontend string, services map[string]config.Service, persistence con
 
 // Dynamic mirrors what `temporal server start-dev` sets: search attributes
 // visible at once, and persistence rate limits high enough that the
-// database, not a limiter, is the bound.
+// database, not a limiter, is the bound. On one node the matching
+// service's forwarding between a task queue's partitions (10 tasks a
+// second, one at a time, by default) is no protection, only a queue: a
+// rollout's thousand deploys waited seconds in it for a poller.
 func Dynamic() dynamicconfig.StaticClient {
 	return dynamicconfig.StaticClient{
 		dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): true,
@@ -66,5 +69,8 @@ func Dynamic() dynamicconfig.StaticClient {
 		dynamicconfig.HistoryPersistenceMaxQPS.Key():                50000,
 		dynamicconfig.MatchingPersistenceMaxQPS.Key():               50000,
 		dynamicconfig.WorkerPersistenceMaxQPS.Key():                 50000,
+		dynamicconfig.MatchingForwarderMaxRatePerSecond.Key():       1000,
+		dynamicconfig.MatchingForwarderMaxOutstandingTasks.Key():    16,
+		dynamicconfig.MatchingForwarderMaxOutstandingPolls.Key():    16,
 	}
 }

@@ -24,6 +24,8 @@ import (
 	"go.temporal.io/sdk/converter"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/flotilla-gitops/flotilla/internal/codec"
 )
 
 // payloadName is the full name of common.v1.Payload.
@@ -152,6 +154,12 @@ func (w *writer) payload(p *commonpb.Payload) {
 			return
 		}
 		// The walk wrote the stored bytes; these are the decoded ones.
+		p = dec[0]
+		w.line(string(p.GetData()))
+	}
+	// Large payloads are compressed under any encryption: what they say
+	// is in the plain text only.
+	if dec, err := codec.Compression.Decode([]*commonpb.Payload{p}); err == nil && dec[0] != p {
 		p = dec[0]
 		w.line(string(p.GetData()))
 	}
