@@ -18,12 +18,13 @@ import (
 // Temporal's tools that know that codec read it too.
 const EncodingZlib = "binary/zlib"
 
-// compressMin is the smallest payload Compression compresses. Below it the
-// saving is a few hundred bytes at most and not worth a compressor's time;
-// above it sit the payloads that grow with the fleet (targets, inventories,
-// deployments, status), which are JSON with the same keys, bundle names
-// and deployment IDs over and over and shrink five- to tenfold.
-const compressMin = 4 << 10
+// compressMin is the smallest payload Compression compresses. The
+// payloads that grow with the fleet (targets, inventories, deployments,
+// status) are JSON with the same keys, bundle names and deployment IDs
+// over and over and shrink five- to tenfold; below a quarter of a
+// megabyte they are far from Temporal's limit and stay plain, so the
+// Temporal UI and CLI show them without a codec.
+const compressMin = 256 << 10
 
 // Compression is the payload codec that compresses large payloads with
 // zlib (see EncodingZlib) and passes the others through. Payloads grow

@@ -50,6 +50,7 @@ func TestCompression_FleetPayloadFits(t *testing.T) {
 			p, err := dc.ToPayload(value)
 			require.NoError(t, err)
 			assert.Less(t, len(p.Data), limit/4, "compressed to well under the limit (%d bytes)", len(p.Data))
+			t.Logf("%d bytes compressed to %d", len(raw.Data), len(p.Data))
 			var back []status.Deployment
 			require.NoError(t, dc.FromPayload(p, &back))
 			assert.Equal(t, value, back)
@@ -58,19 +59,22 @@ func TestCompression_FleetPayloadFits(t *testing.T) {
 }
 
 func TestCompression_SmallPayloadsPassThrough(t *testing.T) {
-	small, err := converter.GetDefaultDataConverter().ToPayload(map[string]string{"cluster": "c1"})
-	require.NoError(t, err)
-	enc, err := codec.Compression.Encode([]*commonpb.Payload{small})
-	require.NoError(t, err)
-	assert.Same(t, small, enc[0])
+	// A hundred clusters' status stays plain JSON, for the Temporal UI.
+	for _, v := range []any{map[string]string{"cluster": "c1"}, fleetStatus(100)} {
+		small, err := converter.GetDefaultDataConverter().ToPayload(v)
+		require.NoError(t, err)
+		enc, err := codec.Compression.Encode([]*commonpb.Payload{small})
+		require.NoError(t, err)
+		assert.Same(t, small, enc[0])
+	}
 
 	// Incompressible data stays as it was, whatever its size.
-	noise := make([]byte, 64<<10)
-	_, err = rand.Read(noise)
+	noise := make([]byte, 512<<10)
+	_, err := rand.Read(noise)
 	require.NoError(t, err)
 	random, err := converter.GetDefaultDataConverter().ToPayload(noise)
 	require.NoError(t, err)
-	enc, err = codec.Compression.Encode([]*commonpb.Payload{random})
+	enc, err := codec.Compression.Encode([]*commonpb.Payload{random})
 	require.NoError(t, err)
 	assert.Same(t, random, enc[0])
 }
@@ -78,7 +82,7 @@ func TestCompression_SmallPayloadsPassThrough(t *testing.T) {
 // Payloads written before compression existed, and payloads of the SDK's
 // own zlib codec, decode; what Compression writes, the SDK's codec reads.
 func TestCompression_CompatibleWithSDKZlib(t *testing.T) {
-	p, err := converter.GetDefaultDataConverter().ToPayload(fleetStatus(100))
+	p, err := converter.GetDefaultDataConverter().ToPayload(fleetStatus(2000))
 	require.NoError(t, err)
 
 	dec, err := codec.Compression.Decode([]*commonpb.Payload{p})
