@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
@@ -28,8 +29,11 @@ import (
 // Activities are the controller's activities: Git, rendering and the
 // cluster registry. They run on the controller's task queue.
 type Activities struct {
-	// Client reads cluster and group workflows and signals GitRepos.
-	Client client.Client
+	// Client reads cluster and group workflows and signals GitRepos;
+	// DataConverter is its data converter, with which the clusters' memos
+	// are read (nil: every cluster's record is queried).
+	Client        client.Client
+	DataConverter converter.DataConverter
 	// Secrets reads the credentials GitRepos name (a cluster.Vault).
 	Secrets SecretSource
 	// Sealing re-seals secrets (ResealWorkflow). Optional: without it

@@ -217,7 +217,7 @@ func (a *Activities) refillOptions(ctx context.Context, src renderSource, in Ref
 	if err != nil {
 		return err
 	}
-	groups, err := cluster.NewRegistry(a.Client).Groups(ctx)
+	groups, err := cluster.NewRegistry(a.Client, a.DataConverter).Groups(ctx)
 	if err != nil {
 		return fmt.Errorf("read cluster groups: %w", err)
 	}

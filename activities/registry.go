@@ -51,7 +51,7 @@ func targetGroups(groups []protocol.GroupRecord) []target.Group {
 
 // registry returns every registered cluster and group, sorted by name.
 func (a *Activities) registry(ctx context.Context) ([]protocol.ClusterRecord, []protocol.GroupRecord, error) {
-	return cluster.NewRegistry(a.Client).List(ctx)
+	return cluster.NewRegistry(a.Client, a.DataConverter).List(ctx)
 }
 
 // NotifyGitRepos signals every running GitRepo workflow that clusters or
@@ -60,8 +60,11 @@ func (a *Activities) registry(ctx context.Context) ([]protocol.ClusterRecord, []
 // calls of a burst (a thousand clusters registered at once) share
 // rounds: see cluster.Notifier.
 func (a *Activities) NotifyGitRepos(ctx context.Context, in NotifyInput) error {
-	a.notifierOnce.Do(func() { a.notifier = cluster.NewNotifier(cluster.NewRegistry(a.Client), notifyRoundTimeout) })
-	n, err := a.notifier.Notify(ctx, in.WaitFor, func() { activity.RecordHeartbeat(ctx) })
+	a.notifierOnce.Do(func() {
+		a.notifier = cluster.NewNotifier(cluster.NewRegistry(a.Client, a.DataConverter), notifyRoundTimeout)
+	})
+	wait := cluster.Wait{ID: in.WaitFor, Generation: in.Generation, Removed: in.Removed}
+	n, err := a.notifier.Notify(ctx, wait, func() { activity.RecordHeartbeat(ctx) })
 	a.Logger.Debug("Notified GitRepos", zap.String("reason", in.Reason), zap.Int("gitrepos", n))
 	return err
 }

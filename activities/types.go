@@ -119,7 +119,12 @@ type BundleTargetsInput struct {
 // running, so the GitRepos that react see it.
 type NotifyInput struct {
 	WaitFor string `json:"waitFor,omitempty"`
-	Reason  string `json:"reason"`
+	// Generation, when set, is the record generation visibility must show
+	// in WaitFor's targeting memo (protocol.MemoTargeting) before the
+	// GitRepos are told; Removed: or no longer list it as running.
+	Generation int64  `json:"generation,omitempty"`
+	Removed    bool   `json:"removed,omitempty"`
+	Reason     string `json:"reason"`
 }
 
 // DeployInput deploys bundles of one GitRepo to the cluster whose queue

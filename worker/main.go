@@ -147,7 +147,11 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
 	})
 	watches := worker.New(c, protocol.WatchQueue(o.TaskQueue), worker.Options{MaxConcurrentActivityExecutionSize: maxWatches})
-	registerController(w, watches, c, st, agents, o.Retry, logger)
+	dc, err := o.Temporal.DataConverter()
+	if err != nil {
+		return err
+	}
+	registerController(w, watches, c, dc, st, agents, o.Retry, logger)
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}

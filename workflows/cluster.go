@@ -44,6 +44,11 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent}
 	c.w = &clusterWatch{name: in.Record.Name, rec: &c.rec, sets: in.Watch}
 	c.e.busy = func() bool { return c.ag.pending() || c.w.pending() }
+	if targetingMemo(ctx) {
+		// GitRepos are told of a change once visibility shows it in the
+		// targeting memo, which is what their rollouts list.
+		c.e.generation = func() int64 { return c.rec.Generation }
+	}
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.ClusterRecord, error) { return c.rec, nil }); err != nil {
 		return err
 	}
@@ -65,7 +70,13 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	upsertCluster(ctx, c.rec)
 	c.ag.start(ctx)
 	c.w.start(ctx)
-	removed, err := c.e.run(ctx, func() { c.rec.Removed = true })
+	removed, err := c.e.run(ctx, func() {
+		c.rec.Removed = true
+		if c.e.generation != nil {
+			c.rec.Generation++
+			upsertTargeting(ctx, c.rec)
+		}
+	})
 	if err != nil || removed {
 		return err
 	}
@@ -199,7 +210,10 @@ func (c *clusterEntity) validateLabel(ctx workflow.Context, l protocol.ClusterLa
 	return validateLabels(c.rec.Name, l.Set)
 }
 
+// upsertCluster shows rec in the cluster's search attributes and, from
+// versionTargetingMemo on, its targeting memo.
 func upsertCluster(ctx workflow.Context, rec protocol.ClusterRecord) {
+	upsertTargeting(ctx, rec)
 	state := "Active"
 	switch {
 	case rec.Paused:
@@ -272,6 +286,25 @@ type entity struct {
 	deleted   bool
 	// busy, when set, holds continue-as-new while it reports true.
 	busy func() bool
+	// generation, when set, is the record generation the notification
+	// waits for visibility to show (activities.NotifyInput.Generation).
+	generation func() int64
+}
+
+// notifyInput is the notification of a change (removed: of the removal).
+func (e *entity) notifyInput(removed bool) activities.NotifyInput {
+	if removed {
+		in := activities.NotifyInput{Reason: "removed " + e.waitFor}
+		if e.generation != nil {
+			in.WaitFor, in.Generation, in.Removed = e.waitFor, e.generation(), true
+		}
+		return in
+	}
+	in := activities.NotifyInput{WaitFor: e.waitFor, Reason: "changed " + e.waitFor}
+	if e.generation != nil {
+		in.Generation = e.generation()
+	}
+	return in
 }
 
 // change stores next into *rec when it differs, bumping the generation.
@@ -318,12 +351,12 @@ func (e *entity) run(ctx workflow.Context, markRemoved func()) (bool, error) {
 			}
 			// Tell GitRepos so they stop targeting it; queries now answer
 			// Removed.
-			err := notifyGitRepos(ctx, activities.NotifyInput{Reason: "removed " + e.waitFor})
+			err := notifyGitRepos(ctx, e.notifyInput(true))
 			return true, err
 		}
 		if e.notifyDue {
 			e.notifyDue = false
-			if err := notifyGitRepos(ctx, activities.NotifyInput{WaitFor: e.waitFor, Reason: "changed " + e.waitFor}); err != nil {
+			if err := notifyGitRepos(ctx, e.notifyInput(false)); err != nil {
 				return false, err
 			}
 			continue
@@ -345,4 +378,18 @@ func (e *entity) run(ctx workflow.Context, markRemoved func()) (bool, error) {
 func notifyGitRepos(ctx workflow.Context, in activities.NotifyInput) error {
 	var a *activities.Activities
 	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.NotifyGitRepos, in).Get(ctx, nil)
+}
+
+// upsertTargeting keeps rec, as targeting reads it, in the targeting memo
+// (from versionTargetingMemo on).
+func upsertTargeting(ctx workflow.Context, rec protocol.ClusterRecord) {
+	if targetingMemo(ctx) {
+		_ = workflow.UpsertMemo(ctx, map[string]any{protocol.MemoTargeting: rec.Targeting()})
+	}
+}
+
+// targetingMemo reports whether the run keeps its record in the targeting
+// memo (versionTargetingMemo).
+func targetingMemo(ctx workflow.Context) bool {
+	return workflow.GetVersion(ctx, versionTargetingMemo, workflow.DefaultVersion, 1) == 1
 }

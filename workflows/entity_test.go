@@ -164,3 +164,40 @@ func failRender(env *testsuite.TestWorkflowEnvironment, n int, err error) *int {
 		})
 	return calls
 }
+
+// A cluster keeps its record as targeting reads it in its memo, and each
+// notification waits for visibility to show the generation it announces:
+// the registration's (listed), the change's, the removal's.
+func TestClusterWorkflow_TargetingMemo(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	var a *activities.Activities
+	var notes []activities.NotifyInput
+	env.OnActivity(a.NotifyGitRepos, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.NotifyInput) error { notes = append(notes, in); return nil })
+	var memos []protocol.ClusterRecord
+	env.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		memos = append(memos, args.Get(0).(map[string]any)[protocol.MemoTargeting].(protocol.ClusterRecord))
+	}).Return()
+	env.RegisterDelayedCallback(func() {
+		env.UpdateWorkflow(protocol.UpdateApply, "1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { t.Error(err) }, OnComplete: func(any, error) {},
+		}, protocol.ClusterApply{Labels: map[string]string{"env": "dev"}, SetLabels: true})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalDelete, nil) }, 2*time.Second)
+	seen := time.Now()
+	env.ExecuteWorkflow(ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: protocol.ClusterRecord{Name: "c1",
+		Agent: &protocol.AgentRecord{TokenID: "t1", LastSeen: &seen, Version: "v1"}}}})
+	require.NoError(t, env.GetWorkflowError())
+
+	require.Len(t, memos, 3)
+	assert.Equal(t, &protocol.AgentRecord{}, memos[0].Agent, "no heartbeat details in the memo")
+	assert.Equal(t, map[string]string{"env": "dev"}, memos[1].Labels)
+	assert.Equal(t, int64(1), memos[1].Generation)
+	assert.True(t, memos[2].Removed)
+	assert.Equal(t, []activities.NotifyInput{
+		{WaitFor: "default-test-workflow-id", Reason: "changed default-test-workflow-id"},
+		{WaitFor: "default-test-workflow-id", Generation: 1, Reason: "changed default-test-workflow-id"},
+		{WaitFor: "default-test-workflow-id", Generation: 2, Removed: true, Reason: "removed default-test-workflow-id"},
+	}, notes)
+}

@@ -160,6 +160,10 @@ const (
 	// outcomes gathered while its last signal was in flight in one signal
 	// (signalClusterReports), not a signal per cluster.
 	versionBatchedReports = "batched-reports"
+	// versionTargetingMemo: a ClusterWorkflow keeps its record as
+	// targeting reads it in its memo (protocol.MemoTargeting), and its
+	// notifications wait until visibility shows the change there.
+	versionTargetingMemo = "targeting-memo"
 )
 
 // A burst of cluster changes (registrations, label edits) during a

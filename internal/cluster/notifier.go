@@ -3,10 +3,14 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	workflowpb "go.temporal.io/api/workflow/v1"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
@@ -31,9 +35,20 @@ type Notifier struct {
 	running bool
 }
 
+// Wait is what a notification waits for visibility to show before the
+// GitRepos are told: workflow ID listed as running and, with Generation
+// set, its targeting memo (protocol.MemoTargeting) at that record
+// generation or later. Removed: or the workflow no longer listed as
+// running. The zero Wait waits for nothing.
+type Wait struct {
+	ID         string
+	Generation int64
+	Removed    bool
+}
+
 // notifyRound is one coalesced notification.
 type notifyRound struct {
-	waitFor  []string
+	waitFor  []Wait
 	done     chan struct{}
 	signaled int
 	err      error
@@ -49,18 +64,17 @@ func NewNotifier(reg *Registry, timeout time.Duration) *Notifier {
 }
 
 // Notify returns once a round that started after this call has signalled
-// every running GitRepo and HelmOp, having first waited, when waitFor is
-// set, until visibility lists that workflow as running (so every GitRepo
-// that lists clusters afterwards sees it). It returns how many workflows
-// the round signalled. heartbeat, when not nil, is called every second
-// while Notify waits.
-func (n *Notifier) Notify(ctx context.Context, waitFor string, heartbeat func()) (int, error) {
+// every running GitRepo and HelmOp, having first waited until visibility
+// shows what waitFor says (so every GitRepo that lists clusters afterwards
+// sees the change). It returns how many workflows the round signalled.
+// heartbeat, when not nil, is called every second while Notify waits.
+func (n *Notifier) Notify(ctx context.Context, waitFor Wait, heartbeat func()) (int, error) {
 	n.mu.Lock()
 	if n.next == nil {
 		n.next = &notifyRound{done: make(chan struct{})}
 	}
 	r := n.next
-	if waitFor != "" {
+	if waitFor.ID != "" {
 		r.waitFor = append(r.waitFor, waitFor)
 	}
 	if !n.running {
@@ -110,30 +124,27 @@ func (n *Notifier) run(ctx context.Context, r *notifyRound) (int, error) {
 	return n.reg.NotifyGitRepos(ctx)
 }
 
-// waitAllListed returns once visibility lists every workflow of ids as
-// running, polling with a growing pause.
-func (r *Registry) waitAllListed(ctx context.Context, ids []string) error {
-	missing := map[string]bool{}
-	for _, id := range ids {
-		missing[id] = true
+// waitAllListed returns once visibility shows what every wait says,
+// polling with a growing pause.
+func (r *Registry) waitAllListed(ctx context.Context, waits []Wait) error {
+	missing := map[string]Wait{}
+	for _, w := range waits {
+		if prev, ok := missing[w.ID]; !ok || w.Generation > prev.Generation || w.Removed {
+			missing[w.ID] = w
+		}
 	}
 	pause := 50 * time.Millisecond
 	for {
-		var pending []string
-		for _, id := range ids {
-			if missing[id] {
-				pending = append(pending, id)
+		pending := make([]string, 0, len(missing))
+		for _, w := range waits {
+			if _, ok := missing[w.ID]; ok && !slices.Contains(pending, w.ID) {
+				pending = append(pending, w.ID)
 			}
 		}
 		for len(pending) > 0 {
 			chunk := pending[:min(len(pending), notifyListChunk)]
 			pending = pending[len(chunk):]
-			quoted := make([]string, len(chunk))
-			for i, id := range chunk {
-				quoted[i] = "'" + strings.ReplaceAll(id, "'", `\'`) + "'"
-			}
-			q := fmt.Sprintf("WorkflowId IN (%s) AND ExecutionStatus = 'Running'", strings.Join(quoted, ", "))
-			if err := temporalx.EachWorkflow(ctx, r.client, q, func(id string) error { delete(missing, id); return nil }); err != nil {
+			if err := r.checkListed(ctx, chunk, missing); err != nil {
 				return err
 			}
 		}
@@ -147,4 +158,42 @@ func (r *Registry) waitAllListed(ctx context.Context, ids []string) error {
 		}
 		pause = min(2*pause, time.Second)
 	}
+}
+
+// checkListed lists the workflows of ids that run and removes from
+// missing each wait visibility now satisfies.
+func (r *Registry) checkListed(ctx context.Context, ids []string, missing map[string]Wait) error {
+	quoted := make([]string, len(ids))
+	for i, id := range ids {
+		quoted[i] = "'" + strings.ReplaceAll(id, "'", `\'`) + "'"
+	}
+	q := fmt.Sprintf("WorkflowId IN (%s) AND ExecutionStatus = 'Running'", strings.Join(quoted, ", "))
+	listed := map[string]bool{}
+	err := temporalx.EachInfo(ctx, r.client, q, func(info *workflowpb.WorkflowExecutionInfo) error {
+		id := info.GetExecution().GetWorkflowId()
+		listed[id] = true
+		w := missing[id]
+		if w.Generation == 0 {
+			delete(missing, id)
+			return nil
+		}
+		var rec protocol.ClusterRecord
+		ok, err := r.memo(info, &rec)
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		if !ok || rec.Generation >= w.Generation {
+			delete(missing, id) // without a memo (older code) being listed is all
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if w, ok := missing[id]; ok && w.Removed && !listed[id] {
+			delete(missing, id) // ended: no longer listed as a cluster
+		}
+	}
+	return nil
 }

@@ -31,17 +31,17 @@ func TestNotifier_CoalescesBursts(t *testing.T) {
 	for i := range burst + 1 {
 		f.running[fmt.Sprintf("cluster/c-%03d", i)] = true
 	}
-	n := NewNotifier(NewRegistry(f), time.Minute)
+	n := NewNotifier(NewRegistry(f, nil), time.Minute)
 	ctx := context.Background()
 
 	// The first request's round holds at its first signal ...
 	var wg sync.WaitGroup
 	errs := make([]error, burst+1)
-	wg.Go(func() { _, errs[burst] = n.Notify(ctx, fmt.Sprintf("cluster/c-%03d", burst), nil) })
+	wg.Go(func() { _, errs[burst] = n.Notify(ctx, Wait{ID: fmt.Sprintf("cluster/c-%03d", burst)}, nil) })
 	<-f.signalling
 	// ... while a burst of requests arrives.
 	for i := range burst {
-		wg.Go(func() { _, errs[i] = n.Notify(ctx, fmt.Sprintf("cluster/c-%03d", i), nil) })
+		wg.Go(func() { _, errs[i] = n.Notify(ctx, Wait{ID: fmt.Sprintf("cluster/c-%03d", i)}, nil) })
 	}
 	require.Eventually(t, func() bool {
 		n.mu.Lock()
@@ -66,19 +66,19 @@ func TestNotifier_CoalescesBursts(t *testing.T) {
 // is listed, and with its context when it never is.
 func TestNotifier_WaitsForListing(t *testing.T) {
 	f := &fakeTemporal{running: map[string]bool{"cluster/new": true}, hiddenFor: map[string]int{"cluster/new": 3}}
-	n := NewNotifier(NewRegistry(f), time.Minute)
-	_, err := n.Notify(context.Background(), "cluster/new", nil)
+	n := NewNotifier(NewRegistry(f, nil), time.Minute)
+	_, err := n.Notify(context.Background(), Wait{ID: "cluster/new"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 4, f.lists["cluster/new"])
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err = n.Notify(ctx, "cluster/never", nil)
+	_, err = n.Notify(ctx, Wait{ID: "cluster/never"}, nil)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	t.Run("a round that times out fails its requests", func(t *testing.T) {
-		n := NewNotifier(NewRegistry(f), 200*time.Millisecond)
-		_, err := n.Notify(context.Background(), "cluster/never", nil)
+		n := NewNotifier(NewRegistry(f, nil), 200*time.Millisecond)
+		_, err := n.Notify(context.Background(), Wait{ID: "cluster/never"}, nil)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.ErrorContains(t, err, "1 workflow(s) not listed as running yet")
 	})

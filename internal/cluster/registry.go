@@ -7,7 +7,9 @@ import (
 	"sort"
 
 	"go.temporal.io/api/serviceerror"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -19,17 +21,28 @@ const queryParallelism = 64
 
 // Registry reads the registered clusters and cluster groups from Temporal:
 // each is a running entity workflow (protocol.ClusterWorkflow,
-// protocol.ClusterGroupWorkflow), enumerated through visibility and asked
-// for its record with a query, so labels are never stale. It keeps no
-// state of its own.
+// protocol.ClusterGroupWorkflow), enumerated through visibility. A
+// cluster's record as targeting reads it comes with the listing, in the
+// workflow's targeting memo (protocol.MemoTargeting); a workflow without
+// one (a run of older code), and every group, is asked for its record with
+// a query. The memo is current for every change the GitRepos were told of:
+// the cluster's notification waits until visibility shows it (Notifier).
+// It keeps no state of its own.
 type Registry struct {
 	client client.Client
+	// dc decodes memos: the client's data converter. Without one every
+	// record is queried.
+	dc converter.DataConverter
 }
 
-// NewRegistry returns a Registry reading through c.
-func NewRegistry(c client.Client) *Registry { return &Registry{client: c} }
+// NewRegistry returns a Registry reading through c, whose data converter
+// is dc (nil: query every record).
+func NewRegistry(c client.Client, dc converter.DataConverter) *Registry {
+	return &Registry{client: c, dc: dc}
+}
 
-// Clusters returns every registered cluster, sorted by name.
+// Clusters returns every registered cluster as targeting reads it
+// (protocol.ClusterRecord.Targeting), sorted by name.
 func (r *Registry) Clusters(ctx context.Context) ([]protocol.ClusterRecord, error) {
 	return records(ctx, r, protocol.ClusterWorkflow, func(c protocol.ClusterRecord) (string, bool) { return c.Name, c.Removed })
 }
@@ -56,13 +69,26 @@ func (r *Registry) List(ctx context.Context) ([]protocol.ClusterRecord, []protoc
 // another.
 func records[T any](ctx context.Context, r *Registry, wfType string, key func(T) (name string, removed bool)) ([]T, error) {
 	var ids []string
-	if err := r.each(ctx, wfType, func(id string) error { ids = append(ids, id); return nil }); err != nil {
+	var recs []T
+	var fromMemo []bool
+	err := temporalx.EachInfo(ctx, r.client, temporalx.RunningOfType(wfType), func(info *workflowpb.WorkflowExecutionInfo) error {
+		var rec T
+		ok, err := r.memo(info, &rec)
+		if err != nil {
+			return fmt.Errorf("%s: %w", info.GetExecution().GetWorkflowId(), err)
+		}
+		ids, recs, fromMemo = append(ids, info.GetExecution().GetWorkflowId()), append(recs, rec), append(fromMemo, ok)
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	recs := make([]T, len(ids))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(queryParallelism)
 	for i, id := range ids {
+		if fromMemo[i] {
+			continue
+		}
 		g.Go(func() error {
 			err := r.query(gctx, id, &recs[i])
 			var nf *serviceerror.NotFound
@@ -89,17 +115,25 @@ func records[T any](ctx context.Context, r *Registry, wfType string, key func(T)
 	return out, nil
 }
 
+// memo decodes the targeting memo of a listed workflow into out and
+// reports whether it had one.
+func (r *Registry) memo(info *workflowpb.WorkflowExecutionInfo, out any) (bool, error) {
+	p, ok := info.GetMemo().GetFields()[protocol.MemoTargeting]
+	if !ok || r.dc == nil {
+		return false, nil
+	}
+	if err := r.dc.FromPayload(p, out); err != nil {
+		return false, fmt.Errorf("read the targeting memo: %w", err)
+	}
+	return true, nil
+}
+
 func (r *Registry) query(ctx context.Context, id string, out any) error {
 	v, err := r.client.QueryWorkflow(ctx, id, "", protocol.QueryStatus)
 	if err != nil {
 		return fmt.Errorf("query %s: %w", id, err)
 	}
 	return v.Get(out)
-}
-
-// each calls fn with the ID of every running workflow of type wfType.
-func (r *Registry) each(ctx context.Context, wfType string, fn func(id string) error) error {
-	return temporalx.EachWorkflow(ctx, r.client, temporalx.RunningOfType(wfType), fn)
 }
 
 // NotifyGitRepos signals every running GitRepo workflow that clusters or

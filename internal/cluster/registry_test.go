@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -51,6 +52,23 @@ type fakeTemporal struct {
 	// signalGate, when set, holds the first signal until it is closed;
 	// signalling is closed when that signal arrives.
 	signalGate, signalling chan struct{}
+	// memos are the workflows' memos by ID, listed with them; queried
+	// counts status queries by ID.
+	memos   map[string]*commonpb.Memo
+	queried map[string]int
+}
+
+// setMemo gives workflow id the targeting memo rec.
+func (f *fakeTemporal) setMemo(t *testing.T, id string, rec protocol.ClusterRecord) {
+	t.Helper()
+	p, err := converter.GetDefaultDataConverter().ToPayload(rec)
+	require.NoError(t, err)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.memos == nil {
+		f.memos = map[string]*commonpb.Memo{}
+	}
+	f.memos[id] = &commonpb.Memo{Fields: map[string]*commonpb.Payload{protocol.MemoTargeting: p}}
 }
 
 func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
@@ -85,7 +103,7 @@ func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.List
 		page, _ = strconv.Atoi(string(req.NextPageToken))
 	}
 	resp := &workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{
-		{Execution: &commonpb.WorkflowExecution{WorkflowId: ids[page]}},
+		{Execution: &commonpb.WorkflowExecution{WorkflowId: ids[page]}, Memo: f.memos[ids[page]]},
 	}}
 	if page+1 < len(ids) {
 		resp.NextPageToken = []byte(strconv.Itoa(page + 1))
@@ -100,6 +118,12 @@ func (f *fakeTemporal) QueryWorkflow(_ context.Context, id, _, queryType string,
 	if err := f.failQuery[id]; err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
+	if f.queried == nil {
+		f.queried = map[string]int{}
+	}
+	f.queried[id]++
+	f.mu.Unlock()
 	rec, ok := f.records[id]
 	if !ok {
 		return nil, serviceerror.NewNotFound("workflow " + id + " not found")
@@ -157,7 +181,7 @@ func TestRegistry_List(t *testing.T) {
 			"group/dev":       protocol.GroupRecord{Name: "dev"},
 		},
 	}
-	gotClusters, gotGroups, err := NewRegistry(f).List(context.Background())
+	gotClusters, gotGroups, err := NewRegistry(f, nil).List(context.Background())
 	require.NoError(t, err)
 	var names []string
 	for _, c := range gotClusters {
@@ -172,7 +196,7 @@ func TestRegistry_List(t *testing.T) {
 
 	t.Run("a failed query fails the listing", func(t *testing.T) {
 		f.failQuery = map[string]error{"cluster/b": serviceerror.NewUnavailable("down")}
-		_, _, err := NewRegistry(f).List(context.Background())
+		_, _, err := NewRegistry(f, nil).List(context.Background())
 		var unavailable *serviceerror.Unavailable
 		require.ErrorAs(t, err, &unavailable)
 		assert.ErrorContains(t, err, "query cluster/b")
@@ -190,8 +214,69 @@ func TestRegistry_NotifyGitRepos(t *testing.T) {
 			"gitrepo/ns/two": struct{}{},
 		},
 	}
-	n, err := NewRegistry(f).NotifyGitRepos(context.Background())
+	n, err := NewRegistry(f, nil).NotifyGitRepos(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
 	assert.Equal(t, []string{"gitrepo/ns/one", "helmop/ns/web", "gitrepo/ns/two"}, f.signalled, "a GitRepo that ended is skipped")
+}
+
+// TestRegistry_TargetingMemo: a cluster's record comes with the listing
+// from its targeting memo, with no query; a workflow without one (a run
+// of older code) is queried; without a data converter every one is.
+func TestRegistry_TargetingMemo(t *testing.T) {
+	clusters := temporalx.RunningOfType(protocol.ClusterWorkflow)
+	f := &fakeTemporal{
+		listed: map[string][]string{clusters: {"cluster/a", "cluster/b", "cluster/gone"}},
+		records: map[string]any{
+			"cluster/a": protocol.ClusterRecord{Name: "a", Labels: map[string]string{"env": "stale"}},
+			"cluster/b": protocol.ClusterRecord{Name: "b", Labels: map[string]string{"env": "dev"}},
+		},
+	}
+	f.setMemo(t, "cluster/a", protocol.ClusterRecord{Name: "a", Labels: map[string]string{"env": "prod"}, Generation: 3})
+	f.setMemo(t, "cluster/gone", protocol.ClusterRecord{Name: "gone", Removed: true, Generation: 2})
+
+	got, err := NewRegistry(f, converter.GetDefaultDataConverter()).Clusters(context.Background())
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, map[string]string{"env": "prod"}, got[0].Labels, "from the memo")
+	assert.Equal(t, map[string]string{"env": "dev"}, got[1].Labels, "queried")
+	assert.Equal(t, map[string]int{"cluster/b": 1}, f.queried)
+
+	f.queried = nil
+	got, err = NewRegistry(f, nil).Clusters(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"env": "stale"}, got[0].Labels)
+	assert.Equal(t, map[string]int{"cluster/a": 1, "cluster/b": 1, "cluster/gone": 1}, f.queried)
+}
+
+// TestNotifier_WaitsForMemo: a change is announced only once visibility
+// shows the cluster's memo at the change's generation; a removal also
+// once the workflow is no longer listed.
+func TestNotifier_WaitsForMemo(t *testing.T) {
+	f := &fakeTemporal{running: map[string]bool{"cluster/a": true}}
+	f.setMemo(t, "cluster/a", protocol.ClusterRecord{Name: "a", Generation: 1})
+	n := NewNotifier(NewRegistry(f, converter.GetDefaultDataConverter()), time.Minute)
+
+	done := make(chan error, 1)
+	go func() { _, err := n.Notify(context.Background(), Wait{ID: "cluster/a", Generation: 2}, nil); done <- err }()
+	require.Eventually(t, func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.lists["cluster/a"] >= 2
+	}, 10*time.Second, time.Millisecond, "polls while the memo is behind")
+	select {
+	case err := <-done:
+		t.Fatalf("announced before visibility showed generation 2 (err %v)", err)
+	default:
+	}
+	f.setMemo(t, "cluster/a", protocol.ClusterRecord{Name: "a", Generation: 2})
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not announced once the memo caught up")
+	}
+
+	_, err := n.Notify(context.Background(), Wait{ID: "cluster/ended", Generation: 5, Removed: true}, nil)
+	require.NoError(t, err, "a removed cluster that is no longer listed")
 }

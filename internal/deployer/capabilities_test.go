@@ -2,29 +2,19 @@ package deployer_test
 
 import (
 	"net/http"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 )
 
-// versionCounter counts the requests for the server's API groups: Helm
-// makes one each time it reads the cluster's capabilities.
-type versionCounter struct {
-	next http.RoundTripper
-	n    *atomic.Int64
-}
-
-func (c versionCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet && req.URL.Path == "/apis" {
-		c.n.Add(1)
-	}
-	return c.next.RoundTrip(req)
+// apiGroups selects the requests for the server's API groups: Helm makes
+// one each time it reads the cluster's capabilities.
+func apiGroups(req *http.Request) bool {
+	return req.Method == http.MethodGet && req.URL.Path == "/apis"
 }
 
 // hasThingsTemplate renders ConfigMap caps whose "has" says whether the
@@ -47,9 +37,7 @@ func TestDeploy_Capabilities(t *testing.T) {
 	f := newFixture(t)
 	ctx := testContext(t)
 	d := newDeployer(t)
-	var n atomic.Int64
-	cfg := rest.CopyConfig(f.config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return versionCounter{next: rt, n: &n} })
+	cfg, n := f.countingConfig(apiGroups)
 	getter, err := deployer.NewRESTClientGetter(cfg, metav1.NamespaceDefault)
 	require.NoError(t, err)
 

@@ -2,14 +2,12 @@ package deployer_test
 
 import (
 	"net/http"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"helm.sh/helm/v3/pkg/release"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 )
@@ -34,16 +32,9 @@ data:
 const typoDeployment = deploymentTemplate + "        imagePullPolicyy: Always\n"
 
 // dryRunCounter counts the dry-run creates a REST config's clients send.
-type dryRunCounter struct {
-	next http.RoundTripper
-	n    *atomic.Int64
-}
-
-func (c dryRunCounter) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodPost && req.URL.Query().Get("dryRun") == "All" {
-		c.n.Add(1)
-	}
-	return c.next.RoundTrip(req)
+// dryRun selects dry-run requests.
+func dryRun(req *http.Request) bool {
+	return req.Method == http.MethodPost && req.URL.Query().Get("dryRun") == "All"
 }
 
 // TestDeploy_UnknownFields: a rendered object with a field the cluster's
@@ -101,9 +92,7 @@ func TestDeploy_UnknownFields(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t)
 		d := newDeployer(t)
-		var n atomic.Int64
-		cfg := rest.CopyConfig(f.config)
-		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return dryRunCounter{next: rt, n: &n} })
+		cfg, n := f.countingConfig(dryRun)
 		// A second getter stands for a second cluster of the same version.
 		first, err := deployer.NewRESTClientGetter(cfg, metav1.NamespaceDefault)
 		require.NoError(t, err)

@@ -3,6 +3,8 @@ package deployer_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,4 +269,27 @@ func mustDeployWeb(ctx context.Context, t *testing.T, d *deployer.Deployer, f *f
 	rel.Chart = testChart(deploymentTemplate)
 	_, err := d.Deploy(ctx, f.getter, rel)
 	require.NoError(t, err)
+}
+
+// requestCounter counts the requests match selects.
+type requestCounter struct {
+	next  http.RoundTripper
+	n     *atomic.Int64
+	match func(*http.Request) bool
+}
+
+func (c requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c.match(req) {
+		c.n.Add(1)
+	}
+	return c.next.RoundTrip(req)
+}
+
+// countingConfig returns a REST config of the fixture's cluster that
+// counts the requests match selects.
+func (f *fixture) countingConfig(match func(*http.Request) bool) (*rest.Config, *atomic.Int64) {
+	n := new(atomic.Int64)
+	cfg := rest.CopyConfig(f.config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return requestCounter{next: rt, n: n, match: match} })
+	return cfg, n
 }

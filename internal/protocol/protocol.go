@@ -197,6 +197,22 @@ type ClusterRecord struct {
 	Removed bool `json:"removed,omitempty"`
 }
 
+// MemoTargeting is the memo field in which a ClusterWorkflow keeps its
+// record as targeting reads it (ClusterRecord.Targeting): a rollout lists
+// every cluster with one visibility query instead of a query each.
+const MemoTargeting = "targeting"
+
+// Targeting returns r as targeting reads it. An agent's heartbeat details
+// (when it was last seen, its version and key) and its deploy history
+// change without changing where anything goes: they are left out, so the
+// memo changes only when targeting could.
+func (r ClusterRecord) Targeting() ClusterRecord {
+	if r.Agent != nil {
+		r.Agent = &AgentRecord{Managed: r.Agent.Managed, Offline: r.Agent.Offline}
+	}
+	return r
+}
+
 // PullMode reports whether the cluster's agent serves its task queue. A
 // cluster without a kubeconfig on the controller's host can only be
 // served by an agent.

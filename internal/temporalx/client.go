@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 
 	"github.com/flotilla-gitops/flotilla/internal/codec"
@@ -153,6 +154,16 @@ func (o ClientOptions) ClientConfig(logger *zap.Logger) (client.Options, error) 
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
 	}
 	return opts, nil
+}
+
+// DataConverter returns the data converter ClientConfig gives the client:
+// for reading payloads the client hands over raw, such as memos.
+func (o ClientOptions) DataConverter() (converter.DataConverter, error) {
+	var opts client.Options
+	if err := o.setConverters(&opts); err != nil {
+		return nil, err
+	}
+	return opts.DataConverter, nil
 }
 
 // setConverters sets the data and failure converters of PayloadKeys.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 )
@@ -34,6 +35,13 @@ func EachWorkflow(ctx context.Context, c client.Client, query string, fn func(id
 // visibility query lists, page by page, stopping at the first error. Each
 // run is listed, so a workflow that continued as new comes once per run.
 func EachExecution(ctx context.Context, c client.Client, query string, fn func(*commonpb.WorkflowExecution) error) error {
+	return EachInfo(ctx, c, query, func(info *workflowpb.WorkflowExecutionInfo) error { return fn(info.GetExecution()) })
+}
+
+// EachInfo calls fn with what visibility lists of every execution the
+// query matches (IDs, memo, search attributes), page by page, stopping at
+// the first error.
+func EachInfo(ctx context.Context, c client.Client, query string, fn func(*workflowpb.WorkflowExecutionInfo) error) error {
 	var token []byte
 	for {
 		resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: query, NextPageToken: token})
@@ -41,7 +49,7 @@ func EachExecution(ctx context.Context, c client.Client, query string, fn func(*
 			return fmt.Errorf("list workflows (%s): %w", query, err)
 		}
 		for _, e := range resp.GetExecutions() {
-			if err := fn(e.GetExecution()); err != nil {
+			if err := fn(e); err != nil {
 				return err
 			}
 		}
