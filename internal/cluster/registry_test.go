@@ -258,7 +258,10 @@ func TestNotifier_WaitsForMemo(t *testing.T) {
 	n := NewNotifier(NewRegistry(f, converter.GetDefaultDataConverter()), time.Minute)
 
 	done := make(chan error, 1)
-	go func() { _, err := n.Notify(context.Background(), Wait{ID: "cluster/a", Generation: 2}, nil); done <- err }()
+	go func() {
+		_, err := n.Notify(context.Background(), Wait{ID: "cluster/a", Generation: 2}, nil)
+		done <- err
+	}()
 	require.Eventually(t, func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
