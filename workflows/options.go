@@ -39,11 +39,14 @@ var (
 		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: 500 * time.Millisecond, MaximumInterval: 10 * time.Second},
 	}
 	// clusterOptions: deploy and cleanup on a cluster. On the controller's
-	// queue a task nobody picks up fails fast on ScheduleToStart; the
-	// rollout reports it and tries again. Agents' queues have no such
-	// limit (see onCluster).
+	// queue a task nobody picks up fails on ScheduleToStart; the rollout
+	// reports it and tries again. The limit is generous because a queue of
+	// work is normal there: a 5,000-cluster rollout's deploys waited up to
+	// a minute for a slot, and a 30 s limit turned that wait into 1,825
+	// failed attempts, each retried. Agents' queues have no limit (see
+	// onCluster).
 	clusterOptions = workflow.ActivityOptions{
-		ScheduleToStartTimeout: 30 * time.Second,
+		ScheduleToStartTimeout: clusterQueueWait,
 		StartToCloseTimeout:    15 * time.Minute,
 		HeartbeatTimeout:       10 * time.Second,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 3},
@@ -57,13 +60,17 @@ var (
 	}
 	// waitReadyOptions: watching a cluster's resources become ready.
 	waitReadyOptions = workflow.ActivityOptions{
-		ScheduleToStartTimeout: 30 * time.Second,
+		ScheduleToStartTimeout: clusterQueueWait,
 		StartToCloseTimeout:    3 * time.Minute,
 		HeartbeatTimeout:       10 * time.Second,
 		WaitForCancellation:    true,
 		RetryPolicy:            &temporal.RetryPolicy{InitialInterval: time.Second, MaximumAttempts: 2},
 	}
 )
+
+// clusterQueueWait bounds how long a push-mode cluster's work waits on
+// the controller's queue for a worker.
+const clusterQueueWait = 5 * time.Minute
 
 // onCluster returns ctx with opts for an activity on cluster: on its
 // agent's task queue in pull mode, on the controller's own queue (whose
