@@ -72,6 +72,10 @@ type reportOutbox struct {
 	closed  bool
 }
 
+// maxReportsPerSignal bounds one signal's outcomes, so that a batch of
+// clusters with many bundles each stays far from Temporal's payload limit.
+const maxReportsPerSignal = 50
+
 func (o *reportOutbox) add(_ workflow.Context, rep clusterReport) { o.pending = append(o.pending, rep) }
 
 // start runs the sender; the future is set once it sent everything
@@ -85,8 +89,9 @@ func (o *reportOutbox) start(ctx workflow.Context) workflow.Future {
 				settle.Set(nil, nil)
 				return
 			}
-			reps := o.pending
-			o.pending = nil
+			n := min(len(o.pending), maxReportsPerSignal)
+			reps := o.pending[:n:n]
+			o.pending = o.pending[n:]
 			if err := workflow.SignalExternalWorkflow(ctx, o.rollout, "", signalClusterReports, reps).Get(ctx, nil); err != nil {
 				workflow.GetLogger(ctx).Warn("Cannot report to the rollout", "rollout", o.rollout, "clusters", len(reps), "error", err)
 			}

@@ -1081,3 +1081,40 @@ func TestRolloutStrategy_FanOutHaltRollsBack(t *testing.T) {
 		assert.Equal(t, "m:old", e.DeploymentID, e.Cluster)
 	}
 }
+
+// outboxWorkflow adds n reports in one workflow task, then closes its
+// outbox: what a batch does when many deploys end at once.
+func outboxWorkflow(ctx workflow.Context, n int) error {
+	out := &reportOutbox{rollout: "rollout/x"}
+	sent := out.start(ctx)
+	for i := range n {
+		out.add(ctx, clusterReport{Cluster: fmt.Sprintf("c%d", i), Final: true})
+	}
+	out.close(ctx, sent)
+	return nil
+}
+
+// Outcomes gathered while no signal is in flight go in one signal, at
+// most maxReportsPerSignal each, in order, and none is lost.
+func TestReportOutbox_GathersOutcomes(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.RegisterWorkflow(outboxWorkflow)
+	var sizes []int
+	var clusters []string
+	env.OnSignalExternalWorkflow(mock.Anything, "rollout/x", "", signalClusterReports, mock.Anything).Return(
+		func(_, _, _, _ string, arg any) error {
+			reps := arg.([]clusterReport)
+			sizes = append(sizes, len(reps))
+			for _, r := range reps {
+				clusters = append(clusters, r.Cluster)
+			}
+			return nil
+		})
+	env.ExecuteWorkflow(outboxWorkflow, 120)
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, []int{maxReportsPerSignal, maxReportsPerSignal, 120 - 2*maxReportsPerSignal}, sizes)
+	require.Len(t, clusters, 120)
+	assert.Equal(t, "c0", clusters[0])
+	assert.Equal(t, "c119", clusters[119])
+}

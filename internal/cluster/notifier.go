@@ -182,8 +182,12 @@ func (r *Registry) checkListed(ctx context.Context, ids []string, missing map[st
 		if err != nil {
 			return fmt.Errorf("%s: %w", id, err)
 		}
-		if !ok || rec.Generation >= w.Generation {
-			delete(missing, id) // without a memo (older code) being listed is all
+		// Only runs that keep the memo announce generations; one listed
+		// without it yet is not indexed at that change (or any) yet. A
+		// registry that cannot read memos queries every record instead,
+		// so being listed is all it needs.
+		if (ok && rec.Generation >= w.Generation) || r.dc == nil {
+			delete(missing, id)
 		}
 		return nil
 	})

@@ -44,12 +44,16 @@ func NewRegistry(c client.Client, dc converter.DataConverter) *Registry {
 // Clusters returns every registered cluster as targeting reads it
 // (protocol.ClusterRecord.Targeting), sorted by name.
 func (r *Registry) Clusters(ctx context.Context) ([]protocol.ClusterRecord, error) {
-	return records(ctx, r, protocol.ClusterWorkflow, func(c protocol.ClusterRecord) (string, bool) { return c.Name, c.Removed })
+	return records(ctx, r, protocol.ClusterWorkflow, func(c protocol.ClusterRecord) recordKey {
+		return recordKey{name: c.Name, removed: c.Removed, generation: c.Generation}
+	})
 }
 
 // Groups returns every cluster group, sorted by name.
 func (r *Registry) Groups(ctx context.Context) ([]protocol.GroupRecord, error) {
-	return records(ctx, r, protocol.ClusterGroupWorkflow, func(g protocol.GroupRecord) (string, bool) { return g.Name, g.Removed })
+	return records(ctx, r, protocol.ClusterGroupWorkflow, func(g protocol.GroupRecord) recordKey {
+		return recordKey{name: g.Name, removed: g.Removed, generation: g.Generation}
+	})
 }
 
 // List returns every registered cluster and group, each sorted by name.
@@ -62,12 +66,20 @@ func (r *Registry) List(ctx context.Context) ([]protocol.ClusterRecord, []protoc
 	return clusters, groups, err
 }
 
-// records queries every running workflow of wfType for its record and
-// returns those not removed, sorted by name. A workflow that ended between
-// listing and query is skipped. Queries run a few at a time: a fleet of
-// thousands of clusters is listed in about a second, not one query after
-// another.
-func records[T any](ctx context.Context, r *Registry, wfType string, key func(T) (name string, removed bool)) ([]T, error) {
+// recordKey is what records needs to know of a record.
+type recordKey struct {
+	name       string
+	removed    bool
+	generation int64
+}
+
+// records reads the record of every running workflow of wfType, from its
+// targeting memo or, without one, a query, and returns those not removed,
+// sorted by name. A workflow that ended between listing and query is
+// skipped. Queries run a few at a time: a fleet of thousands of clusters
+// without memos is listed in seconds, not one query after another.
+
+func records[T any](ctx context.Context, r *Registry, wfType string, key func(T) recordKey) ([]T, error) {
 	var ids []string
 	var recs []T
 	var fromMemo []bool
@@ -101,17 +113,22 @@ func records[T any](ctx context.Context, r *Registry, wfType string, key func(T)
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	var out []T
+	// Right after a continue-as-new, visibility may still list the old
+	// run as running too: the newest record wins.
+	newest := map[string]T{}
 	for _, rec := range recs {
-		if name, removed := key(rec); !removed && name != "" {
+		k := key(rec)
+		if prev, ok := newest[k.name]; k.name != "" && (!ok || key(prev).generation < k.generation) {
+			newest[k.name] = rec
+		}
+	}
+	var out []T
+	for _, rec := range newest {
+		if !key(rec).removed {
 			out = append(out, rec)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, _ := key(out[i])
-		b, _ := key(out[j])
-		return a < b
-	})
+	sort.Slice(out, func(i, j int) bool { return key(out[i]).name < key(out[j]).name })
 	return out, nil
 }
 

@@ -58,6 +58,13 @@ type fakeTemporal struct {
 	queried map[string]int
 }
 
+// listCount is how many listings asked for workflow id.
+func (f *fakeTemporal) listCount(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lists[id]
+}
+
 // setMemo gives workflow id the targeting memo rec.
 func (f *fakeTemporal) setMemo(t *testing.T, id string, rec protocol.ClusterRecord) {
 	t.Helper()
@@ -226,7 +233,7 @@ func TestRegistry_NotifyGitRepos(t *testing.T) {
 func TestRegistry_TargetingMemo(t *testing.T) {
 	clusters := temporalx.RunningOfType(protocol.ClusterWorkflow)
 	f := &fakeTemporal{
-		listed: map[string][]string{clusters: {"cluster/a", "cluster/b", "cluster/gone"}},
+		listed: map[string][]string{clusters: {"cluster/a", "cluster/b", "cluster/gone", "cluster/a-previous-run"}},
 		records: map[string]any{
 			"cluster/a": protocol.ClusterRecord{Name: "a", Labels: map[string]string{"env": "stale"}},
 			"cluster/b": protocol.ClusterRecord{Name: "b", Labels: map[string]string{"env": "dev"}},
@@ -234,6 +241,8 @@ func TestRegistry_TargetingMemo(t *testing.T) {
 	}
 	f.setMemo(t, "cluster/a", protocol.ClusterRecord{Name: "a", Labels: map[string]string{"env": "prod"}, Generation: 3})
 	f.setMemo(t, "cluster/gone", protocol.ClusterRecord{Name: "gone", Removed: true, Generation: 2})
+	// A run visibility still lists after a continue-as-new: older record.
+	f.setMemo(t, "cluster/a-previous-run", protocol.ClusterRecord{Name: "a", Labels: map[string]string{"env": "old"}, Generation: 2})
 
 	got, err := NewRegistry(f, converter.GetDefaultDataConverter()).Clusters(context.Background())
 	require.NoError(t, err)
@@ -243,6 +252,8 @@ func TestRegistry_TargetingMemo(t *testing.T) {
 	assert.Equal(t, map[string]int{"cluster/b": 1}, f.queried)
 
 	f.queried = nil
+	delete(f.listed, clusters)
+	f.listed[clusters] = []string{"cluster/a", "cluster/b", "cluster/gone"}
 	got, err = NewRegistry(f, nil).Clusters(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"env": "stale"}, got[0].Labels)
@@ -253,8 +264,8 @@ func TestRegistry_TargetingMemo(t *testing.T) {
 // shows the cluster's memo at the change's generation; a removal also
 // once the workflow is no longer listed.
 func TestNotifier_WaitsForMemo(t *testing.T) {
+	// Listed before its first memo is indexed: not yet either.
 	f := &fakeTemporal{running: map[string]bool{"cluster/a": true}}
-	f.setMemo(t, "cluster/a", protocol.ClusterRecord{Name: "a", Generation: 1})
 	n := NewNotifier(NewRegistry(f, converter.GetDefaultDataConverter()), time.Minute)
 
 	done := make(chan error, 1)
@@ -267,6 +278,9 @@ func TestNotifier_WaitsForMemo(t *testing.T) {
 		defer f.mu.Unlock()
 		return f.lists["cluster/a"] >= 2
 	}, 10*time.Second, time.Millisecond, "polls while the memo is behind")
+	f.setMemo(t, "cluster/a", protocol.ClusterRecord{Name: "a", Generation: 1})
+	seen := f.listCount("cluster/a")
+	require.Eventually(t, func() bool { return f.listCount("cluster/a") >= seen+2 }, 10*time.Second, time.Millisecond)
 	select {
 	case err := <-done:
 		t.Fatalf("announced before visibility showed generation 2 (err %v)", err)

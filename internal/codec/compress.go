@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"compress/zlib"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -25,6 +26,15 @@ const EncodingZlib = "binary/zlib"
 // megabyte they are far from Temporal's limit and stay plain, so the
 // Temporal UI and CLI show them without a codec.
 const compressMin = 256 << 10
+
+// maxDecompressed bounds what one payload may decompress to: far above
+// what a fleet's largest payload grows to (a few MiB at 10,000 clusters),
+// far below what a crafted payload could make a controller allocate.
+const maxDecompressed = 128 << 20
+
+// ErrTooLarge means a compressed payload decompresses to more than a
+// payload may hold.
+var ErrTooLarge = errors.New("payload decompresses to more than 128 MiB")
 
 // Compression is the payload codec that compresses large payloads with
 // zlib (see EncodingZlib) and passes the others through. Payloads grow
@@ -87,12 +97,15 @@ func (compression) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, er
 		if err != nil {
 			return payloads, fmt.Errorf("decompress payload: %w", err)
 		}
-		plain, err := io.ReadAll(r)
+		plain, err := io.ReadAll(io.LimitReader(r, maxDecompressed+1))
 		if err == nil {
 			err = r.Close()
 		}
 		if err != nil {
 			return payloads, fmt.Errorf("decompress payload: %w", err)
+		}
+		if len(plain) > maxDecompressed {
+			return payloads, fmt.Errorf("decompress payload: %w", ErrTooLarge)
 		}
 		dec := &commonpb.Payload{}
 		if err := proto.Unmarshal(plain, dec); err != nil {

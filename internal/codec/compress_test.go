@@ -1,6 +1,8 @@
 package codec_test
 
 import (
+	"bytes"
+	"compress/zlib"
 	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
@@ -107,4 +109,20 @@ func TestCompression_CompatibleWithSDKZlib(t *testing.T) {
 		Metadata: map[string][]byte{converter.MetadataEncoding: []byte(codec.EncodingZlib)}, Data: []byte("not zlib"),
 	}})
 	assert.Error(t, err)
+}
+
+// A crafted payload that would decompress to more than a payload may hold
+// is refused, not allocated.
+func TestCompression_BoundsDecompression(t *testing.T) {
+	var buf bytes.Buffer
+	w := zlib.NewWriter(&buf)
+	zeros := make([]byte, 1<<20)
+	for range 129 {
+		_, err := w.Write(zeros)
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	bomb := &commonpb.Payload{Metadata: map[string][]byte{converter.MetadataEncoding: []byte(codec.EncodingZlib)}, Data: buf.Bytes()}
+	_, err := codec.Compression.Decode([]*commonpb.Payload{bomb})
+	assert.ErrorIs(t, err, codec.ErrTooLarge)
 }

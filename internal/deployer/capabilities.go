@@ -28,6 +28,8 @@ type capabilities struct {
 	mu   sync.Mutex
 	caps *chartutil.Capabilities
 	at   time.Time
+	// ttl is capabilitiesTTL (tests lengthen it).
+	ttl time.Duration
 }
 
 // get returns a copy of the cluster's capabilities, read through dc when
@@ -36,7 +38,7 @@ type capabilities struct {
 func (c *capabilities) get(dc discovery.CachedDiscoveryInterface) (*chartutil.Capabilities, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.caps == nil || time.Since(c.at) >= capabilitiesTTL {
+	if c.caps == nil || time.Since(c.at) >= c.ttl {
 		dc.Invalidate()
 		v, err := dc.ServerVersion()
 		if err != nil {

@@ -2,6 +2,7 @@ package deployer_test
 
 import (
 	"net/http"
+	"time"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -40,6 +41,8 @@ func TestDeploy_Capabilities(t *testing.T) {
 	cfg, n := f.countingConfig(apiGroups)
 	getter, err := deployer.NewRESTClientGetter(cfg, metav1.NamespaceDefault)
 	require.NoError(t, err)
+	// Within the test, only a CRD makes the capabilities be read again.
+	deployer.SetCapabilitiesTTL(getter, time.Hour)
 
 	k := thingKind{group: "caps.flotilla.test"}
 	for _, ns := range []string{"caps-a", "caps-b", "caps-c"} {

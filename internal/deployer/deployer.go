@@ -341,6 +341,10 @@ func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTC
 	un := action.NewUninstall(cfg)
 	un.Timeout = d.timeout
 	un.IgnoreNotFound = true
+	if caps, _ := capabilitiesOf(getter); caps != nil {
+		// The release may take API versions (its CRDs) with it.
+		defer caps.invalidate()
+	}
 	if _, err := un.Run(name); err != nil {
 		if sa != "" {
 			// Helm reduces a failed deletion to "failed to delete release"

@@ -45,7 +45,7 @@ func NewRESTClientGetter(cfg *rest.Config, namespace string) (*RESTClientGetter,
 	cached := memory.NewMemCacheClient(dc)
 	return &RESTClientGetter{cfg: cfg, namespace: namespace, discovery: cached,
 		mapper: restmapper.NewShortcutExpander(restmapper.NewDeferredDiscoveryRESTMapper(cached), cached, nil),
-		caps:   &capabilities{}}, nil
+		caps:   &capabilities{ttl: capabilitiesTTL}}, nil
 }
 
 // ForNamespace returns a getter for the same cluster whose default

@@ -159,7 +159,14 @@ func (w *writer) payload(p *commonpb.Payload) {
 	}
 	// Large payloads are compressed under any encryption: what they say
 	// is in the plain text only.
-	if dec, err := codec.Compression.Decode([]*commonpb.Payload{p}); err == nil && dec[0] != p {
+	dec, err := codec.Compression.Decode([]*commonpb.Payload{p})
+	if err != nil {
+		if w.err == nil {
+			w.err = fmt.Errorf("decompress payload: %w", err)
+		}
+		return
+	}
+	if dec[0] != p {
 		p = dec[0]
 		w.line(string(p.GetData()))
 	}
