@@ -2,8 +2,8 @@ package deployer_test
 
 import (
 	"net/http"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
