@@ -137,29 +137,10 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 	if err != nil {
 		return err
 	}
-	w := worker.New(c, o.TaskQueue, worker.Options{
-		MaxConcurrentActivityExecutionSize:     o.MaxConcurrentActivities,
-		MaxConcurrentWorkflowTaskExecutionSize: o.MaxConcurrentWorkflowTasks,
-		// Two pollers (the SDK's default) take a rollout's thousand
-		// deploys off the queue one round trip at a time; the server's
-		// feedback scales them to the backlog.
-		ActivityTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
-		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
-	})
-	watches := worker.New(c, protocol.WatchQueue(o.TaskQueue), worker.Options{MaxConcurrentActivityExecutionSize: maxWatches})
-	dc, err := o.Temporal.DataConverter()
+	stop, err := startControllerWorkers(c, o, st, agents, logger)
 	if err != nil {
 		return err
 	}
-	registerController(w, watches, c, dc, st, agents, o.Retry, logger)
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
-	}
-	if err := watches.Start(); err != nil {
-		w.Stop()
-		return fmt.Errorf("start worker on task queue %s: %w", protocol.WatchQueue(o.TaskQueue), err)
-	}
-	stop := func() { watches.Stop(); w.Stop() }
 	if err := publishKeys(ctx, c, o.TaskQueue, st.sealing, logger); err != nil {
 		stop()
 		return err
@@ -181,6 +162,35 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 	logger.Info("Worker stopping")
 	stop()
 	return nil
+}
+
+// startControllerWorkers starts the controller's worker on --task-queue
+// and the drift watches' worker on its watch queue (protocol.WatchQueue),
+// and returns what stops both.
+func startControllerWorkers(c client.Client, o options, st *stores, agents *activities.AgentActivities, logger *zap.Logger) (func(), error) {
+	dc, err := o.Temporal.DataConverter()
+	if err != nil {
+		return nil, err
+	}
+	w := worker.New(c, o.TaskQueue, worker.Options{
+		MaxConcurrentActivityExecutionSize:     o.MaxConcurrentActivities,
+		MaxConcurrentWorkflowTaskExecutionSize: o.MaxConcurrentWorkflowTasks,
+		// Two pollers (the SDK's default) take a rollout's thousand
+		// deploys off the queue one round trip at a time; the server's
+		// feedback scales them to the backlog.
+		ActivityTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
+		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
+	})
+	watches := worker.New(c, protocol.WatchQueue(o.TaskQueue), worker.Options{MaxConcurrentActivityExecutionSize: maxWatches})
+	registerController(w, watches, c, dc, st, agents, o.Retry, logger)
+	if err := w.Start(); err != nil {
+		return nil, fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
+	}
+	if err := watches.Start(); err != nil {
+		w.Stop()
+		return nil, fmt.Errorf("start worker on task queue %s: %w", protocol.WatchQueue(o.TaskQueue), err)
+	}
+	return func() { watches.Stop(); w.Stop() }, nil
 }
 
 // maxWatches bounds the drift watches one controller runs at once (one

@@ -136,11 +136,10 @@ func (r *Registry) waitAllListed(ctx context.Context, waits []Wait) error {
 	pause := 50 * time.Millisecond
 	for {
 		pending := make([]string, 0, len(missing))
-		for _, w := range waits {
-			if _, ok := missing[w.ID]; ok && !slices.Contains(pending, w.ID) {
-				pending = append(pending, w.ID)
-			}
+		for id := range missing {
+			pending = append(pending, id)
 		}
+		slices.Sort(pending)
 		for len(pending) > 0 {
 			chunk := pending[:min(len(pending), notifyListChunk)]
 			pending = pending[len(chunk):]
