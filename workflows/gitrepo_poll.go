@@ -1,0 +1,192 @@
+package workflows
+
+import (
+	"hash/fnv"
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+	"github.com/flotilla-gitops/flotilla/internal/webhook"
+)
+
+// pollingInterval is the interval between checks of the remote now; 0
+// when polling is disabled.
+func (g *gitRepo) pollingInterval() time.Duration {
+	if g.s.GitRepo == nil || g.s.GitRepo.Spec.DisablePolling {
+		return 0
+	}
+	spec := g.s.GitRepo.Spec
+	d := spec.Polling()
+	// Webhooks make polling a safety net, but deployments that have not
+	// settled are still refreshed at the normal pace.
+	if spec.PollingInterval == nil && g.s.Webhooks > 0 && !g.refreshDue() {
+		d = webhookPollingInterval
+	}
+	if g.s.PollFailures > 0 && d < maxPollBackoff {
+		d = min(d<<min(g.s.PollFailures, 10), maxPollBackoff)
+	}
+	return d
+}
+
+// poll checks the remote every polling interval ±10 %.
+func (g *gitRepo) poll(ctx workflow.Context) {
+	// Runs started before this version start the next timer as soon as a
+	// poll fires; later ones wait for the check, whose outcome sets the
+	// interval (backoff).
+	waitForCheck := workflow.GetVersion(ctx, versionPollBackoff, workflow.DefaultVersion, 1) == 1
+	g.backoff = waitForCheck
+	for {
+		reset := g.pollReset
+		if g.s.GitRepo == nil || g.s.GitRepo.Spec.DisablePolling {
+			_ = workflow.Await(ctx, func() bool { return g.pollReset != reset || (g.s.GitRepo != nil && !g.s.GitRepo.Spec.DisablePolling) })
+			continue
+		}
+		timerCtx, cancel := workflow.WithCancel(ctx)
+		timer := workflow.NewTimer(timerCtx, g.jitter(g.pollingInterval()))
+		fired := false
+		_ = workflow.Await(ctx, func() bool { fired = timer.IsReady(); return fired || g.pollReset != reset })
+		cancel()
+		if fired {
+			g.s.Polls++
+			g.s.ResolveDue = true
+			if g.refreshDue() {
+				g.s.Dirty = true
+			}
+			if waitForCheck {
+				resolved := g.resolved
+				_ = workflow.Await(ctx, func() bool { return g.resolved != resolved || g.s.Deleting || g.pollReset != reset })
+			}
+		}
+	}
+}
+
+// refreshDue: deployments that have not settled are refreshed on each
+// poll (not while paused, nor after a halt: the operator decides what
+// comes next).
+func (g *gitRepo) refreshDue() bool {
+	return !g.s.Paused && len(g.s.Halts) == 0 && unsettled(g.s.Deployments)
+}
+
+// jitter spreads polls ±10 % deterministically (a hash of the workflow ID
+// and the poll count), so replays agree without recording randomness.
+func (g *gitRepo) jitter(d time.Duration) time.Duration {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(g.id))
+	_, _ = h.Write([]byte{byte(g.s.Polls), byte(g.s.Polls >> 8), byte(g.s.Polls >> 16)})
+	frac := float64(h.Sum64()%2001)/10000 - 0.1 // [-0.1, 0.1]
+	return d + time.Duration(float64(d)*frac)
+}
+
+// resolve asks the remote which commit the branch or revision is at.
+func (g *gitRepo) resolve(ctx workflow.Context) {
+	g.s.ResolveDue = false
+	var a *activities.Activities
+	var res activities.ResolveResult
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, gitOptions), a.ResolveCommit,
+		activities.ResolveInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec}).Get(ctx, &res)
+	g.resolved++
+	g.upsertRepoKey(ctx)
+	if err != nil {
+		prefix := "git: "
+		if g.helmOp() {
+			prefix = "chart: "
+		}
+		g.s.Error, g.s.GitFailed = prefix+activityMessage(err), true
+		g.s.PollFailures++
+		g.upsert(ctx)
+		return
+	}
+	if g.s.PollFailures > 0 && g.backoff {
+		g.pollReset++ // a backed-off timer may still be running: back to the normal pace
+	}
+	g.s.PollFailures = 0
+	current := g.s.Commit
+	if g.running != "" {
+		current = g.runningCommit
+	}
+	failed := res.Commit == g.s.FailedCommit && g.s.Generation == g.s.FailedGeneration
+	if res.Commit != current && !failed {
+		g.s.Dirty = true
+	}
+	g.s.LatestCommit = res.Commit
+	if g.s.GitFailed {
+		// The remote answers again: roll out what the failure held back.
+		g.s.Error, g.s.GitFailed, g.s.Dirty = "", false, true
+	}
+}
+
+// upsertRepoKey keeps FlotillaRepoURL, by which the webhook receiver finds
+// the GitRepo, at the normalised key of the spec's repo: once per run and
+// after the repo changed. Runs recorded before this (DefaultVersion) keep
+// what upsert writes when their state or commit changes, and the receiver
+// also looks GitRepos up by the URL as the payload spells it.
+func (g *gitRepo) upsertRepoKey(ctx workflow.Context) {
+	if g.helmOp() {
+		return // no Git: no webhooks
+	}
+	key := webhook.SearchKey(g.s.GitRepo.Spec.Repo)
+	if key == g.repoKey || workflow.GetVersion(ctx, versionRepoKeyAttr, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	g.repoKey = key
+	_ = workflow.UpsertTypedSearchAttributes(ctx, temporalx.KeyRepoURL.ValueSet(key))
+}
+
+// startRollout starts a child RolloutWorkflow for the latest commit and
+// spec; its result is folded in when it finishes.
+
+// retryFailures starts a rollout when the backoff of the earliest failed
+// deployment is over: the rollout retries the deployments whose backoff
+// is over and leaves the others alone. A halted rollout is not retried
+// (a new commit, spec or sync is).
+func (g *gitRepo) retryFailures(ctx workflow.Context) {
+	for {
+		seen := g.finished
+		at := nextRetry(g.s.Inventory)
+		if at.IsZero() || len(g.s.Halts) > 0 {
+			_ = workflow.Await(ctx, func() bool { return g.finished != seen })
+			continue
+		}
+		if wait := at.Sub(workflow.Now(ctx)); wait > 0 {
+			timerCtx, cancel := workflow.WithCancel(ctx)
+			timer := workflow.NewTimerWithOptions(timerCtx, wait, workflow.TimerOptions{Summary: "retry failed deployments"})
+			_ = workflow.Await(ctx, func() bool { return timer.IsReady() || g.finished != seen })
+			cancel()
+			if !timer.IsReady() {
+				continue // a rollout finished: the next retry may have moved
+			}
+		}
+		g.s.Dirty = true
+		_ = workflow.Await(ctx, func() bool { return g.finished != seen })
+	}
+}
+
+// nextRetry is when the earliest failed deployment is due to be retried
+// (zero when none failed).
+func nextRetry(inv []InventoryEntry) time.Time {
+	var at time.Time
+	for _, e := range inv {
+		if f := e.Failure; f != nil && (at.IsZero() || f.Next.Before(at)) {
+			at = f.Next
+		}
+	}
+	return at
+}
+
+// unsettled reports deployments worth refreshing on the next poll; those
+// retried on a backoff of their own are not.
+func unsettled(deps []status.Deployment) bool {
+	for _, d := range deps {
+		if d.NextRetry != "" {
+			continue
+		}
+		switch d.State {
+		case status.NotReady, status.WaitApplied, status.Pending:
+			return true
+		}
+	}
+	return false
+}

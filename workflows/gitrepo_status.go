@@ -1,0 +1,98 @@
+package workflows
+
+import (
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+	"github.com/flotilla-gitops/flotilla/internal/temporalx"
+	"github.com/flotilla-gitops/flotilla/internal/webhook"
+)
+
+// searchAttrs are the search attribute values that change over a
+// GitRepo's life; upsert writes them only when they differ.
+type searchAttrs struct{ state, commit, clusters string }
+
+// upsert keeps the workflow's search attributes current.
+func (g *gitRepo) upsert(ctx workflow.Context) {
+	sum := status.Summarize(g.s.Deployments) //workflowcheck:ignore order-independent counts
+	state := string(sum.State)
+	if g.s.Error != "" {
+		state = "Error"
+	}
+	clusters := rollout.ClustersOf(g.s.Deployments)
+	if !fitsClusterAttr(clusters) {
+		// Too many for the 2 KiB attribute: the rollout's batches list
+		// them.
+		clusters = []string{}
+	}
+	want := searchAttrs{state: state, commit: g.s.Commit, clusters: strings.Join(clusters, ",")}
+	if want == g.attrs {
+		return
+	}
+	g.attrs = want
+	// The Temporal UI shows this line on the GitRepo's page.
+	details := fmt.Sprintf("%s at %s: %d/%d clusters ready", state, shortCommit(g.s.Commit), sum.ReadyClusters, sum.Clusters)
+	if g.s.Error != "" {
+		details += "; " + g.s.Error
+	}
+	workflow.SetCurrentDetails(ctx, details)
+	repo := ""
+	if g.s.GitRepo != nil {
+		repo = g.s.GitRepo.Spec.Repo
+	}
+	_ = workflow.UpsertTypedSearchAttributes(ctx,
+		temporalx.KeyGitRepo.ValueSet(g.ref.String()),
+		temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(repo)),
+		temporalx.KeyState.ValueSet(state),
+		temporalx.KeyCommit.ValueSet(g.s.Commit),
+		temporalx.KeyCluster.ValueSet(clusters),
+	)
+}
+
+func (g *gitRepo) status() (status.GitRepo, error) {
+	st := status.GitRepo{Kind: g.ref.Kind, Namespace: g.ref.Namespace, Name: g.ref.Name, Commit: g.s.Commit, LatestCommit: g.s.LatestCommit,
+		Generation: g.s.Generation, ObservedGeneration: g.s.ObservedGeneration, Paused: g.s.Paused, Deleting: g.s.Deleting,
+		Rollout: g.running, LastRollout: g.s.LastRollout, Error: g.s.Error, Syncs: g.s.Syncs,
+		PollFailures: g.s.PollFailures, WebhookCommit: g.s.WebhookCommit}
+	if !g.s.LastWebhookTime.IsZero() {
+		t := g.s.LastWebhookTime
+		st.LastWebhookTime = &t
+	}
+	if d := g.pollingInterval(); d > 0 {
+		st.PollingInterval = d.String()
+	}
+	if g.s.GitRepo != nil {
+		st.Repo, st.Branch, st.Revision = g.s.GitRepo.Spec.Repo, g.s.GitRepo.Spec.Branch, g.s.GitRepo.Spec.Revision
+	}
+	if g.helmOp() {
+		st.Version = g.s.Commit
+	}
+	outOfSync := g.s.Paused && (g.s.LatestCommit != g.s.Commit || g.s.Generation != g.s.ObservedGeneration)
+	for _, d := range g.s.Deployments {
+		if outOfSync && d.State == status.Ready {
+			d.State, d.Message = status.OutOfSync, "GitRepo is paused"
+		}
+		st.Deployments = append(st.Deployments, d)
+	}
+	st.Halts, st.Waits, st.Warnings = g.s.Halts, g.s.Waits, g.s.Warnings
+	st.Watched = len(rollout.LiveReports(g.s.Inventory))
+	st.Finish() //workflowcheck:ignore order-independent: Finish sorts what it builds
+	// Settled: nothing runs and nothing is due, or nothing can run until
+	// the remote answers (no commit known yet).
+	st.Settled = g.running == "" && !g.s.ResolveDue && (!g.s.Dirty || g.s.Paused || g.s.LatestCommit == "")
+	return st, nil
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	if c == "" {
+		return "no commit"
+	}
+	return c
+}
