@@ -69,6 +69,24 @@ type GitRepoState struct {
 	Webhooks        int64     `json:"webhooks,omitempty"`
 	WebhookCommit   string    `json:"webhookCommit,omitempty"`
 	LastWebhookTime time.Time `json:"lastWebhookTime,omitzero"`
+	// RetryDue: the backoff of a failed deployment is over; the next
+	// rollout retries it (a retry never supersedes a rollout).
+	RetryDue bool `json:"retryDue,omitempty"`
+	// Running is the rollout in flight when the run continued as new; the
+	// new run adopts it.
+	Running *RunningRollout `json:"running,omitempty"`
+	// Inflight is the running rollout's planned inventory: every release
+	// it may deploy or remove. Should the rollout end without a result,
+	// it joins the inventory, so no release is forgotten.
+	Inflight []InventoryEntry `json:"inflight,omitempty"`
+}
+
+// RunningRollout is a rollout carried across continue-as-new.
+type RunningRollout struct {
+	ID          string `json:"id"`
+	Commit      string `json:"commit"`
+	Generation  int64  `json:"generation"`
+	Superseding bool   `json:"superseding,omitempty"`
 }
 
 // Polling intervals: a GitRepo that receives webhooks polls hourly (as a
@@ -99,13 +117,18 @@ func HelmOpWorkflow(ctx workflow.Context, in GitRepoInput) error {
 }
 
 func runEntity(ctx workflow.Context, ref activities.GitRepoRef, in GitRepoInput) error {
-	g := &gitRepo{ref: ref, id: workflow.GetInfo(ctx).WorkflowExecution.ID}
+	g := &gitRepo{ref: ref, id: workflow.GetInfo(ctx).WorkflowExecution.ID, budget: historyLimit}
+	if in.HistoryBudget > 0 {
+		g.budget = in.HistoryBudget
+	}
 	if in.State != nil {
 		g.s = *in.State
 	}
+	g.longLived = workflow.GetVersion(ctx, versionLongLived, workflow.DefaultVersion, 1) == 1
 	if err := g.register(ctx); err != nil {
 		return err
 	}
+	g.adopt(ctx)
 	workflow.Go(ctx, g.poll)
 	if workflow.GetVersion(ctx, versionFailureRetry, workflow.DefaultVersion, 1) == 1 {
 		workflow.Go(ctx, g.retryFailures)
@@ -148,13 +171,21 @@ type gitRepo struct {
 	// taken from gatherings.
 	clusterChanges        int
 	gathering, gatherings int
+	// longLived: this run follows versionLongLived (polls never start
+	// rollouts, retries never supersede, the run continues as new while a
+	// rollout runs).
+	longLived bool
+	// budget is the history length at which the run continues as new.
+	budget int
+	// settle settles done with the running rollout's end.
+	settle func(err error)
 }
 
 type signal struct {
 	ch workflow.ReceiveChannel
 	// value returns a pointer the payload decodes into; nil: no payload.
 	value func() any
-	apply func(v any)
+	apply func(ctx workflow.Context, v any)
 }
 
 // receive takes one signal off the channel (async: only if one is
@@ -171,7 +202,7 @@ func (s signal) receive(ctx workflow.Context, async bool) bool {
 	} else {
 		s.ch.Receive(ctx, v)
 	}
-	s.apply(v)
+	s.apply(ctx, v)
 	return true
 }
 
@@ -209,7 +240,7 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: g.validate}); err != nil {
 		return err
 	}
-	plain := func(f func()) func(any) { return func(any) { f() } }
+	plain := func(f func()) func(workflow.Context, any) { return func(workflow.Context, any) { f() } }
 	for _, sig := range []struct {
 		name string
 		signal
@@ -218,14 +249,18 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		{protocol.SignalPause, signal{apply: plain(func() { g.s.Paused = true })}},
 		{protocol.SignalResume, signal{apply: plain(g.resume)}},
 		{protocol.SignalDelete, signal{apply: plain(func() { g.s.Deleting = true })}},
-		{protocol.SignalClustersChanged, signal{apply: plain(func() { g.clustersChanged(ctx) })}},
+		{protocol.SignalClustersChanged, signal{apply: func(ctx workflow.Context, _ any) { g.clustersChanged(ctx) }}},
 		{protocol.SignalPush, signal{
 			value: func() any { return new(protocol.Push) },
-			apply: func(v any) { g.push(ctx, *v.(*protocol.Push)) },
+			apply: func(ctx workflow.Context, v any) { g.push(ctx, *v.(*protocol.Push)) },
 		}},
 		{protocol.SignalLive, signal{
 			value: func() any { return new(status.LiveSignal) },
-			apply: func(v any) { g.live(ctx, *v.(*status.LiveSignal)) },
+			apply: func(ctx workflow.Context, v any) { g.live(ctx, *v.(*status.LiveSignal)) },
+		}},
+		{signalRolloutReport, signal{
+			value: func() any { return new(RolloutReport) },
+			apply: func(ctx workflow.Context, v any) { g.rolloutReported(ctx, *v.(*RolloutReport)) },
 		}},
 	} {
 		sig.ch = workflow.GetSignalChannel(ctx, sig.name)

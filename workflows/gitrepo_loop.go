@@ -7,53 +7,56 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/loop"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/webhook"
 )
 
 func (g *gitRepo) loop(ctx workflow.Context, in GitRepoInput) error {
 	for {
-		if err := workflow.Await(ctx, func() bool { return g.due(ctx) }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return loop.Decide(g.loopState(ctx)) != loop.Wait }); err != nil {
 			return err
 		}
-		done, err := g.step(ctx, in)
+		done, err := g.step(ctx, in, loop.Decide(g.loopState(ctx)))
 		if done || err != nil {
 			return err
 		}
 	}
 }
 
-// due reports whether the loop has something to do.
-func (g *gitRepo) due(ctx workflow.Context) bool {
-	if g.s.GitRepo == nil {
-		return g.s.Deleting
+// loopState describes the workflow to loop.Decide.
+func (g *gitRepo) loopState(ctx workflow.Context) loop.State {
+	return loop.State{
+		Applied:      g.s.GitRepo != nil,
+		Deleting:     g.s.Deleting,
+		Paused:       g.s.Paused,
+		ResolveDue:   g.s.ResolveDue,
+		Changed:      g.s.Dirty,
+		RetryDue:     g.s.RetryDue,
+		CommitKnown:  g.s.LatestCommit != "",
+		Rollout:      loop.Rollout{Running: g.running != "", Started: g.started, Superseding: g.superseding},
+		HistoryFull:  g.historyFull(ctx),
+		CarryRollout: g.longLived,
 	}
-	idle := g.running == ""
-	return g.s.ResolveDue ||
-		(idle && g.s.Deleting) ||
-		(idle && g.rolloutDue()) ||
-		(!idle && g.started && !g.superseding && (g.s.Deleting || (g.s.Dirty && !g.s.Paused))) ||
-		(idle && g.continueAsNew(ctx))
 }
 
-// rolloutDue: a change waits to be rolled out and may be.
-func (g *gitRepo) rolloutDue() bool { return g.s.Dirty && !g.s.Paused && g.s.LatestCommit != "" }
-
-// step does the one thing due, most urgent first; done reports that the
-// workflow ends (deleted, or continued as new with err).
-func (g *gitRepo) step(ctx workflow.Context, in GitRepoInput) (done bool, err error) {
+// step does what loop.Decide chose; done reports that the workflow ends
+// (deleted, or continued as new with err).
+func (g *gitRepo) step(ctx workflow.Context, in GitRepoInput, action loop.Action) (done bool, err error) {
 	logger := workflow.GetLogger(ctx)
-	switch {
-	case g.s.GitRepo == nil && g.s.Deleting:
+	switch action {
+	case loop.End:
 		return true, nil
-	case g.s.ResolveDue && !g.s.Deleting:
+	case loop.Resolve:
 		g.resolve(ctx)
-	case g.running != "" && g.started && !g.superseding:
+	case loop.Supersede:
 		g.superseding = true
 		logger.Info("Superseding rollout", "rollout", g.running)
 		_ = workflow.SignalExternalWorkflow(ctx, g.running, "", protocol.SignalSupersede, nil).Get(ctx, nil)
-	case g.running == "" && g.s.Deleting:
+	case loop.Delete:
 		g.s.ResolveDue = false
 		g.startRollout(ctx, true)
 		if err := g.done.Get(ctx, nil); err != nil {
@@ -61,36 +64,48 @@ func (g *gitRepo) step(ctx workflow.Context, in GitRepoInput) (done bool, err er
 		}
 		logger.Info("GitRepo deleted", "gitrepo", g.ref.String())
 		return true, nil
-	case g.running == "" && g.rolloutDue():
+	case loop.Start:
 		g.startRollout(ctx, false)
-	case g.running == "" && g.continueAsNew(ctx):
-		if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
-			return true, err
-		}
-		if g.drain(ctx) {
-			return false, nil // act on them first; continue as new when idle again
-		}
-		in.State = &g.s
-		if g.helmOp() {
-			return true, workflow.NewContinueAsNewError(ctx, HelmOpWorkflow, in)
-		}
-		return true, workflow.NewContinueAsNewError(ctx, GitRepoWorkflow, in)
-	default:
-		g.s.ResolveDue = false
+	case loop.ContinueAsNew:
+		return g.continueAsNew(ctx, in)
 	}
 	return false, nil
 }
 
-func (g *gitRepo) continueAsNew(ctx workflow.Context) bool {
+// continueAsNew ends the run and carries its state, and the rollout in
+// flight if any, to a new run; it acts on signals that arrived meanwhile
+// first.
+func (g *gitRepo) continueAsNew(ctx workflow.Context, in GitRepoInput) (bool, error) {
+	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
+		return true, err
+	}
+	if g.drain(ctx) {
+		return false, nil // act on them first; continue as new when due again
+	}
+	if g.running != "" {
+		g.s.Running = &RunningRollout{ID: g.running, Commit: g.runningCommit, Generation: g.runningGeneration,
+			Superseding: g.superseding}
+		workflow.GetLogger(ctx).Info("Continuing as new while a rollout runs; it reports to the new run", "rollout", g.running)
+	}
+	in.State = &g.s
+	if g.helmOp() {
+		return true, workflow.NewContinueAsNewError(ctx, HelmOpWorkflow, in)
+	}
+	return true, workflow.NewContinueAsNewError(ctx, GitRepoWorkflow, in)
+}
+
+// historyFull reports whether the run's history reached its budget (or
+// Temporal suggests continuing as new).
+func (g *gitRepo) historyFull(ctx workflow.Context) bool {
 	info := workflow.GetInfo(ctx)
-	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > historyLimit
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > g.budget
 }
 
 func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	commit := g.s.LatestCommit
 	in := RolloutInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec, Commit: commit, Generation: g.s.Generation,
 		Inventory: g.s.Inventory, Delete: del, Repair: g.s.Repair}
-	g.s.Dirty, g.s.Repair = false, false
+	g.s.Dirty, g.s.Repair, g.s.RetryDue = false, false, false
 	id := protocol.RolloutID(g.ref.Namespace, g.ref.Name, commit, g.s.Generation)
 	if g.helmOp() {
 		id = "rollout/helmop/" + strings.TrimPrefix(id, "rollout/")
@@ -105,7 +120,7 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	if del {
 		summary = "remove everything " + g.ref.String() + " deployed"
 	}
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+	opts := workflow.ChildWorkflowOptions{
 		WorkflowID:            id,
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		StaticSummary:         summary,
@@ -115,35 +130,114 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 			temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(g.s.GitRepo.Spec.Repo)),
 			temporalx.KeyState.ValueSet("Rolling"),
 		),
-	})
+	}
+	if g.longLived {
+		// The rollout outlives this run when it continues as new: it
+		// reports its plan and its result to the GitRepo's current run.
+		opts.ParentClosePolicy = enumspb.PARENT_CLOSE_POLICY_ABANDON
+		in.ReportTo = g.id
+	}
 	g.running, g.superseding, g.started = id, false, false
 	g.runningCommit, g.runningGeneration = commit, g.s.Generation
-	child := workflow.ExecuteChildWorkflow(cctx, RolloutWorkflow, in)
-	future, settle := workflow.NewFuture(ctx)
-	g.done = future
+	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), RolloutWorkflow, in)
+	g.await(ctx, id)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		_ = child.GetChildWorkflowExecution().Get(ctx, nil) // a failed start shows in child.Get
-		g.started = true
+		if g.running == id {
+			g.started = true
+		}
 		var res RolloutResult
 		err := child.Get(ctx, &res)
+		if err == nil && res.Reported {
+			return // the result came as a signal, sent before the rollout ended
+		}
 		g.finish(ctx, id, res, err)
-		settle.Set(nil, err)
 	})
 }
 
+// await makes g.done the future of rollout id's end.
+func (g *gitRepo) await(ctx workflow.Context, id string) {
+	future, settle := workflow.NewFuture(ctx)
+	g.done, g.settle = future, func(err error) {
+		if !future.IsReady() {
+			settle.Set(nil, err)
+		}
+	}
+}
+
+// adopt takes over the rollout a previous run started and carried over:
+// it reports to this run, which also checks that it still runs (it may
+// be terminated, or fail, while no run waits for its end).
+func (g *gitRepo) adopt(ctx workflow.Context) {
+	r := g.s.Running
+	g.s.Running = nil
+	if r == nil {
+		return
+	}
+	g.running, g.started, g.superseding = r.ID, true, r.Superseding
+	g.runningCommit, g.runningGeneration = r.Commit, r.Generation
+	g.await(ctx, r.ID)
+	workflow.Go(ctx, func(ctx workflow.Context) { g.checkRollout(ctx, r.ID) })
+}
+
+// checkRollout asks every rolloutCheckInterval whether an adopted
+// rollout still runs, until it reported; one that ended without a report
+// (terminated, failed, timed out) ends as failed.
+func (g *gitRepo) checkRollout(ctx workflow.Context, id string) {
+	var a *activities.Activities
+	for g.running == id {
+		timerCtx, cancel := workflow.WithCancel(ctx)
+		timer := workflow.NewTimerWithOptions(timerCtx, rolloutCheckInterval, workflow.TimerOptions{Summary: "check that " + id + " runs"})
+		_ = workflow.Await(ctx, func() bool { return timer.IsReady() || g.running != id })
+		cancel()
+		if g.running != id {
+			return
+		}
+		var res activities.WorkflowRunResult
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.WorkflowRun,
+			activities.WorkflowRunInput{WorkflowID: id}).Get(ctx, &res)
+		if err != nil || res.Running || g.running != id {
+			continue
+		}
+		g.finish(ctx, id, RolloutResult{}, temporal.NewApplicationError("ended without reporting its result ("+res.Status+")", "RolloutLost"))
+	}
+}
+
+// rolloutReported takes a rollout's report: its plan (every release it
+// may deploy or remove, kept until its result comes) or its result.
+func (g *gitRepo) rolloutReported(ctx workflow.Context, rep RolloutReport) {
+	if rep.ID != g.running {
+		return // a rollout that already ended
+	}
+	if rep.Result == nil {
+		g.s.Inflight = rep.Planned
+		return
+	}
+	g.finish(ctx, rep.ID, *rep.Result, nil)
+}
+
 func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err error) {
+	if g.running != id {
+		return // reported already
+	}
 	g.running, g.superseding, g.s.LastRollout = "", false, id
 	g.finished++
+	inflight := g.s.Inflight
+	g.s.Inflight = nil
 	if g.gathering != 0 {
 		// Cluster changes gathered during the rollout: the next one
 		// takes them now.
 		g.gathering = 0
 		g.s.Dirty = true
 	}
+	defer g.settle(err)
 	switch {
 	case err != nil:
 		g.s.Error = "rollout " + id + ": " + activityMessage(err)
 		g.s.Dirty = true
+		// What the rollout may have deployed or removed stays known: the
+		// next plan removes what is no longer wanted.
+		g.s.Inventory = rollout.MergeInventory(g.s.Inventory, inflight)
 	case res.Error != "":
 		g.s.Error = res.Error
 		if res.Permanent {

@@ -52,7 +52,9 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 		if fired {
 			g.s.Polls++
 			g.s.ResolveDue = true
-			if g.refreshDue() {
+			if g.refreshDue() && !g.longLived {
+				// Runs before versionLongLived rolled out again whatever
+				// had not settled, superseding the rollout working on it.
 				g.s.Dirty = true
 			}
 			if waitForCheck {
@@ -113,8 +115,12 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 	}
 	g.s.LatestCommit = res.Commit
 	if g.s.GitFailed {
-		// The remote answers again: roll out what the failure held back.
-		g.s.Error, g.s.GitFailed, g.s.Dirty = "", false, true
+		// The remote answers again. Runs before versionLongLived rolled
+		// out again even when the commit had not changed.
+		g.s.Error, g.s.GitFailed = "", false
+		if !g.longLived {
+			g.s.Dirty = true
+		}
 	}
 }
 
@@ -159,7 +165,11 @@ func (g *gitRepo) retryFailures(ctx workflow.Context) {
 				continue // a rollout finished: the next retry may have moved
 			}
 		}
-		g.s.Dirty = true
+		if g.longLived {
+			g.s.RetryDue = true // waits for a running rollout, never supersedes it
+		} else {
+			g.s.Dirty = true
+		}
 		_ = workflow.Await(ctx, func() bool { return g.finished != seen })
 	}
 }

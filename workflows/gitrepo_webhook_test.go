@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
@@ -191,28 +192,41 @@ func TestGitRepoWorkflow_RepoKeySearchAttribute(t *testing.T) {
 	assert.Equal(t, "git.example/team/app-v2", keys[len(keys)-1])
 }
 
-// After webhooks relaxed polling, deployments left NotReady are still
-// refreshed at the normal 15 s pace until they settle.
-func TestGitRepoWorkflow_WebhookPaceKeepsRefreshingUnsettled(t *testing.T) {
+// Deployments left NotReady are not deployed again by polls (the
+// rollout already waited for them; the clusters' watches report how they
+// settle), and while they are unsettled the remote is still checked at
+// the normal 15 s pace; once a watch reports them Ready, polling relaxes
+// to the webhook pace.
+func TestGitRepoWorkflow_PollsNeverRedeployUnsettled(t *testing.T) {
 	env, f := gitRepoEnv()
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
 	env.RegisterDelayedCallback(func() {
 		f.set(func() { f.commit, f.notReady = pushed, true })
 		env.SignalWorkflow(protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: pushed, Authenticated: true})
 	}, 5*time.Second)
-	var deploys int
+	var deploys, targetings int
 	env.RegisterDelayedCallback(func() {
 		st := queryStatus(t, env)
 		assert.Equal(t, "15s", st.PollingInterval, "unsettled: normal pace")
-		f.set(func() { deploys = f.deploys["c1"]; f.notReady = false })
-	}, 10*time.Second)
+		f.set(func() { deploys, targetings = f.deploys["c1"], f.targetings })
+	}, 10*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		f.set(func() {
+			assert.Equal(t, deploys, f.deploys["c1"], "no deploy for a poll that found nothing new")
+			assert.Equal(t, targetings, f.targetings, "no rollout for a poll that found nothing new")
+		})
+		id := appBundles(pushed).Bundles[0].DeploymentID
+		for _, c := range []string{"c1", "c2"} {
+			env.SignalWorkflow(protocol.SignalLive, status.LiveSignal{Cluster: c, Reports: []status.LiveReport{
+				{Bundle: "app", Release: "app", Namespace: "default", DeploymentID: id, Resources: 1, Ready: 1}}})
+		}
+	}, 20*time.Minute)
 	env.RegisterDelayedCallback(func() {
 		st := queryStatus(t, env)
-		f.set(func() { assert.Greater(t, f.deploys["c1"], deploys, "refreshed within a minute") })
-		assert.Equal(t, 2, st.Summary.Ready)
+		assert.Equal(t, 2, st.Summary.Ready, "the watches' reports")
 		assert.Equal(t, "1h0m0s", st.PollingInterval, "settled: webhook pace")
 		env.SignalWorkflow(protocol.SignalDelete, nil)
-	}, 70*time.Second)
+	}, 20*time.Minute+time.Second)
 	runGitRepo(t, env)
 }
 

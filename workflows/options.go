@@ -171,7 +171,21 @@ const (
 	// targeting reads it in its memo (protocol.MemoTargeting), and its
 	// notifications wait until visibility shows the change there.
 	versionTargetingMemo = "targeting-memo"
+	// versionLongLived: a GitRepo's loop follows loop.Decide: a poll that
+	// finds nothing new starts no rollout, a retry waits for a running
+	// rollout instead of superseding it, and the run continues as new on
+	// its history budget also while a rollout runs (the rollout is
+	// abandoned by the old run and reports to the new one).
+	versionLongLived = "long-lived-loop"
 )
+
+// rolloutCheckInterval is how often a GitRepo run that adopted a rollout
+// from its previous run checks that the rollout still runs.
+const rolloutCheckInterval = 5 * time.Minute
+
+// signalRolloutReport carries a rollout's plan and result to its GitRepo
+// (RolloutInput.ReportTo).
+const signalRolloutReport = "rolloutReport"
 
 // A burst of cluster changes (registrations, label edits) during a
 // rollout supersedes it once no change came for clusterQuiet, and at the

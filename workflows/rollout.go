@@ -32,6 +32,19 @@ type RolloutInput struct {
 	// Repair: a sync started the rollout; releases that drifted at the
 	// deployment ID they should run are restored (rollout.MarkRepairs).
 	Repair bool `json:"repair,omitempty"`
+	// ReportTo is the workflow ID of the GitRepo that started the rollout
+	// and outlives it across continue-as-new: the rollout signals it its
+	// planned inventory and its result (signalRolloutReport), and returns
+	// a result with only Reported set.
+	ReportTo string `json:"reportTo,omitempty"`
+}
+
+// RolloutReport is a rollout's report to its GitRepo: its planned
+// inventory, or its result.
+type RolloutReport struct {
+	ID      string           `json:"id"`
+	Planned []InventoryEntry `json:"planned,omitempty"`
+	Result  *RolloutResult   `json:"result,omitempty"`
 }
 
 // RolloutResult is what the rollout did.
@@ -58,6 +71,8 @@ type RolloutResult struct {
 	// fleet.yaml keys, skipped raw YAML files), at most
 	// status.MaxWarnings of them.
 	Warnings []string `json:"warnings,omitempty"`
+	// Reported: the result was signalled to RolloutInput.ReportTo.
+	Reported bool `json:"reported,omitempty"`
 }
 
 // Rollout phases, reported by the status query.
@@ -90,7 +105,27 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (RolloutResult, erro
 		r.changed++
 		stop()
 	})
-	return r.run(ctx, stopCtx)
+	res, err := r.run(ctx, stopCtx)
+	if err != nil || in.ReportTo == "" {
+		return res, err
+	}
+	// The GitRepo's current run takes the result; the run that started
+	// this rollout may have continued as new since.
+	if r.report(ctx, RolloutReport{Result: &res}) {
+		return RolloutResult{Commit: res.Commit, Generation: res.Generation, Reported: true}, nil
+	}
+	return res, nil
+}
+
+// report signals the GitRepo that started the rollout (RolloutInput.
+// ReportTo); false when it could not be told (it is gone).
+func (r *rolloutRun) report(ctx workflow.Context, rep RolloutReport) bool {
+	rep.ID = r.id
+	err := workflow.SignalExternalWorkflow(ctx, r.in.ReportTo, "", signalRolloutReport, rep).Get(ctx, nil)
+	if err != nil {
+		workflow.GetLogger(ctx).Warn("GitRepo not told", "gitrepo", r.in.ReportTo, "error", err)
+	}
+	return err == nil
 }
 
 type rolloutRun struct {
@@ -226,6 +261,11 @@ func (r *rolloutRun) plan(ctx workflow.Context, targets activities.TargetsResult
 	p := rollout.MakePlan(targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
 	r.track = rollout.NewTracker(p, targets.Backoff)
 	r.inventory, r.st.Deployments = p.Inventory, p.Deployments
+	if r.in.ReportTo != "" {
+		// Known to the GitRepo before anything changes on a cluster: a
+		// rollout that is terminated mid-way forgets nothing.
+		r.report(ctx, RolloutReport{Planned: p.Inventory})
+	}
 	for _, e := range p.Dropped {
 		workflow.GetLogger(ctx).Info("Cluster not registered; leaving its release alone", "bundle", e.Bundle, "cluster", e.Cluster, "release", e.Release)
 	}
@@ -270,6 +310,11 @@ func (r *rolloutRun) fold(ctx workflow.Context, rep clusterReport) {
 		r.sched.Finish(d, rep.Final)
 	}
 	if rep.GaveUp {
+		if !r.superseded {
+			// Not reached: retried on the failure backoff (a superseded
+			// rollout gave up for the newer change, which deploys anew).
+			r.track.GaveUp(rep.Cluster, rep.Bundles, rep.Message, workflow.Now(ctx))
+		}
 		for _, b := range rep.Bundles {
 			r.sched.GiveUp(b, rep.Cluster)
 		}

@@ -405,6 +405,10 @@ type (
 	GitRepoStart struct {
 		Namespace string `json:"namespace"`
 		Name      string `json:"name"`
+		// HistoryBudget is the history length (events) at which a run
+		// continues as new; 0 is the default (4,000). Tests and the soak
+		// benchmark lower it so runs must continue as new.
+		HistoryBudget int `json:"historyBudget,omitempty"`
 	}
 	// ClusterStart starts a ClusterWorkflow.
 	ClusterStart struct {

@@ -190,3 +190,26 @@ func ClustersOf(deps []status.Deployment) []string {
 	sort.Strings(out)
 	return out
 }
+
+// MergeInventory returns inv with the entries of more whose release it
+// does not record, sorted: what a rollout planned joins what is known to
+// exist when the rollout ended without telling what it did, so a later
+// plan still removes every release that may exist. Entries of inv win.
+func MergeInventory(inv, more []InventoryEntry) []InventoryEntry {
+	if len(more) == 0 {
+		return inv
+	}
+	out := slices.Clone(inv)
+	known := make(map[ReleaseRef]bool, len(inv))
+	for _, e := range inv {
+		known[e.Ref()] = true
+	}
+	for _, e := range more {
+		if !known[e.Ref()] {
+			known[e.Ref()] = true
+			out = append(out, e)
+		}
+	}
+	SortInventory(out)
+	return out
+}

@@ -204,3 +204,19 @@ func TestMakePlan_CarriesFailure(t *testing.T) {
 		})
 	}
 }
+
+func TestMergeInventory(t *testing.T) {
+	known := []InventoryEntry{{Bundle: "b", Cluster: "c1", Namespace: "ns", Release: "r", DeploymentID: "old"}}
+	planned := []InventoryEntry{
+		{Bundle: "b", Cluster: "c1", Namespace: "ns", Release: "r", DeploymentID: ""},
+		{Bundle: "b", Cluster: "c2", Namespace: "ns", Release: "r"},
+		{Bundle: "a", Cluster: "c1", Namespace: "ns", Release: "a"},
+	}
+	got := MergeInventory(known, planned)
+	require.Len(t, got, 3)
+	assert.Equal(t, "a", got[0].Bundle, "sorted")
+	assert.Equal(t, "old", got[1].DeploymentID, "what was known wins")
+	assert.Equal(t, "c2", got[2].Cluster, "a planned release joins")
+	assert.Len(t, known, 1, "the input is not changed")
+	assert.Equal(t, known, MergeInventory(known, nil))
+}

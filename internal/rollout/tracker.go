@@ -124,6 +124,39 @@ func (t *Tracker) Record(results []status.Deployment, now time.Time) {
 	}
 }
 
+// GaveUp records that a rollout gave up deploying bundles to a cluster it
+// could not reach: each stays WaitApplied, and its inventory entry
+// records the failure, so the GitRepo retries it when the backoff is over
+// rather than waiting for a change.
+func (t *Tracker) GaveUp(cluster string, bundles []string, msg string, now time.Time) {
+	if msg == "" {
+		msg = "cluster " + cluster + ": not reached"
+	}
+	for _, b := range bundles {
+		i, ok := t.byKey[status.Key{Bundle: b, Cluster: cluster}]
+		if !ok {
+			continue
+		}
+		d := t.Deployments[i]
+		if applied(d) {
+			continue // the cluster runs it already
+		}
+		d.State, d.Outcome, d.Message = status.WaitApplied, outcome.Unreachable, msg
+		if inv, ok := t.invAt[ReleaseRef{Key: d.Key(), Namespace: d.Namespace, Release: d.Release}]; ok {
+			e := &t.Inventory[inv]
+			attempts := 1
+			if f := e.Failure; f != nil && f.DeploymentID == d.DeploymentID {
+				attempts = f.Attempts + 1
+			}
+			next := now.Add(t.backoff.Delay(attempts))
+			e.Failure = &Failure{DeploymentID: d.DeploymentID, Class: outcome.Unreachable, Attempts: attempts, Next: next,
+				Message: msg, State: status.WaitApplied}
+			d.Attempts, d.NextRetry = attempts, next.UTC().Format(time.RFC3339)
+		}
+		t.Deployments[i] = d
+	}
+}
+
 // failure updates an entry's run of failures from a result, and shows it
 // on the result.
 func (t *Tracker) failure(e *InventoryEntry, res *status.Deployment, now time.Time) {

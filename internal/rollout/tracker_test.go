@@ -331,3 +331,34 @@ func TestMakePlan_KnownState(t *testing.T) {
 		DeploymentID: "s-a:h", AppliedDeploymentID: "s-a:h", State: status.Ready}}, t0)
 	assert.Equal(t, status.Ready, tr.Inventory[0].State)
 }
+
+func TestTracker_GaveUpRetriesOnTheBackoff(t *testing.T) {
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	p := Plan{
+		Deployments: []status.Deployment{
+			{Bundle: "a", Cluster: "c1", Release: "a", Namespace: "ns", DeploymentID: "m:1", State: status.WaitApplied},
+			{Bundle: "b", Cluster: "c1", Release: "b", Namespace: "ns", DeploymentID: "m:2", AppliedDeploymentID: "m:2", State: status.Ready},
+		},
+		Inventory: []InventoryEntry{
+			{Bundle: "a", Cluster: "c1", Release: "a", Namespace: "ns"},
+			{Bundle: "b", Cluster: "c1", Release: "b", Namespace: "ns", DeploymentID: "m:2"},
+		},
+	}
+	tr := NewTracker(p, Backoff{Initial: time.Minute, Max: time.Hour})
+	tr.GaveUp("c1", []string{"a", "b"}, "", now)
+	a, _ := tr.Deployment(status.Key{Bundle: "a", Cluster: "c1"})
+	assert.Equal(t, status.WaitApplied, a.State)
+	assert.Equal(t, outcome.Unreachable, a.Outcome)
+	assert.Equal(t, "cluster c1: not reached", a.Message, "names the cluster")
+	assert.Equal(t, "2026-11-01T00:01:00Z", a.NextRetry)
+	require.NotNil(t, tr.Inventory[0].Failure)
+	assert.Equal(t, now.Add(time.Minute), tr.Inventory[0].Failure.Next)
+	assert.Equal(t, "m:1", tr.Inventory[0].Failure.DeploymentID)
+	b, _ := tr.Deployment(status.Key{Bundle: "b", Cluster: "c1"})
+	assert.Equal(t, status.Ready, b.State, "a deployment the cluster runs is not given up")
+	assert.Nil(t, tr.Inventory[1].Failure)
+
+	tr.GaveUp("c1", []string{"a"}, "cluster c1: connection refused", now.Add(time.Minute))
+	assert.Equal(t, 2, tr.Inventory[0].Failure.Attempts)
+	assert.Equal(t, now.Add(3*time.Minute), tr.Inventory[0].Failure.Next, "the backoff doubles")
+}
