@@ -34,6 +34,9 @@ GOLANGCI_LINT_VER    := v2.15.0
 # Packages that link the Temporal server run without -race: the race build of
 # the server alone costs minutes on a cold cache, and their logic is covered
 # by race-enabled unit tests of the packages they call.
+# Workflow tests that simulate weeks in workflow time run once more
+# without -race (which skips them: it slows the test environment tenfold).
+LONG_SIMULATIONS := ^TestGitRepoWorkflow_ThirtyDays$$
 SERVER_PKGS := ./tests/... ./internal/devserver/... ./internal/testenv/devtemporal/... ./worker/...
 
 .PHONY: all build run test test-unit test-integration testbin lint bench bench-report clean help fuzz
@@ -61,6 +64,7 @@ test: ## Run every test CI runs: unit (with -race), integration and end-to-end
 	FLOTILLA_POSTGRES="$$(bash hack/postgres.sh)"; export FLOTILLA_POSTGRES; \
 	unit=$$($(GO) list ./... | grep -v -E '/(tests|worker|internal/devserver|internal/testenv/devtemporal|internal/testenv/pgtemporal)($$|/)'); \
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $$unit; \
+	$(GO) test -timeout $(TEST_TIMEOUT) -run '$(LONG_SIMULATIONS)' ./workflows/; \
 	$(MAKE) -s fuzz FUZZTIME=$(TEST_FUZZTIME); \
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(SERVER_PKGS)
 

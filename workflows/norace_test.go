@@ -1,0 +1,5 @@
+//go:build !race
+
+package workflows
+
+const raceEnabled = false
