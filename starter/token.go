@@ -87,9 +87,9 @@ func newTokenListCommand(g *globals) *cobra.Command {
 					return err
 				}
 				sort.Slice(sts, func(i, j int) bool { return sts[i].CreatedAt.Before(sts[j].CreatedAt) })
-				rows := output.Rows{Header: []string{"ID", "CREATED", "EXPIRES"}}
+				rows := output.Rows{Header: []string{"ID", "CREATED", "EXPIRES", "LAST REFUSAL"}}
 				for _, st := range sts {
-					rows.Rows = append(rows.Rows, []string{st.ID, st.CreatedAt.UTC().Format(time.RFC3339), st.ExpiresAt.UTC().Format(time.RFC3339)})
+					rows.Rows = append(rows.Rows, []string{st.ID, st.CreatedAt.UTC().Format(time.RFC3339), st.ExpiresAt.UTC().Format(time.RFC3339), st.Refused})
 				}
 				return output.Print(cmd.OutOrStdout(), f, sts, rows)
 			})

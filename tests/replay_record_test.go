@@ -275,7 +275,7 @@ func (r *recorder) clusters(t *testing.T) {
 	// cluster refuses the registration.
 	tok := r.startToken(t, "fakerejected0001", 24*time.Hour)
 	err := r.update(t, tok, protocol.UpdateRegister, r.register("fakerejected0001", "edge-push"), &rec)
-	require.ErrorContains(t, err, "already registered")
+	require.ErrorContains(t, err, "registered in push mode")
 	r.export(t, tok, "clustertoken", "register-rejected")
 	// A token that registers a new cluster, edge-agent.
 	tok = r.startToken(t, "fakeregistered01", 24*time.Hour)

@@ -350,8 +350,16 @@ func tokenError(ctx context.Context, c client.Client, id, cluster string, err er
 		return fmt.Errorf("registration token %s was already used by cluster %s; tokens are single-use", id, st.UsedBy)
 	case st.Revoked:
 		return fmt.Errorf("registration token %s was revoked", id)
-	default:
+	case st.Expired:
 		return fmt.Errorf("registration token %s expired at %s", id, st.ExpiresAt.UTC().Format(time.RFC3339))
+	default:
+		// Controllers before tokens outlived a refusal ended the token
+		// when its first registration began.
+		msg := fmt.Sprintf("registration token %s can no longer be used: its workflow ended after a refused registration", id)
+		if st.Refused != "" {
+			msg += " (" + st.Refused + ")"
+		}
+		return errors.New(msg + "; create another with `flotilla cluster token create`")
 	}
 }
 

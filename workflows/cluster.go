@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"fmt"
 	"bytes"
 	"errors"
 	"maps"
@@ -133,7 +134,12 @@ func (c *clusterEntity) validateApply(ctx workflow.Context, a protocol.ClusterAp
 	rec := c.rec
 	if a.Agent != nil && a.Agent.TokenID != "" && rec.Generation > 0 && !rec.Removed &&
 		(rec.Agent == nil || rec.Agent.TokenID != a.Agent.TokenID) {
-		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+" is already registered; a registration token cannot take over an existing cluster (remove it first)", "InvalidSpec", nil)
+		how := "already registered with another token"
+		if !rec.PullMode() {
+			how = "registered in push mode"
+		}
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cluster %q is %s; a registration token cannot take over an existing cluster: remove it first (flotilla cluster remove %s)",
+			rec.Name, how, rec.Name), "InvalidSpec", nil)
 	}
 	managed := rec.Agent != nil && rec.Agent.Managed || a.Agent != nil && a.Agent.Managed
 	if a.AgentSettings != nil && !managed {

@@ -177,6 +177,9 @@ const (
 	// its history budget also while a rollout runs (the rollout is
 	// abandoned by the old run and reports to the new one).
 	versionLongLived = "long-lived-loop"
+	// versionTokenKeep: a registration token is used once a registration
+	// succeeded, not when it began; a refused one leaves it usable.
+	versionTokenKeep = "token-keep-refused"
 )
 
 // rolloutCheckInterval is how often a GitRepo run that adopted a rollout

@@ -24,19 +24,33 @@ func ClusterTokenWorkflow(ctx workflow.Context, in protocol.TokenStart) (protoco
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.TokenStatus, error) { return st, nil }); err != nil {
 		return st, err
 	}
+	// keep: a refused registration leaves the token usable (runs before
+	// versionTokenKeep ended as soon as a registration began, refused
+	// or not); registering is the cluster whose registration runs.
+	keep := workflow.GetVersion(ctx, versionTokenKeep, workflow.DefaultVersion, 1) == 1
+	registering := ""
 	reject := func(format string, args ...any) error {
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(format, args...), activities.ErrTypeRegistrationRejected, nil)
 	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateRegister,
 		func(ctx workflow.Context, r protocol.Register) (protocol.ClusterRecord, error) {
 			used := workflow.Now(ctx)
-			st.UsedBy, st.UsedAt = r.Cluster, &used
+			if keep {
+				registering = r.Cluster
+			} else {
+				st.UsedBy, st.UsedAt = r.Cluster, &used
+			}
 			var rec protocol.ClusterRecord
 			var a *activities.Activities
 			err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.RegisterAgent,
 				activities.RegisterAgentInput{Cluster: r.Cluster, Labels: r.Labels, TokenID: in.ID}).Get(ctx, &rec)
-			if err != nil {
+			registering = ""
+			switch {
+			case err != nil:
 				st.UsedBy, st.UsedAt = "", nil // refused: the token stays usable
+				st.Refused = activityMessage(err)
+			case keep:
+				st.UsedBy, st.UsedAt, st.Refused = r.Cluster, &used, ""
 			}
 			return rec, err
 		},
@@ -44,6 +58,8 @@ func ClusterTokenWorkflow(ctx workflow.Context, in protocol.TokenStart) (protoco
 			switch {
 			case st.Revoked:
 				return reject("registration token %s was revoked", in.ID)
+			case registering != "":
+				return reject("registration token %s is being used by cluster %s; try again in a moment", in.ID, registering)
 			case st.UsedBy != "":
 				return reject("registration token %s was already used by cluster %s; tokens are single-use, create another with `flotilla cluster token create`", in.ID, st.UsedBy)
 			case !workflow.Now(ctx).Before(st.ExpiresAt):

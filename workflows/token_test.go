@@ -1,12 +1,14 @@
 package workflows
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/flotilla-gitops/flotilla/activities"
@@ -211,6 +213,52 @@ func TestClusterTokenWorkflow_RejectionKeepsTokenUsable(t *testing.T) {
 	assert.Equal(t, "c1", st.UsedBy)
 }
 
+// A registration the cluster's workflow refuses (the cluster is
+// registered in push mode) does not burn the token: the status says why,
+// and a registration that is accepted later uses it.
+func TestClusterTokenWorkflow_RefusedRegistrationKeepsToken(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	r := &tokenRig{t: t, env: suite.NewTestWorkflowEnvironment()}
+	var err error
+	r.tok, err = cluster.NewToken()
+	require.NoError(t, err)
+	_, r.proof, err = cluster.ParseToken(r.tok.Value)
+	require.NoError(t, err)
+	r.env.RegisterActivity(&activities.Activities{})
+	var a *activities.Activities
+	const refusal = `cluster "edge-1" is registered in push mode; a registration token cannot take over an existing cluster: remove it first (flotilla cluster remove edge-1)`
+	r.env.OnActivity(a.RegisterAgent, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RegisterAgentInput) (protocol.ClusterRecord, error) {
+			r.calls = append(r.calls, in)
+			if in.Cluster == "edge-1" {
+				return protocol.ClusterRecord{}, temporal.NewNonRetryableApplicationError(refusal, activities.ErrTypeRegistrationRejected, nil)
+			}
+			return protocol.ClusterRecord{Name: in.Cluster}, nil
+		})
+	var refused, retried *registration
+	r.env.RegisterDelayedCallback(func() {
+		refused = r.register("1", protocol.Register{Cluster: "edge-1", Proof: r.proof})
+	}, time.Minute)
+	r.env.RegisterDelayedCallback(func() {
+		st := r.query()
+		assert.Empty(t, st.UsedBy)
+		assert.Equal(t, refusal, st.Refused, "the status says why")
+		assert.False(t, st.Expired)
+		retried = r.register("2", protocol.Register{Cluster: "edge-2", Proof: r.proof})
+	}, 2*time.Minute)
+
+	st := r.run()
+
+	require.NotNil(t, refused)
+	require.NotNil(t, retried)
+	require.Error(t, refused.err)
+	assert.Equal(t, refusal, activityMessage(refused.err))
+	require.NoError(t, retried.err, "the token was still usable")
+	assert.Equal(t, "edge-2", st.UsedBy)
+	assert.Empty(t, st.Refused)
+	assert.Len(t, r.calls, 2)
+}
+
 // A token is single-use: a second registration, even arriving together
 // with the first, is rejected and names the cluster that used it.
 func TestClusterTokenWorkflow_SingleUse(t *testing.T) {
@@ -230,7 +278,7 @@ func TestClusterTokenWorkflow_SingleUse(t *testing.T) {
 	assert.True(t, second.rejected)
 	assert.False(t, second.accepted)
 	require.Error(t, second.err)
-	assert.Contains(t, second.err.Error(), "registration token "+r.tok.ID+" was already used by cluster c1")
+	assert.Contains(t, second.err.Error(), "registration token "+r.tok.ID+" is being used by cluster c1", "the first registration still runs")
 	require.Len(t, r.calls, 1)
 	assert.Equal(t, "c1", r.calls[0].Cluster)
 	assert.Equal(t, "c1", st.UsedBy)

@@ -312,6 +312,9 @@ type TokenStatus struct {
 	UsedAt  *time.Time `json:"usedAt,omitempty"`
 	Expired bool       `json:"expired,omitempty"`
 	Revoked bool       `json:"revoked,omitempty"`
+	// Refused is why the last registration with the token was refused;
+	// the token stays usable.
+	Refused string `json:"refused,omitempty"`
 }
 
 // Register is the argument of the register update: the cluster, the
