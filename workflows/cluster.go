@@ -1,9 +1,9 @@
 package workflows
 
 import (
-	"fmt"
 	"bytes"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"time"
