@@ -346,7 +346,7 @@ func (e *entity) run(ctx workflow.Context, markRemoved func()) (bool, error) {
 	})
 	for {
 		if err := workflow.Await(ctx, func() bool {
-			return e.notifyDue || e.deleted || workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
+			return e.notifyDue || e.deleted || historyFull(ctx)
 		}); err != nil {
 			return false, err
 		}

@@ -118,6 +118,13 @@ const (
 // as new, well before Temporal's 10k-event warning.
 const historyLimit = 4000
 
+// historyFull reports whether a run's history reached historyLimit, or
+// Temporal suggests continuing as new.
+func historyFull(ctx workflow.Context) bool {
+	info := workflow.GetInfo(ctx)
+	return info.GetContinueAsNewSuggested() || info.GetCurrentHistoryLength() > historyLimit
+}
+
 // maxClusterAttempts bounds the deploy (and cleanup) attempts one rollout
 // makes on an unreachable cluster: with retryBackoff about 10 minutes.
 const maxClusterAttempts = 45

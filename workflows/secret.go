@@ -86,7 +86,7 @@ func serveSource(ctx workflow.Context, notify *bool, namespace, what string) (bo
 	})
 	for {
 		if err := workflow.Await(ctx, func() bool {
-			return deleted || *notify || workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
+			return deleted || *notify || historyFull(ctx)
 		}); err != nil {
 			return false, err
 		}
@@ -203,7 +203,7 @@ func KeysWorkflow(ctx workflow.Context, rec protocol.KeysRecord) error {
 		return err
 	}
 	if err := workflow.Await(ctx, func() bool {
-		return workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
+		return historyFull(ctx)
 	}); err != nil {
 		return err
 	}

@@ -21,6 +21,9 @@ import (
 func ClusterTokenWorkflow(ctx workflow.Context, in protocol.TokenStart) (protocol.TokenStatus, error) {
 	now := workflow.Now(ctx)
 	st := protocol.TokenStatus{ID: in.ID, CreatedAt: now, ExpiresAt: now.Add(in.TTL)}
+	if in.Status != nil {
+		st = *in.Status
+	}
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.TokenStatus, error) { return st, nil }); err != nil {
 		return st, err
 	}
@@ -81,7 +84,8 @@ func ClusterTokenWorkflow(ctx workflow.Context, in protocol.TokenStart) (protoco
 		workflow.GetSignalChannel(ctx, protocol.SignalDelete).Receive(ctx, nil)
 		st.Revoked = true
 	})
-	ok, err := workflow.AwaitWithTimeout(ctx, in.TTL, func() bool { return st.UsedBy != "" || st.Revoked })
+	full := func() bool { return keep && registering == "" && historyFull(ctx) }
+	ok, err := workflow.AwaitWithTimeout(ctx, st.ExpiresAt.Sub(now), func() bool { return st.UsedBy != "" || st.Revoked || full() })
 	if err != nil {
 		return st, err
 	}
@@ -89,5 +93,10 @@ func ClusterTokenWorkflow(ctx workflow.Context, in protocol.TokenStart) (protoco
 		st.Expired = true
 	}
 	err = workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) })
+	if err == nil && keep && ok && st.UsedBy == "" && !st.Revoked {
+		// Many refused registrations: a new run carries the token on.
+		in.Status = &st
+		return st, workflow.NewContinueAsNewError(ctx, ClusterTokenWorkflow, in)
+	}
 	return st, err
 }

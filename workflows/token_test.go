@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
@@ -394,4 +396,21 @@ func TestClusterTokenWorkflow_RevokeThenRegisterSameTask(t *testing.T) {
 	assert.True(t, st.Revoked)
 	assert.Empty(t, st.UsedBy)
 	assert.Empty(t, r.calls)
+}
+
+// A token whose history fills up with refused registrations continues as
+// new, carrying its status (and its expiry) to the new run.
+func TestClusterTokenWorkflow_ContinuesAsNewWhenFull(t *testing.T) {
+	r := newTokenRig(t)
+	r.env.RegisterDelayedCallback(func() { r.env.SetCurrentHistoryLength(historyLimit + 1) }, time.Minute)
+	r.env.ExecuteWorkflow(ClusterTokenWorkflow, protocol.TokenStart{ID: r.tok.ID, Verifier: r.tok.Verifier, TTL: tokenTTL})
+	require.True(t, r.env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, r.env.GetWorkflowError(), &can)
+	var next protocol.TokenStart
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.NotNil(t, next.Status)
+	assert.Equal(t, r.tok.ID, next.Status.ID)
+	assert.Equal(t, next.Status.CreatedAt.Add(tokenTTL), next.Status.ExpiresAt, "the expiry carries over")
+	assert.Empty(t, next.Status.UsedBy)
 }

@@ -78,7 +78,7 @@ func (w *clusterWatch) start(ctx workflow.Context) {
 // stopping reports whether the run should end its watch: its history is
 // long enough to continue as new.
 func stopping(ctx workflow.Context) bool {
-	return workflow.GetInfo(ctx).GetCurrentHistoryLength() > historyLimit
+	return historyFull(ctx)
 }
 
 // loop runs Watch while there is something to watch.

@@ -300,6 +300,9 @@ type TokenStart struct {
 	ID       string        `json:"id"`
 	Verifier string        `json:"verifier"`
 	TTL      time.Duration `json:"ttl"`
+	// Status is carried across continue-as-new (refused registrations
+	// grow a token's history); nil on the first run.
+	Status *TokenStatus `json:"status,omitempty"`
 }
 
 // TokenStatus is a registration token's state (its workflow's query).
