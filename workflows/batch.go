@@ -255,6 +255,19 @@ func batchSummary(works []clusterWork) string {
 
 // approve releases partitions waiting for approval.
 func (r *rolloutRun) approve(ctx workflow.Context, a protocol.Approve) (protocol.ApproveResult, error) {
+	if r.sched == nil {
+		// Sent while the rollout renders: it applies once the plan is
+		// made (or fails if nothing is deployed).
+		if err := workflow.Await(ctx, func() bool { return r.sched != nil || r.st.Phase == phaseDone }); err != nil {
+			return protocol.ApproveResult{}, err
+		}
+		if r.sched == nil {
+			return protocol.ApproveResult{}, fmt.Errorf("rollout %s deploys nothing: %s", r.id, r.st.Error)
+		}
+		if err := r.validateApproval(ctx, a); err != nil {
+			return protocol.ApproveResult{}, err
+		}
+	}
 	approved := r.sched.Approve(a.Bundle, a.Partition)
 	if len(approved) > 0 {
 		r.changed++
@@ -265,7 +278,10 @@ func (r *rolloutRun) approve(ctx workflow.Context, a protocol.Approve) (protocol
 
 func (r *rolloutRun) validateApproval(ctx workflow.Context, a protocol.Approve) error {
 	if r.sched == nil {
-		return fmt.Errorf("rollout %s is not deploying yet (phase %s); try again", r.id, r.st.Phase)
+		if r.st.Phase == phaseDone {
+			return fmt.Errorf("rollout %s deploys nothing: %s", r.id, r.st.Error)
+		}
+		return nil // checked once the plan is made
 	}
 	if !r.sched.HasPartition(a.Bundle, a.Partition) {
 		what := "no partition requires approval"

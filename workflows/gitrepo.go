@@ -11,6 +11,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -72,6 +73,10 @@ type GitRepoState struct {
 	// RetryDue: the backoff of a failed deployment is over; the next
 	// rollout retries it (a retry never supersedes a rollout).
 	RetryDue bool `json:"retryDue,omitempty"`
+	// Proceed: the last rollout stopped where clusters had to become
+	// Ready first, and a watch reported one did; the next rollout goes on
+	// (it never supersedes one).
+	Proceed bool `json:"proceed,omitempty"`
 	// Running is the rollout in flight when the run continued as new; the
 	// new run adopts it.
 	Running *RunningRollout `json:"running,omitempty"`
@@ -79,6 +84,11 @@ type GitRepoState struct {
 	// it may deploy or remove. Should the rollout end without a result,
 	// it joins the inventory, so no release is forgotten.
 	Inflight []InventoryEntry `json:"inflight,omitempty"`
+	// Approvals are the partitions approved in the rollouts of
+	// ApprovalsCommit; a later rollout of that commit keeps those that
+	// deploy the same (rollout.Approval).
+	Approvals       []rollout.Approval `json:"approvals,omitempty"`
+	ApprovalsCommit string             `json:"approvalsCommit,omitempty"`
 }
 
 // RunningRollout is a rollout carried across continue-as-new.

@@ -35,7 +35,7 @@ func (g *gitRepo) loopState(ctx workflow.Context) loop.State {
 		Paused:       g.s.Paused,
 		ResolveDue:   g.s.ResolveDue,
 		Changed:      g.s.Dirty,
-		RetryDue:     g.s.RetryDue,
+		RetryDue:     g.s.RetryDue || g.s.Proceed,
 		CommitKnown:  g.s.LatestCommit != "",
 		Rollout:      loop.Rollout{Running: g.running != "", Started: g.started, Superseding: g.superseding},
 		HistoryFull:  g.historyFull(ctx),
@@ -105,7 +105,10 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	commit := g.s.LatestCommit
 	in := RolloutInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec, Commit: commit, Generation: g.s.Generation,
 		Inventory: g.s.Inventory, Delete: del, Repair: g.s.Repair}
-	g.s.Dirty, g.s.Repair, g.s.RetryDue = false, false, false
+	g.s.Dirty, g.s.Repair, g.s.RetryDue, g.s.Proceed = false, false, false, false
+	if g.s.ApprovalsCommit == commit {
+		in.Approvals = g.s.Approvals
+	}
 	id := protocol.RolloutID(g.ref.Namespace, g.ref.Name, commit, g.s.Generation)
 	if g.helmOp() {
 		id = "rollout/helmop/" + strings.TrimPrefix(id, "rollout/")
@@ -246,6 +249,9 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 		}
 	default:
 		g.s.Error = ""
+		if res.Commit != g.s.ApprovalsCommit || len(res.Approvals) > 0 {
+			g.s.Approvals, g.s.ApprovalsCommit = res.Approvals, res.Commit
+		}
 		prev := g.s.Inventory
 		g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments
 		g.keepLive(prev)

@@ -19,9 +19,16 @@ const versionDriftWatch = "drift-watch"
 // live takes what a cluster's watch saw: each report about the deployment
 // ID a release runs is kept in its inventory entry and shown in status.
 func (g *gitRepo) live(ctx workflow.Context, batch status.LiveSignal) {
-	changed := false
+	changed, ready := false, false
 	for _, sig := range batch.Each() {
-		changed = g.liveCluster(sig) || changed
+		c, r := g.liveCluster(sig)
+		changed, ready = changed || c, ready || r
+	}
+	if ready && g.longLived && g.running == "" && status.WaitsOnReadiness(g.s.Waits) {
+		// The last rollout stopped where clusters had to become Ready
+		// first (maxUnavailable, partitions, dependsOn): one did, so the
+		// rollout goes on. A rollout that runs waits for them itself.
+		g.s.Proceed = true
 	}
 	if changed {
 		g.upsert(ctx)
@@ -29,9 +36,8 @@ func (g *gitRepo) live(ctx workflow.Context, batch status.LiveSignal) {
 }
 
 // liveCluster takes one cluster's reports and says whether a deployment
-// changed.
-func (g *gitRepo) liveCluster(sig status.LiveSignal) bool {
-	changed := false
+// changed, and whether one became Ready.
+func (g *gitRepo) liveCluster(sig status.LiveSignal) (changed, ready bool) {
 	for _, r := range sig.Reports {
 		key := status.Key{Bundle: r.Bundle, Cluster: sig.Cluster}
 		i := slices.IndexFunc(g.s.Inventory, func(e InventoryEntry) bool {
@@ -45,10 +51,11 @@ func (g *gitRepo) liveCluster(sig status.LiveSignal) bool {
 			if d.Key() == key {
 				g.s.Deployments[j] = d.WithLive(r)
 				changed = true
+				ready = ready || (d.State != status.Ready && g.s.Deployments[j].State == status.Ready)
 			}
 		}
 	}
-	return changed
+	return changed, ready
 }
 
 // keepLive keeps, after a rollout, the newest live report of every

@@ -180,6 +180,28 @@ type longFleet struct {
 	revisions, deploys map[string]int
 	running            map[string]string
 	rollouts           int
+	// commit is what the remote answers; plan how the bundle rolls out
+	// over clusters.
+	commit   string
+	clusters []string
+	plan     strategy.Plan
+	// notReady are the clusters whose deployment is not Ready; a ready
+	// wait takes readyAfter.
+	notReady   map[string]bool
+	readyAfter time.Duration
+}
+
+// newLongFleet is a fleet of c1 (p1) and c2 (p2, approval required),
+// where c1's deployment never becomes Ready and a partition may start
+// while one before it is unavailable.
+func newLongFleet() *longFleet {
+	return &longFleet{revisions: map[string]int{}, deploys: map[string]int{}, running: map[string]string{},
+		commit: appCommit, clusters: []string{"c1", "c2"}, notReady: map[string]bool{"c1": true},
+		plan: strategy.Plan{MaxUnavailable: 10, MaxUnavailablePartitions: 1, FailureThreshold: strategy.NoFailureThreshold,
+			ReadyTimeout: 10 * time.Second, Partitions: []strategy.Partition{
+				{Name: "p1", MaxUnavailable: 1, Clusters: []string{"c1"}},
+				{Name: "p2", MaxUnavailable: 1, RequireApproval: true, Clusters: []string{"c2"}},
+			}}}
 }
 
 func (f *longFleet) register(env *testsuite.TestWorkflowEnvironment) {
@@ -187,17 +209,22 @@ func (f *longFleet) register(env *testsuite.TestWorkflowEnvironment) {
 	var ca *activities.ClusterActivities
 	env.RegisterWorkflow(GitRepoWorkflow)
 	env.RegisterWorkflow(RolloutWorkflow)
-	env.OnActivity(a.ResolveCommit, mock.Anything, mock.Anything).Return(activities.ResolveResult{Ref: "refs/heads/main", Commit: appCommit}, nil)
-	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(appBundles(appCommit), nil)
+	env.OnActivity(a.ResolveCommit, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.ResolveInput) (activities.ResolveResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return activities.ResolveResult{Ref: "refs/heads/main", Commit: f.commit}, nil
+		})
+	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.RenderInput) (activities.RenderResult, error) {
+			return appBundles(in.Commit), nil
+		})
 	env.OnActivity(a.TargetBundles, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.BundleTargetsInput) (activities.TargetsResult, error) {
-			res := activities.TargetsResult{Registered: []string{"c1", "c2"}, Strategies: []rollout.BundleStrategy{{Bundle: "app",
-				Plan: strategy.Plan{MaxUnavailable: 10, MaxUnavailablePartitions: 1, FailureThreshold: strategy.NoFailureThreshold,
-					ReadyTimeout: 10 * time.Second, Partitions: []strategy.Partition{
-						{Name: "p1", MaxUnavailable: 1, Clusters: []string{"c1"}},
-						{Name: "p2", MaxUnavailable: 1, RequireApproval: true, Clusters: []string{"c2"}},
-					}}}}}
-			for _, c := range []string{"c1", "c2"} {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			res := activities.TargetsResult{Registered: f.clusters, Strategies: []rollout.BundleStrategy{{Bundle: "app", Plan: f.plan}}}
+			for _, c := range f.clusters {
 				res.Matched = append(res.Matched, activities.TargetCluster{Name: c, Bundles: in.Bundles})
 			}
 			return res, nil
@@ -207,9 +234,11 @@ func (f *longFleet) register(env *testsuite.TestWorkflowEnvironment) {
 		for _, b := range in.Bundles {
 			d := status.Deployment{Bundle: b.Name, Cluster: in.Cluster, Release: b.Release, Namespace: b.Namespace,
 				DeploymentID: b.DeploymentID, AppliedDeploymentID: b.DeploymentID, State: status.Ready, Resources: 2, ReadyResources: 2}
-			if in.Cluster == "c1" {
+			f.mu.Lock()
+			if f.notReady[in.Cluster] {
 				d.State, d.ReadyResources = status.NotReady, 1
 			}
+			f.mu.Unlock()
 			res.Deployments = append(res.Deployments, d)
 		}
 		return res
@@ -217,7 +246,6 @@ func (f *longFleet) register(env *testsuite.TestWorkflowEnvironment) {
 	env.OnActivity(ca.Deploy, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.DeployInput) (activities.DeployResult, error) {
 			f.mu.Lock()
-			defer f.mu.Unlock()
 			f.deploys[in.Cluster]++
 			for _, b := range in.Bundles {
 				if f.running[in.Cluster] != b.DeploymentID {
@@ -225,12 +253,13 @@ func (f *longFleet) register(env *testsuite.TestWorkflowEnvironment) {
 					f.revisions[in.Cluster]++
 				}
 			}
+			f.mu.Unlock()
 			return result(in), nil
 		})
 	env.OnActivity(ca.WaitReady, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.WaitReadyInput) (activities.DeployResult, error) {
 			return result(in.DeployInput), nil
-		})
+		}).After(f.readyAfter)
 	env.OnActivity(ca.Cleanup, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CleanupInput) (activities.CleanupResult, error) {
 			var res activities.CleanupResult
@@ -258,6 +287,151 @@ func (f *longFleet) counts() (revisions, deploys map[string]int, rollouts int) {
 
 const appCommit = "c0ffee0000000000000000000000000000000001"
 
+// longEnv is a test environment for a GitRepo's workflow run under
+// entityDriver, with a historyMeter and a longFleet.
+func longEnv(t *testing.T, configure ...func(*longFleet)) (*testsuite.TestWorkflowEnvironment, *longFleet, *historyMeter) {
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	env := suite.NewTestWorkflowEnvironment()
+	meter := &historyMeter{workflowType: "GitRepoWorkflow"}
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute, Interceptors: []interceptor.WorkerInterceptor{meter}})
+	env.SetTestTimeout(15 * time.Minute)
+	env.SetDetachedChildWait(false)
+	f := newLongFleet()
+	for _, c := range configure {
+		c(f)
+	}
+	f.register(env)
+	env.RegisterWorkflow(entityDriver)
+	return env, f, meter
+}
+
+func queryByID[T any](t *testing.T, env *testsuite.TestWorkflowEnvironment, id string) T {
+	t.Helper()
+	var out T
+	v, err := env.QueryWorkflowByID(id, protocol.QueryStatus)
+	require.NoError(t, err)
+	require.NoError(t, v.Get(&out))
+	return out
+}
+
+func applyByID(t *testing.T, env *testsuite.TestWorkflowEnvironment, id string) {
+	require.NoError(t, env.UpdateWorkflowByID(id, protocol.UpdateApply, "apply", &testsuite.TestUpdateCallback{
+		OnReject: func(err error) { t.Errorf("apply rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
+	}, protocol.GitRepoApply{GitRepo: testGitRepo(false)}))
+}
+
+func approveByID(t *testing.T, env *testsuite.TestWorkflowEnvironment, rolloutID, partition string) {
+	err := env.UpdateWorkflowByID(rolloutID, protocol.UpdateApprove, "approve-"+partition, &testsuite.TestUpdateCallback{
+		OnReject: func(err error) { t.Errorf("approval of %s refused: %v", partition, err) }, OnAccept: func() {},
+		OnComplete: func(_ any, err error) { assert.NoError(t, err, "approval of %s", partition) },
+	}, protocol.Approve{Partition: partition})
+	require.NoError(t, err, "approval of %s", partition)
+}
+
+// approvalWaits lists the partitions a rollout waits to be approved.
+func approvalWaits(st status.Rollout) []string {
+	var out []string
+	for _, w := range st.Waits {
+		if w.Kind == status.WaitApproval {
+			out = append(out, w.Partition)
+		}
+	}
+	return out
+}
+
+// A rollout that replaces another for the same commit (a cluster change
+// superseded it) keeps the approvals of partitions that deploy the same;
+// a new commit needs new ones. An approval sent while a rollout renders
+// waits for its plan.
+func TestGitRepoWorkflow_ApprovalsSurviveSupersede(t *testing.T) {
+	// p1 (c1) and p2 (c2) both need approval, and p2 starts only once p1
+	// is Ready; c1 takes 5 minutes to become Ready.
+	env, f, _ := longEnv(t, func(f *longFleet) {
+		f.plan.Partitions[0].RequireApproval = true
+		f.plan.MaxUnavailablePartitions = 0
+		f.plan.ReadyTimeout = 10 * time.Minute
+		f.readyAfter = 5 * time.Minute
+	})
+	id := protocol.GitRepoID("fleet-default", "app")
+	const next = "beef000000000000000000000000000000000002"
+	var first string
+	env.RegisterDelayedCallback(func() { applyByID(t, env, id) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		first = queryByID[status.GitRepo](t, env, id).Rollout
+		require.NotEmpty(t, first)
+		assert.Equal(t, []string{"p1"}, approvalWaits(queryByID[status.Rollout](t, env, first)))
+		approveByID(t, env, first, "p1")
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		revisions, _, _ := f.counts()
+		require.Equal(t, map[string]int{"c1": 1}, revisions, "p1 approved: c1 deployed")
+		approveByID(t, env, first, "p2") // approved ahead: p1 is not Ready yet
+	}, 2*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		revisions, _, _ := f.counts()
+		require.Equal(t, map[string]int{"c1": 1}, revisions, "p2 waits for p1")
+		// c1 is Ready now, and a cluster change supersedes the rollout:
+		// the next one, of the same commit, confirms c1 and goes on to p2
+		// on the approval given to the first.
+		f.mu.Lock()
+		f.notReady = map[string]bool{}
+		f.mu.Unlock()
+		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalClustersChanged, nil))
+	}, 3*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		revisions, _, rollouts := f.counts()
+		require.Equal(t, 2, rollouts, "the cluster change superseded the first rollout")
+		assert.Equal(t, map[string]int{"c1": 1, "c2": 1}, revisions, "p2's approval was kept")
+		f.mu.Lock()
+		f.commit = next
+		f.mu.Unlock()
+		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: next}))
+	}, 4*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		third := queryByID[status.GitRepo](t, env, id).Rollout
+		require.NotEmpty(t, third)
+		assert.Equal(t, []string{"p1"}, approvalWaits(queryByID[status.Rollout](t, env, third)), "a new commit needs new approvals")
+		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalDelete, nil))
+	}, 5*time.Minute)
+	env.ExecuteWorkflow(entityDriver, GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+}
+
+// A rollout that stopped where a partition waits for the one before it to
+// become Ready goes on when a cluster's watch reports it Ready (no poll
+// does it).
+func TestGitRepoWorkflow_ReadyReportProceeds(t *testing.T) {
+	env, f, _ := longEnv(t, func(f *longFleet) {
+		f.plan.Partitions[1].RequireApproval = false
+		f.plan.MaxUnavailablePartitions = 0
+	})
+	id := protocol.GitRepoID("fleet-default", "app")
+	env.RegisterDelayedCallback(func() { applyByID(t, env, id) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		revisions, _, rollouts := f.counts()
+		require.Equal(t, map[string]int{"c1": 1}, revisions, "p2 waits for c1 to be Ready")
+		require.Equal(t, 1, rollouts)
+		st := queryByID[status.GitRepo](t, env, id)
+		require.Empty(t, st.Rollout, "the rollout ended: nothing can start until c1 is Ready")
+		f.mu.Lock()
+		f.notReady = map[string]bool{}
+		f.mu.Unlock()
+		ready := status.LiveReport{Bundle: "app", Release: "app", Namespace: "default", DeploymentID: appBundles(appCommit).Bundles[0].DeploymentID, Resources: 2, Ready: 2}
+		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalLive, status.LiveSignal{Cluster: "c1", Reports: []status.LiveReport{ready}}))
+	}, 10*time.Minute)
+	env.RegisterDelayedCallback(func() {
+		revisions, _, rollouts := f.counts()
+		assert.Equal(t, map[string]int{"c1": 1, "c2": 1}, revisions, "p2 started")
+		assert.Equal(t, 2, rollouts)
+		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalDelete, nil))
+	}, 11*time.Minute)
+	env.ExecuteWorkflow(entityDriver, GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+}
+
 // A GitRepo polled every 15 s for 30 days, with a deployment that never
 // becomes Ready and a rollout waiting for approval from day 1 to day 29:
 // polls start no rollout and supersede none, the runs continue as new
@@ -268,33 +442,13 @@ func TestGitRepoWorkflow_ThirtyDays(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("simulates 30 days of polling (about a minute; make test runs it without -race)")
 	}
-	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
-	env := suite.NewTestWorkflowEnvironment()
-	meter := &historyMeter{workflowType: "GitRepoWorkflow"}
-	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute, Interceptors: []interceptor.WorkerInterceptor{meter}})
-	env.SetTestTimeout(15 * time.Minute)
-	env.SetDetachedChildWait(false)
-	f := &longFleet{revisions: map[string]int{}, deploys: map[string]int{}, running: map[string]string{}}
-	f.register(env)
-	env.RegisterWorkflow(entityDriver)
-
+	env, f, meter := longEnv(t)
 	id := protocol.GitRepoID("fleet-default", "app")
 	const day = 24 * time.Hour
-	statusOf := func() status.GitRepo {
-		v, err := env.QueryWorkflowByID(id, protocol.QueryStatus)
-		require.NoError(t, err)
-		var st status.GitRepo
-		require.NoError(t, v.Get(&st))
-		return st
-	}
+	statusOf := func() status.GitRepo { return queryByID[status.GitRepo](t, env, id) }
 	var rolloutID string
 	var day1Revisions map[string]int
-	env.RegisterDelayedCallback(func() {
-		env.UpdateWorkflowByID(id, protocol.UpdateApply, "apply", &testsuite.TestUpdateCallback{
-			OnReject: func(err error) { t.Errorf("apply rejected: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, protocol.GitRepoApply{GitRepo: testGitRepo(false)})
-	}, time.Second)
+	env.RegisterDelayedCallback(func() { applyByID(t, env, id) }, time.Second)
 	env.RegisterDelayedCallback(func() {
 		st := statusOf()
 		rolloutID = st.Rollout
@@ -308,9 +462,7 @@ func TestGitRepoWorkflow_ThirtyDays(t *testing.T) {
 		revisions, _, rollouts := f.counts()
 		assert.Equal(t, day1Revisions, revisions, "no Helm revision in 28 days")
 		assert.Equal(t, 1, rollouts, "no rollout started by polls: none superseded without a change")
-		env.UpdateWorkflowByID(rolloutID, protocol.UpdateApprove, "approve-p2", &testsuite.TestUpdateCallback{
-			OnReject: func(err error) { t.Errorf("approval refused: %v", err) }, OnAccept: func() {}, OnComplete: func(any, error) {},
-		}, protocol.Approve{Partition: "p2"})
+		approveByID(t, env, rolloutID, "p2")
 	}, 29*day)
 	env.RegisterDelayedCallback(func() {
 		revisions, _, rollouts := f.counts()

@@ -37,6 +37,9 @@ type RolloutInput struct {
 	// planned inventory and its result (signalRolloutReport), and returns
 	// a result with only Reported set.
 	ReportTo string `json:"reportTo,omitempty"`
+	// Approvals are the partitions approved in an earlier rollout of the
+	// same commit; those that deploy the same are approved again.
+	Approvals []rollout.Approval `json:"approvals,omitempty"`
 }
 
 // RolloutReport is a rollout's report to its GitRepo: its planned
@@ -73,6 +76,8 @@ type RolloutResult struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Reported: the result was signalled to RolloutInput.ReportTo.
 	Reported bool `json:"reported,omitempty"`
+	// Approvals are the partitions approved when the rollout ended.
+	Approvals []rollout.Approval `json:"approvals,omitempty"`
 }
 
 // Rollout phases, reported by the status query.
@@ -163,9 +168,13 @@ func (r *rolloutRun) result() RolloutResult {
 	if r.track != nil {
 		r.inventory, r.st.Deployments = r.track.Inventory, r.track.Deployments
 	}
-	return RolloutResult{Commit: r.in.Commit, Generation: r.in.Generation, Inventory: r.inventory,
+	res := RolloutResult{Commit: r.in.Commit, Generation: r.in.Generation, Inventory: r.inventory,
 		Deployments: r.st.Deployments, Superseded: r.superseded, Error: r.st.Error,
 		Halts: r.st.Halts, Waits: r.st.Waits, Warnings: r.warnings}
+	if r.sched != nil {
+		res.Approvals = r.sched.Approvals()
+	}
+	return res
 }
 
 func (r *rolloutRun) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
@@ -386,6 +395,9 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 func (r *rolloutRun) prepare(ctx workflow.Context, p rollout.Plan, targets activities.TargetsResult) map[string]bool {
 	r.ctx = ctx
 	r.sched = rollout.NewScheduler(p, targets.Strategies, r.inventory, workflow.Now(ctx))
+	if kept := r.sched.Restore(r.in.Approvals); len(kept) > 0 {
+		workflow.GetLogger(ctx).Info("Approvals kept from the rollout this one replaces", "partitions", kept)
+	}
 	for _, h := range r.sched.Holds() {
 		if h.Reason != "" {
 			r.track.SetState(status.Key{Bundle: h.Bundle.Name, Cluster: h.Cluster}, status.OutOfSync, h.Reason)

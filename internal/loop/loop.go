@@ -72,7 +72,9 @@ type State struct {
 	// Changed: a change waits to be rolled out: a new commit, spec,
 	// cluster or group change, or a sync.
 	Changed bool
-	// RetryDue: the backoff of a failed deployment is over.
+	// RetryDue: the backoff of a failed deployment is over, or the last
+	// rollout stopped where clusters had to become Ready and one did: a
+	// rollout goes on once none runs.
 	RetryDue bool
 	// CommitKnown: the remote answered once (there is a commit to roll out).
 	CommitKnown bool

@@ -719,3 +719,38 @@ func TestScheduler_RunningBusyReadyTimeout(t *testing.T) {
 	assert.False(t, s.Running("a", "c1"))
 	assert.False(t, s.Busy())
 }
+
+// Approvals carry over to a scheduler of the same change: a partition
+// that deploys the same IDs to the same clusters is approved again; one
+// whose deployment ID or clusters changed is not.
+func TestScheduler_RestoreApprovals(t *testing.T) {
+	parts := strategy.Plan{MaxUnavailable: 10, MaxUnavailablePartitions: 1, FailureThreshold: strategy.NoFailureThreshold,
+		Partitions: []strategy.Partition{
+			{Name: "p1", MaxUnavailable: 1, RequireApproval: true, Clusters: []string{"c1"}},
+			{Name: "p2", MaxUnavailable: 1, RequireApproval: true, Clusters: []string{"c2", "c3"}},
+		}}
+	sched := func(ids map[string]string) *Scheduler {
+		var p Plan
+		for _, c := range []string{"c1", "c2", "c3"} {
+			if id, ok := ids[c]; ok {
+				p.Work = append(p.Work, ClusterWork{Cluster: c, Deploy: []Bundle{{Name: "app", DeploymentID: id}}})
+			}
+		}
+		return NewScheduler(p, []BundleStrategy{{Bundle: "app", Plan: parts}}, nil, time.Now())
+	}
+	first := sched(map[string]string{"c1": "m:1", "c2": "m:1", "c3": "m:1"})
+	require.Equal(t, []string{"app/p1", "app/p2"}, append(first.Approve("app", "p1"), first.Approve("app", "p2")...))
+	approvals := first.Approvals()
+	require.Len(t, approvals, 2)
+
+	same := sched(map[string]string{"c1": "m:1", "c2": "m:1", "c3": "m:1"})
+	assert.Equal(t, []string{"app/p1", "app/p2"}, same.Restore(approvals), "the same change keeps its approvals")
+
+	changedID := sched(map[string]string{"c1": "m:1", "c2": "m:2", "c3": "m:1"})
+	assert.Equal(t, []string{"app/p1"}, changedID.Restore(approvals), "a changed deployment ID needs a new approval")
+
+	lessClusters := sched(map[string]string{"c1": "m:1", "c2": "m:1"})
+	assert.Equal(t, []string{"app/p1"}, lessClusters.Restore(approvals), "changed clusters need a new approval")
+
+	assert.Empty(t, sched(map[string]string{"c1": "m:1"}).Restore(nil))
+}

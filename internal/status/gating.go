@@ -23,6 +23,20 @@ type Wait struct {
 	Message string `json:"message"`
 }
 
+// WaitsOnReadiness reports whether a wait ends when a cluster's
+// deployment becomes Ready (a limit of unavailable clusters or
+// partitions, or dependsOn), rather than on an approval, a window or a
+// pause.
+func WaitsOnReadiness(waits []Wait) bool {
+	for _, w := range waits {
+		switch w.Kind {
+		case WaitMaxUnavailable, WaitPartitionMaxUnavailable, WaitMaxUnavailablePartitions, WaitDependsOn:
+			return true
+		}
+	}
+	return false
+}
+
 // The kinds of Wait.
 const (
 	// WaitMaxUnavailable: the bundle's maxUnavailable clusters are
