@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,6 +133,18 @@ func applyDocuments(ctx context.Context, c client.Client, g *globals, docs []api
 	return nil
 }
 
+// historyBudget is the history length at which a GitRepo or HelmOp
+// started by this apply continues as new: FLOTILLA_HISTORY_BUDGET when
+// set (tests and the soak benchmark lower it so runs must continue as
+// new), else the workflow's default (0).
+func historyBudget() int {
+	n, err := strconv.Atoi(os.Getenv("FLOTILLA_HISTORY_BUDGET"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
 func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) (string, error) {
 	switch {
 	case d.ConfigMap != nil:
@@ -143,7 +156,7 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 		var res protocol.ApplyResult
 		err := temporalx.UpdateWithStart(ctx, c, g.TaskQueue, protocol.GitRepoID(gr.Metadata.Namespace, gr.Metadata.Name), protocol.UpdateApply,
 			protocol.GitRepoApply{GitRepo: *gr}, &res, protocol.GitRepoWorkflow,
-			protocol.GitRepoStart{Namespace: gr.Metadata.Namespace, Name: gr.Metadata.Name},
+			protocol.GitRepoStart{Namespace: gr.Metadata.Namespace, Name: gr.Metadata.Name, HistoryBudget: historyBudget()},
 			temporalx.KeyGitRepo.ValueSet(gr.Metadata.Namespace+"/"+gr.Metadata.Name),
 			temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(gr.Spec.Repo)))
 		return verb(res.Created, res.Changed), err
@@ -152,7 +165,7 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 		var res protocol.ApplyResult
 		err := temporalx.UpdateWithStart(ctx, c, g.TaskQueue, protocol.HelmOpID(h.Metadata.Namespace, h.Metadata.Name), protocol.UpdateApply,
 			protocol.HelmOpApply{HelmOp: *h}, &res, protocol.HelmOpWorkflow,
-			protocol.GitRepoStart{Namespace: h.Metadata.Namespace, Name: h.Metadata.Name},
+			protocol.GitRepoStart{Namespace: h.Metadata.Namespace, Name: h.Metadata.Name, HistoryBudget: historyBudget()},
 			temporalx.KeyGitRepo.ValueSet("helmop/"+h.Metadata.Namespace+"/"+h.Metadata.Name))
 		return verb(res.Created, res.Changed), err
 	case d.ClusterGroup != nil:
