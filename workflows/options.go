@@ -187,6 +187,9 @@ const (
 	// versionTokenKeep: a registration token is used once a registration
 	// succeeded, not when it began; a refused one leaves it usable.
 	versionTokenKeep = "token-keep-refused"
+	// versionWindowsGateEveryStart: deployment windows gate every unit's
+	// start and every rollback, not only a partition's start.
+	versionWindowsGateEveryStart = "windows-gate-every-start"
 )
 
 // rolloutCheckInterval is how often a GitRepo run that adopted a rollout

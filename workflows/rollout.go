@@ -358,6 +358,9 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 	for {
 		dec := r.sched.Next(workflow.Now(ctx), r.track.StateOf)
 		r.st.Waits, r.st.Partitions = dec.Waits, dec.Partitions
+		for _, o := range dec.Outside {
+			r.track.SetState(o.Key, status.OutOfSync, o.Message)
+		}
 		r.st.Halts = r.sched.Halts(r.track.Deployment)
 		start, vouched := r.settleVouched(ctx, dec.Start)
 		d.dispatch(r.works(start, agents))
@@ -395,6 +398,9 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 func (r *rolloutRun) prepare(ctx workflow.Context, p rollout.Plan, targets activities.TargetsResult) map[string]bool {
 	r.ctx = ctx
 	r.sched = rollout.NewScheduler(p, targets.Strategies, r.inventory, workflow.Now(ctx))
+	if workflow.GetVersion(ctx, versionWindowsGateEveryStart, workflow.DefaultVersion, 1) == 1 {
+		r.sched.GateEveryStart()
+	}
 	if kept := r.sched.Restore(r.in.Approvals); len(kept) > 0 {
 		workflow.GetLogger(ctx).Info("Approvals kept from the rollout this one replaces", "partitions", kept)
 	}
@@ -558,7 +564,7 @@ func groupByCluster(units []rollout.Unit, agents map[string]bool, add func(w *cl
 // rollbackWorks lists the rollbacks of halted bundles that asked for them
 // and were not rolled back yet.
 func (r *rolloutRun) rollbackWorks(agents map[string]bool) []clusterWork {
-	return groupByCluster(r.sched.Rollbacks(), agents, func(w *clusterWork, u rollout.Unit) {
+	return groupByCluster(r.sched.Rollbacks(workflow.Now(r.ctx)), agents, func(w *clusterWork, u rollout.Unit) {
 		w.Rollback = append(w.Rollback, activities.RollbackRelease{Bundle: u.Bundle.Name, Release: u.Bundle.Release,
 			Namespace: u.Bundle.Namespace, From: u.Bundle.DeploymentID, To: u.PrevID})
 	})

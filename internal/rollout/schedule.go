@@ -92,7 +92,16 @@ type Scheduler struct {
 	byKey   map[status.Key]int
 	// approved holds the partitions released by an approval.
 	approved map[partitionKey]bool
+	// unitWindows: deployment windows gate every unit's start (and a
+	// rollback), not only a partition's; set by GateEveryStart.
+	unitWindows bool
 }
+
+// GateEveryStart makes deployment windows gate every unit's start and
+// every rollback, not only a partition's start: a partition that started
+// just before its window closed starts nothing more until it opens again.
+// Rollouts recorded before this gated partitions only.
+func (s *Scheduler) GateEveryStart() { s.unitWindows = true }
 
 // partitionKey names one partition of one bundle.
 type partitionKey struct{ bundle, partition string }
@@ -212,8 +221,18 @@ type Decision struct {
 	Partitions []status.PartitionStatus
 	// Wake is when to decide again without an event (zero: never).
 	Wake time.Time
+	// Outside are the units that would start but for their bundle's
+	// deployment windows (GateEveryStart), each with why.
+	Outside []Outside
 
 	start []int
+}
+
+// Outside is a unit held back because its bundle's deployment windows
+// are closed.
+type Outside struct {
+	Key     status.Key
+	Message string
 }
 
 // Next decides which pending units start. stateOf reports a deployment's
@@ -249,13 +268,26 @@ func (s *Scheduler) nextBundle(bs *bundleSched, now time.Time, stateOf StateOf, 
 		if !stop && !bs.started[p] {
 			stop = s.gate(bs, p, blockedParts, now, &ps, d)
 		}
-		s.startUnits(bs, p, stop, stateOf, &t, &ps, limited, d)
+		s.startUnits(bs, p, stop, now, stateOf, &t, &ps, limited, d)
 		if !t.partOpen[p] {
 			blockedParts++
 		}
 		d.Partitions = append(d.Partitions, ps)
 	}
 	d.Waits = append(d.Waits, limitWaits(bs, limited)...)
+	if bs.halted != nil && bs.plan.RollbackOnFailure && !bs.rolledBack {
+		if closed, next := s.windowClosed(bs, now); closed {
+			w := status.Wait{Bundle: bs.name, Kind: status.WaitWindow, Until: formatTime(next),
+				Message: fmt.Sprintf("bundle %s: its rollback waits for a deployment window", bs.name)}
+			if !next.IsZero() {
+				w.Message += " opening " + w.Until
+				if d.Wake.IsZero() || next.Before(d.Wake) {
+					d.Wake = next
+				}
+			}
+			d.Waits = append(d.Waits, w)
+		}
+	}
 }
 
 // tally counts a bundle's unavailable units, per partition and in all.
@@ -332,9 +364,10 @@ func (s *Scheduler) gate(bs *bundleSched, p, blockedParts int, now time.Time, ps
 
 // startUnits starts the pending units of partition p that the limits
 // allow, and records in limited why the others wait.
-func (s *Scheduler) startUnits(bs *bundleSched, p int, stop bool, stateOf StateOf, t *tally, ps *status.PartitionStatus,
+func (s *Scheduler) startUnits(bs *bundleSched, p int, stop bool, now time.Time, stateOf StateOf, t *tally, ps *status.PartitionStatus,
 	limited map[waitKey][]string, d *Decision) {
 	part := bs.plan.Partitions[p]
+	closed, next := s.windowClosed(bs, now)
 	for _, i := range bs.units {
 		u := &s.units[i]
 		if u.part != p || u.phase != unitPending {
@@ -350,6 +383,16 @@ func (s *Scheduler) startUnits(bs *bundleSched, p int, stop bool, stateOf StateO
 			continue
 		case stop || !bs.started[p]:
 			continue
+		case closed:
+			why = waitKey{kind: status.WaitWindow, detail: formatTime(next)}
+			if !next.IsZero() && (d.Wake.IsZero() || next.Before(d.Wake)) {
+				d.Wake = next
+			}
+			msg := "cluster " + u.cluster + ": bundle " + bs.name + " is outside its deployment window"
+			if !next.IsZero() {
+				msg += "; it opens " + formatTime(next)
+			}
+			d.Outside = append(d.Outside, Outside{Key: status.Key{Bundle: bs.name, Cluster: u.cluster}, Message: msg})
 		default:
 			if dep := s.dependencyWait(bs, u, stateOf); dep != "" {
 				why = waitKey{kind: status.WaitDependsOn, detail: dep}
@@ -405,6 +448,13 @@ func limitWaits(bs *bundleSched, limited map[waitKey][]string) []status.Wait {
 			w.Message = fmt.Sprintf("bundle %s is paused; holding at their current deployment: %s", bs.name, list)
 		case status.WaitDependsOn:
 			w.Message = fmt.Sprintf("bundle %s: %s; waiting: %s", bs.name, k.detail, list)
+		case status.WaitWindow:
+			w.Until = k.detail
+			w.Message = fmt.Sprintf("bundle %s: outside its deployment window", bs.name)
+			if k.detail != "" {
+				w.Message += " (next opening " + k.detail + ")"
+			}
+			w.Message += "; waiting: " + list
 		}
 		out = append(out, w)
 	}
@@ -484,6 +534,35 @@ func inWindow(ws []strategy.Interval, now time.Time) (bool, time.Time) {
 		}
 	}
 	return false, time.Time{}
+}
+
+// windowClosed reports whether bs has deployment windows that gate every
+// start (GateEveryStart) and none is open at now, and when the next opens
+// (zero: none known).
+func (s *Scheduler) windowClosed(bs *bundleSched, now time.Time) (bool, time.Time) {
+	if !s.unitWindows || len(bs.windows) == 0 {
+		return false, time.Time{}
+	}
+	open, next := inWindow(bs.windows, now)
+	return !open, next
+}
+
+// WindowClosed reports, for bundle, what windowClosed does: whether its
+// windows gate starts now and are all closed, and when the next opens.
+func (s *Scheduler) WindowClosed(bundle string, now time.Time) (bool, time.Time) {
+	for _, bs := range s.bundles {
+		if bs.name == bundle {
+			return s.windowClosed(bs, now)
+		}
+	}
+	return false, time.Time{}
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // Finish records a unit's outcome: ok when the deployment is Ready at its
@@ -640,9 +719,12 @@ func (s *Scheduler) HasPartition(bundle, name string) bool {
 // Rollbacks marks every halted bundle that asked for a rollback and was
 // not rolled back yet, and returns the units to roll back: those deployed
 // in this rollout that ran something before.
-func (s *Scheduler) Rollbacks() []Unit {
+func (s *Scheduler) Rollbacks(now time.Time) []Unit {
 	var out []Unit
 	for _, bs := range s.bundles {
+		if closed, _ := s.windowClosed(bs, now); closed {
+			continue // rolled back once a window opens
+		}
 		if bs.halted != nil && bs.plan.RollbackOnFailure && !bs.rolledBack {
 			bs.rolledBack = true
 			for _, i := range s.unitsToRollBack(bs) {

@@ -526,12 +526,12 @@ func TestScheduler_Rollbacks(t *testing.T) {
 			s, halts := rollbackScheduler(t, tt.rollback, tt.threshold)
 			assert.Equal(t, tt.halted, len(halts) == 1, "halted: %v", halts)
 			var got []string
-			for _, u := range s.Rollbacks() {
+			for _, u := range s.Rollbacks(time.Time{}) {
 				assert.Equal(t, "s-a:h", u.Bundle.DeploymentID)
 				got = append(got, u.Cluster+":"+u.PrevID)
 			}
 			assert.Equal(t, tt.want, got)
-			assert.Empty(t, s.Rollbacks(), "a bundle is rolled back once")
+			assert.Empty(t, s.Rollbacks(time.Time{}), "a bundle is rolled back once")
 		})
 	}
 }
@@ -753,4 +753,62 @@ func TestScheduler_RestoreApprovals(t *testing.T) {
 	assert.Equal(t, []string{"app/p1"}, lessClusters.Restore(approvals), "changed clusters need a new approval")
 
 	assert.Empty(t, sched(map[string]string{"c1": "m:1"}).Restore(nil))
+}
+
+// With GateEveryStart a deployment window gates every unit's start: a
+// partition that started before its window closed starts nothing more
+// until the next opening (its units are Outside, with why), and a halted
+// bundle's rollback waits for a window too. Without it (rollouts recorded
+// before), only a partition's start is gated.
+func TestScheduler_WindowsGateEveryStart(t *testing.T) {
+	strategies := []BundleStrategy{{Bundle: "a", Plan: limits(1, part("all", 100, "c1", "c2", "c3")),
+		Windows: []strategy.Interval{{Start: t0, End: t0.Add(10 * time.Minute)}, {Start: t0.Add(time.Hour), End: t0.Add(70 * time.Minute)}}}}
+	p := deployAll(bundles("a"), []string{"c1", "c2", "c3"}, nil)
+	newSched := func(gate bool) *Scheduler {
+		s := NewScheduler(p, strategies, p.Inventory, t0)
+		if gate {
+			s.GateEveryStart()
+		}
+		return s
+	}
+	none := func(string, string) (status.State, bool) { return "", false }
+
+	s := newSched(true)
+	assert.Equal(t, []string{"a@c1"}, keys(s.Next(t0, none).Start))
+	s.Finish(status.Deployment{Bundle: "a", Cluster: "c1", State: status.Ready}, true)
+	d := s.Next(t0.Add(20*time.Minute), none)
+	assert.Empty(t, d.Start, "the window closed: no unit starts")
+	assert.Equal(t, t0.Add(time.Hour), d.Wake, "wakes at the next opening")
+	require.Len(t, d.Outside, 2)
+	assert.Equal(t, status.Key{Bundle: "a", Cluster: "c2"}, d.Outside[0].Key)
+	assert.Equal(t, "cluster c2: bundle a is outside its deployment window; it opens 2025-01-06T13:00:00Z", d.Outside[0].Message)
+	require.Len(t, d.Waits, 1)
+	assert.Equal(t, status.WaitWindow, d.Waits[0].Kind)
+	assert.Equal(t, "2025-01-06T13:00:00Z", d.Waits[0].Until)
+	assert.Equal(t, "bundle a: outside its deployment window (next opening 2025-01-06T13:00:00Z); waiting: c2, c3", d.Waits[0].Message)
+	assert.Equal(t, []string{"a@c2"}, keys(s.Next(t0.Add(time.Hour), none).Start), "the window opened")
+
+	old := newSched(false)
+	assert.Equal(t, []string{"a@c1"}, keys(old.Next(t0, none).Start))
+	old.Finish(status.Deployment{Bundle: "a", Cluster: "c1", State: status.Ready}, true)
+	assert.Equal(t, []string{"a@c2"}, keys(old.Next(t0.Add(20*time.Minute), none).Start), "partition gating only")
+}
+
+func TestScheduler_RollbackWaitsForWindow(t *testing.T) {
+	strategies := []BundleStrategy{{Bundle: "a", Plan: halting(10, 0, true, "c1"),
+		Windows: []strategy.Interval{{Start: t0, End: t0.Add(10 * time.Minute)}, {Start: t0.Add(time.Hour), End: t0.Add(70 * time.Minute)}}}}
+	p := deployAll(bundles("a"), []string{"c1"}, []InventoryEntry{entry("a", "c1")})
+	p.Inventory[0].DeploymentID = "old:1"
+	s := NewScheduler(p, strategies, p.Inventory, t0)
+	s.GateEveryStart()
+	none := func(string, string) (status.State, bool) { return "", false }
+	assert.Equal(t, []string{"a@c1"}, keys(s.Next(t0, none).Start))
+	s.Finish(status.Deployment{Bundle: "a", Cluster: "c1", State: status.ErrApplied}, true)
+	require.Len(t, s.CheckFailures(), 1)
+	late := t0.Add(20 * time.Minute)
+	d := s.Next(late, none)
+	require.NotEmpty(t, d.Waits)
+	assert.Equal(t, "bundle a: its rollback waits for a deployment window opening 2025-01-06T13:00:00Z", d.Waits[len(d.Waits)-1].Message)
+	assert.Empty(t, s.Rollbacks(late), "no rollback outside the window")
+	assert.Len(t, s.Rollbacks(t0.Add(time.Hour)), 1, "rolled back once it opens")
 }
