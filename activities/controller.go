@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"sync"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -50,6 +51,10 @@ type Activities struct {
 	// Retry paces the retries of deployments that failed (rollouts get it
 	// with their targets). Optional: default 30s doubling to 10m.
 	Retry rollout.Backoff
+	// PickupTimeout is how long a rollout waits for a cluster to take up
+	// its work (rollouts get it with their targets). Optional: default
+	// rollout.DefaultPickupTimeout.
+	PickupTimeout time.Duration
 
 	// refills deduplicates the renders and GitRepo queries of refills.
 	refills refills

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"path/filepath"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -59,7 +60,7 @@ func openStores(dir string, mirrors map[string]string, registry registryFlags) (
 // cluster, that must neither wait for a slot nor hold one a deploy needs.
 // Both workers share one ClusterActivities, which keeps the clusters'
 // monitors.
-func registerController(w, watches worker.Worker, c client.Client, dc converter.DataConverter, st *stores, agents *activities.AgentActivities, retry rollout.Backoff, logger *zap.Logger) {
+func registerController(w, watches worker.Worker, c client.Client, dc converter.DataConverter, st *stores, agents *activities.AgentActivities, retry rollout.Backoff, pickup time.Duration, logger *zap.Logger) {
 	w.RegisterWorkflow(workflows.GitRepoWorkflow)
 	w.RegisterWorkflow(workflows.HelmOpWorkflow)
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
@@ -72,7 +73,7 @@ func registerController(w, watches worker.Worker, c client.Client, dc converter.
 	w.RegisterWorkflow(workflows.KeysWorkflow)
 	w.RegisterWorkflow(workflows.ResealWorkflow)
 	w.RegisterActivity(agents)
-	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, Logger: logger}
+	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, PickupTimeout: pickup, Logger: logger}
 	w.RegisterActivity(ctrl)
 	ca := &activities.ClusterActivities{
 		Clusters:   cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),

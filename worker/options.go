@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -43,6 +44,9 @@ type options struct {
 
 	// Retry paces the retries of deployments that failed.
 	Retry rollout.Backoff
+	// PickupTimeout: how long a rollout waits for a cluster to take up its
+	// work.
+	PickupTimeout time.Duration
 
 	TaskQueue                  string
 	MaxConcurrentActivities    int
@@ -64,6 +68,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AgentDefaults, "agent-defaults", "", "YAML file of defaults for agents installed with `cluster add --install-agent` (image, Temporal address, tolerations, resources, ...)")
 	fs.DurationVar(&o.Retry.Initial, "retry-backoff", rollout.DefaultBackoffInitial, "wait before retrying a bundle that failed on a cluster (ErrApplied) or a cluster that refused the credentials; doubles with each failure in a row")
 	fs.DurationVar(&o.Retry.Max, "retry-backoff-max", rollout.DefaultBackoffMax, "longest wait between retries of a failed bundle; it is retried at this pace for as long as it fails")
+	fs.DurationVar(&o.PickupTimeout, "cluster-pickup-timeout", rollout.DefaultPickupTimeout, "how long a rollout waits for a cluster to take up its work (an agent that is offline, an API server that does not answer) before it shows the cluster's deployments WaitApplied and goes on without it; the cluster is tried again on the failure backoff and gets the newest deployment once it is back")
 	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
 	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (go tool pprof http://ADDR/debug/pprof/profile)")
 	o.Webhook.bindFlags(fs)

@@ -56,6 +56,9 @@ type agentWatch struct {
 	// recheck is set when one arrived while a check ran.
 	defaultsHash string
 	recheck      bool
+	// notify tells the GitRepos of the cluster's change (its agent is back
+	// online: what it missed goes out now).
+	notify func()
 	// The signal channels, so continue-as-new waits until they are drained.
 	heartbeatCh, defaultsCh workflow.ReceiveChannel
 }
@@ -102,6 +105,9 @@ func (w *agentWatch) heartbeats(ctx workflow.Context) {
 		if wasOffline {
 			workflow.GetLogger(ctx).Info("Agent back online", "cluster", w.rec.Name)
 			upsertCluster(ctx, *w.rec)
+			if w.notify != nil && workflow.GetVersion(ctx, versionNotifyOnReturn, workflow.DefaultVersion, 1) == 1 {
+				w.notify()
+			}
 		}
 	}
 }

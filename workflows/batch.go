@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -26,6 +27,9 @@ type BatchInput struct {
 	// Batched: the rollout takes gathered outcomes (signalClusterReports).
 	// Rollouts of older code leave it unset and get a signal per outcome.
 	Batched bool `json:"batched,omitempty"`
+	// Pickup is the rollout's cluster pickup timeout (zero: none, as
+	// before versionPickupTimeout).
+	Pickup time.Duration `json:"pickup,omitempty"`
 }
 
 // RolloutBatchWorkflow works a batch of clusters for a large rollout (ID
@@ -41,7 +45,7 @@ func RolloutBatchWorkflow(ctx workflow.Context, in BatchInput) error {
 		superseded = true
 		stop()
 	})
-	run := &runner{gitRepo: in.GitRepo, commit: in.Commit, workflowID: in.Rollout, stopCtx: stopCtx, typed: in.Typed,
+	run := &runner{gitRepo: in.GitRepo, commit: in.Commit, workflowID: in.Rollout, stopCtx: stopCtx, typed: in.Typed, pickup: in.Pickup,
 		superseded: func() bool { return superseded },
 		report: func(ctx workflow.Context, rep clusterReport) {
 			err := workflow.SignalExternalWorkflow(ctx, in.Rollout, "", signalClusterReport, rep).Get(ctx, nil)
@@ -199,7 +203,7 @@ func (d *dispatcher) startBatches(works []clusterWork) {
 			),
 		})
 		d.children[id] = true
-		in := BatchInput{GitRepo: d.r.in.GitRepo, Commit: d.r.in.Commit, Rollout: d.r.id, Work: chunk, Typed: d.r.typed, Batched: true}
+		in := BatchInput{GitRepo: d.r.in.GitRepo, Commit: d.r.in.Commit, Rollout: d.r.id, Work: chunk, Typed: d.r.typed, Batched: true, Pickup: d.r.pickup}
 		d.start(func(ctx workflow.Context) {
 			err := workflow.ExecuteChildWorkflow(cctx, RolloutBatchWorkflow, in).Get(ctx, nil)
 			delete(d.children, id)

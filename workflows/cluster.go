@@ -42,7 +42,7 @@ type ClusterInput struct {
 func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	c := &clusterEntity{rec: in.Record, kubeconfig: in.Kubeconfig}
 	c.e = entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
-	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent}
+	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent, notify: func() { c.e.notifyDue = true }}
 	c.w = &clusterWatch{name: in.Record.Name, rec: &c.rec, sets: in.Watch}
 	c.e.busy = func() bool { return c.ag.pending() || c.w.pending() }
 	if targetingMemo(ctx) {

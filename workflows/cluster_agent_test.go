@@ -161,7 +161,7 @@ func TestClusterWorkflow_AgentOfflineAndBackOnline(t *testing.T) {
 	r.run(registeredAgent(), 10*time.Minute)
 
 	assert.Equal(t, []string{"Active", "Offline", "Active", "Offline"}, r.states)
-	assert.Equal(t, 2, r.notified, "registration and removal only: heartbeats and liveness notify no GitRepo")
+	assert.Equal(t, 3, r.notified, "registration, the return online (its GitRepos deploy what it missed) and removal: heartbeats and going offline notify no GitRepo")
 	assert.Empty(t, r.ensures)
 }
 

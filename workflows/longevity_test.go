@@ -23,6 +23,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -189,6 +190,8 @@ type longFleet struct {
 	// wait takes readyAfter.
 	notReady   map[string]bool
 	readyAfter time.Duration
+	// unreachable are the clusters whose deploys cannot reach them.
+	unreachable map[string]bool
 }
 
 // newLongFleet is a fleet of c1 (p1) and c2 (p2, approval required),
@@ -247,6 +250,10 @@ func (f *longFleet) register(env *testsuite.TestWorkflowEnvironment) {
 		func(_ context.Context, in activities.DeployInput) (activities.DeployResult, error) {
 			f.mu.Lock()
 			f.deploys[in.Cluster]++
+			if f.unreachable[in.Cluster] {
+				f.mu.Unlock()
+				return activities.DeployResult{Retry: true, Class: outcome.Unreachable, Message: "cluster " + in.Cluster + ": connection refused"}, nil
+			}
 			for _, b := range in.Bundles {
 				if f.running[in.Cluster] != b.DeploymentID {
 					f.running[in.Cluster] = b.DeploymentID
@@ -427,6 +434,53 @@ func TestGitRepoWorkflow_ReadyReportProceeds(t *testing.T) {
 		assert.Equal(t, 2, rollouts)
 		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalDelete, nil))
 	}, 11*time.Minute)
+	env.ExecuteWorkflow(entityDriver, GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+}
+
+// A cluster that does not answer holds a rollout for the pickup timeout
+// only: the other clusters get each commit at once, the cluster shows
+// WaitApplied naming it with its retry time, and once it answers again it
+// gets the newest commit, once.
+func TestGitRepoWorkflow_UnreachableClusterBlocksNothing(t *testing.T) {
+	env, f, _ := longEnv(t, func(f *longFleet) {
+		f.plan.Partitions = []strategy.Partition{{Name: "all", MaxUnavailable: 10, Clusters: []string{"c1", "c2"}}}
+		f.notReady = map[string]bool{}
+		f.unreachable = map[string]bool{"c1": true}
+	})
+	id := protocol.GitRepoID("fleet-default", "app")
+	const next = "beef000000000000000000000000000000000002"
+	env.RegisterDelayedCallback(func() { applyByID(t, env, id) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryByID[status.GitRepo](t, env, id)
+		assert.Empty(t, st.Rollout, "the rollout ended: c1 held it for the pickup timeout only")
+		assert.Equal(t, status.Ready, deployment(t, st, "c2").State)
+		c1 := deployment(t, st, "c1")
+		assert.Equal(t, status.WaitApplied, c1.State)
+		assert.Contains(t, c1.Message, "cluster c1")
+		assert.NotEmpty(t, c1.NextRetry, "retried on the failure backoff")
+		f.mu.Lock()
+		f.commit = next
+		f.mu.Unlock()
+		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalPush, protocol.Push{Provider: "github", Ref: "refs/heads/main", Commit: next}))
+	}, 2*time.Minute+30*time.Second)
+	env.RegisterDelayedCallback(func() {
+		revisions, _, _ := f.counts()
+		assert.Equal(t, 2, revisions["c2"], "the new commit reached c2 at once")
+		assert.Zero(t, revisions["c1"])
+		f.mu.Lock()
+		f.unreachable = map[string]bool{}
+		f.mu.Unlock()
+	}, 2*time.Minute+40*time.Second)
+	env.RegisterDelayedCallback(func() {
+		revisions, _, _ := f.counts()
+		assert.Equal(t, map[string]int{"c1": 1, "c2": 2}, revisions, "c1 got the newest commit, once")
+		st := queryByID[status.GitRepo](t, env, id)
+		assert.Equal(t, status.Ready, deployment(t, st, "c1").State)
+		assert.Equal(t, next, st.Commit)
+		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalDelete, nil))
+	}, 4*time.Minute)
 	env.ExecuteWorkflow(entityDriver, GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}})
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())

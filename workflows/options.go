@@ -190,6 +190,13 @@ const (
 	// versionWindowsGateEveryStart: deployment windows gate every unit's
 	// start and every rollback, not only a partition's start.
 	versionWindowsGateEveryStart = "windows-gate-every-start"
+	// versionPickupTimeout: a cluster that leaves its work unanswered for
+	// the controller's pickup timeout (an offline agent, an API server
+	// that does not answer) is given up for the rollout, which goes on.
+	versionPickupTimeout = "cluster-pickup-timeout"
+	// versionNotifyOnReturn: a cluster whose agent comes back online
+	// tells its GitRepos, which deploy what it missed at once.
+	versionNotifyOnReturn = "notify-on-return"
 )
 
 // rolloutCheckInterval is how often a GitRepo run that adopted a rollout

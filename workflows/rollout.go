@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sort"
@@ -162,6 +163,9 @@ type rolloutRun struct {
 	// deployment they vouch for is not deployed again (rollout.Vouched).
 	live  map[status.Key]*status.LiveReport
 	vouch bool
+	// pickup is the controller's cluster pickup timeout
+	// (versionPickupTimeout; zero before it).
+	pickup time.Duration
 }
 
 func (r *rolloutRun) result() RolloutResult {
@@ -298,7 +302,7 @@ func (r *rolloutRun) work(ctx, stopCtx workflow.Context, p rollout.Plan, targets
 
 // runner returns the runner of this rollout's own cluster work.
 func (r *rolloutRun) runner(stopCtx workflow.Context) *runner {
-	return &runner{gitRepo: r.in.GitRepo, commit: r.in.Commit, workflowID: r.id, stopCtx: stopCtx,
+	return &runner{gitRepo: r.in.GitRepo, commit: r.in.Commit, workflowID: r.id, stopCtx: stopCtx, pickup: r.pickup,
 		superseded: func() bool { return r.superseded },
 		report:     r.fold, typed: r.typed,
 		mark: r.mark}
@@ -400,6 +404,10 @@ func (r *rolloutRun) prepare(ctx workflow.Context, p rollout.Plan, targets activ
 	r.sched = rollout.NewScheduler(p, targets.Strategies, r.inventory, workflow.Now(ctx))
 	if workflow.GetVersion(ctx, versionWindowsGateEveryStart, workflow.DefaultVersion, 1) == 1 {
 		r.sched.GateEveryStart()
+	}
+	if workflow.GetVersion(ctx, versionPickupTimeout, workflow.DefaultVersion, 1) == 1 {
+		r.pickup = cmp.Or(targets.PickupTimeout, rollout.DefaultPickupTimeout)
+		r.sched.RetryUnreachable()
 	}
 	if kept := r.sched.Restore(r.in.Approvals); len(kept) > 0 {
 		workflow.GetLogger(ctx).Info("Approvals kept from the rollout this one replaces", "partitions", kept)
@@ -534,6 +542,10 @@ func (r *rolloutRun) works(start []rollout.Unit, agents map[string]bool) []clust
 		msg := ""
 		if r.offline[u.Cluster] {
 			msg = "cluster " + u.Cluster + ": agent offline; the deploy waits in task queue " + protocol.ClusterQueue(u.Cluster) + " until the agent is back"
+			if r.pickup > 0 {
+				msg = "cluster " + u.Cluster + ": agent offline; the deploy waits up to " + r.pickup.String() + " in task queue " +
+					protocol.ClusterQueue(u.Cluster) + ", then is tried again when the agent is back"
+			}
 		}
 		r.track.SetState(status.Key{Bundle: u.Bundle.Name, Cluster: u.Cluster}, status.WaitApplied, msg)
 	})

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"strings"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -45,6 +46,28 @@ type runner struct {
 	// typed: deploys report an outcome per bundle (versionTypedOutcomes):
 	// a bundle's failure or missing content never holds the others back.
 	typed bool
+	// pickup bounds how long a cluster may leave its work unanswered
+	// before the runner gives it up for this rollout (versionPickupTimeout;
+	// zero: the limits of rollouts recorded before it).
+	pickup time.Duration
+}
+
+// on returns ctx with opts for an activity on w's cluster (onCluster):
+// with a pickup timeout, an agent that does not take the task up in
+// time fails it on ScheduleToStart instead of holding the rollout.
+func (r *runner) on(ctx workflow.Context, w clusterWork, opts workflow.ActivityOptions) workflow.Context {
+	ctx = onCluster(ctx, w.Cluster, w.Agent, opts)
+	if w.Agent && r.pickup > 0 {
+		opts = workflow.GetActivityOptions(ctx)
+		opts.ScheduleToStartTimeout = r.pickup
+		ctx = workflow.WithActivityOptions(ctx, opts)
+	}
+	return ctx
+}
+
+// late reports whether the pickup timeout passed since start.
+func (r *runner) late(ctx workflow.Context, start time.Time) bool {
+	return r.pickup > 0 && workflow.Now(ctx).Sub(start) >= r.pickup
 }
 
 // runAll runs every cluster's work at once and returns when all is done.
@@ -149,7 +172,7 @@ func (r *runner) waitReady(ctx workflow.Context, w clusterWork, notReady []statu
 	opts.StartToCloseTimeout = timeout + waitReadyGrace
 	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: bundles}
 	var ready activities.DeployResult
-	err := workflow.ExecuteActivity(onCluster(r.stopCtx, w.Cluster, w.Agent, opts), ca.WaitReady,
+	err := workflow.ExecuteActivity(r.on(r.stopCtx, w, opts), ca.WaitReady,
 		activities.WaitReadyInput{DeployInput: in, Timeout: timeout}).Get(ctx, &ready)
 	if err != nil {
 		// What the deploy saw stands; the ready wait did not end well.
@@ -173,10 +196,12 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 	var notReady []status.Deployment
 	reached := true
 	msg := ""
+	start := workflow.Now(ctx)
 	for attempt := 0; len(pending) > 0; attempt++ {
-		if r.superseded() || attempt == maxClusterAttempts {
-			// Give the bundles up for this rollout (they stay WaitApplied);
-			// the GitRepo's next poll starts a fresh one.
+		if r.superseded() || attempt == maxClusterAttempts || (attempt > 0 && r.late(ctx, start)) {
+			// Give the bundles up for this rollout: they stay WaitApplied
+			// and are tried again on the failure backoff (and the cluster
+			// stops holding the rollout after the pickup timeout).
 			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: bundleNames(pending), Message: msg})
 			return false
 		}
@@ -217,7 +242,7 @@ func (r *runner) tryDeploy(ctx workflow.Context, w clusterWork, pending []activi
 	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: pending}
 	var res activities.DeployResult
 	opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
-	err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
+	err := workflow.ExecuteActivity(r.on(ctx, w, opts), ca.Deploy, in).Get(ctx, &res)
 	if err != nil || res.Retry {
 		// The cluster (or a worker for it) did not answer: every pending
 		// bundle waits for it.
@@ -291,12 +316,13 @@ func (r *runner) cleanup(ctx workflow.Context, w clusterWork) {
 		names = append(names, e.Bundle)
 	}
 	opts := withSummary(clusterOptions, "remove "+strings.Join(names, ", ")+" from "+w.Cluster)
+	start := workflow.Now(ctx)
 	for attempt := 0; attempt < maxClusterAttempts; attempt++ {
-		if r.superseded() {
-			return
+		if r.superseded() || (attempt > 0 && r.late(ctx, start)) {
+			return // the inventory keeps the releases: the next rollout cleans them
 		}
 		var res activities.CleanupResult
-		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Cleanup, in).Get(ctx, &res)
+		err := workflow.ExecuteActivity(r.on(ctx, w, opts), ca.Cleanup, in).Get(ctx, &res)
 		if len(res.Removed) > 0 {
 			r.report(ctx, clusterReport{Cluster: w.Cluster, Removed: res.Removed})
 		}
@@ -323,7 +349,7 @@ func (r *runner) rollback(ctx workflow.Context, w clusterWork) {
 	}
 	opts := withSummary(clusterOptions, "roll back "+strings.Join(names, ", ")+" on "+w.Cluster)
 	var res activities.DeployResult
-	err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Rollback, in).Get(ctx, &res)
+	err := workflow.ExecuteActivity(r.on(ctx, w, opts), ca.Rollback, in).Get(ctx, &res)
 	rep := clusterReport{Cluster: w.Cluster, Deployments: res.Deployments, Final: true}
 	for i, d := range rep.Deployments {
 		// The release runs what it was rolled back to, or still what the

@@ -97,6 +97,20 @@ type Scheduler struct {
 	unitWindows bool
 }
 
+// RetryUnreachable starts at once the units whose last attempt could not
+// reach their cluster, instead of holding them until their retry: a
+// cluster that is back (its agent online again, a cluster change) gets
+// what it missed now. The failure backoff still paces the retries the
+// GitRepo starts for them.
+func (s *Scheduler) RetryUnreachable() {
+	for i := range s.units {
+		u := &s.units[i]
+		if u.retry != nil && u.retry.Class == outcome.Unreachable {
+			u.retry, u.phase, u.failed, u.counted = nil, unitPending, false, false
+		}
+	}
+}
+
 // GateEveryStart makes deployment windows gate every unit's start and
 // every rollback, not only a partition's start: a partition that started
 // just before its window closed starts nothing more until it opens again.

@@ -812,3 +812,21 @@ func TestScheduler_RollbackWaitsForWindow(t *testing.T) {
 	assert.Empty(t, s.Rollbacks(late), "no rollback outside the window")
 	assert.Len(t, s.Rollbacks(t0.Add(time.Hour)), 1, "rolled back once it opens")
 }
+
+// RetryUnreachable starts a unit whose cluster could not be reached at
+// once; a unit whose bundle failed still waits for its retry.
+func TestScheduler_RetryUnreachable(t *testing.T) {
+	inv := []InventoryEntry{entry("a", "c1"), entry("a", "c2")}
+	p := deployAll(bundles("a"), []string{"c1", "c2"}, inv)
+	id := p.Work[0].Deploy[0].DeploymentID
+	for i, class := range []outcome.Class{outcome.Unreachable, outcome.BundleFailed} {
+		p.Inventory[i].Failure = &Failure{DeploymentID: id, Class: class, Attempts: 1, Next: t0.Add(time.Hour), State: status.WaitApplied}
+	}
+	none := func(string, string) (status.State, bool) { return "", false }
+	held := NewScheduler(p, nil, p.Inventory, t0)
+	assert.Empty(t, keys(held.Next(t0, none).Start), "both wait for their retry")
+	s := NewScheduler(p, nil, p.Inventory, t0)
+	s.RetryUnreachable()
+	assert.Equal(t, []string{"a@c1"}, keys(s.Next(t0, none).Start), "the unreachable cluster is tried at once")
+	assert.Len(t, s.Holds(), 1, "the failed bundle still waits")
+}

@@ -70,7 +70,15 @@ type Targets struct {
 	// Backoff paces the retries of deployments that failed (the
 	// controller's --retry-backoff flags); zero: the defaults.
 	Backoff Backoff `json:"backoff,omitzero"`
+	// PickupTimeout is how long a cluster may leave its work unanswered
+	// (an agent that does not pick it up, an API server that does not
+	// answer) before the rollout stops waiting for it (the controller's
+	// --cluster-pickup-timeout); zero: DefaultPickupTimeout.
+	PickupTimeout time.Duration `json:"pickupTimeout,omitempty"`
 }
+
+// DefaultPickupTimeout is the default --cluster-pickup-timeout.
+const DefaultPickupTimeout = 2 * time.Minute
 
 // BundleStrategy is how one bundle rolls out: its partitions and limits
 // over the clusters it targets, its deployment windows (the next few, as
