@@ -171,6 +171,15 @@ func entityDriver(ctx workflow.Context, in GitRepoInput) error {
 	return workflow.ExecuteChildWorkflow(ctx, GitRepoWorkflow, in).Get(ctx, nil)
 }
 
+// runEntityDriver runs the test GitRepo under entityDriver to its end,
+// which must be clean.
+func runEntityDriver(t *testing.T, env *testsuite.TestWorkflowEnvironment) {
+	t.Helper()
+	env.ExecuteWorkflow(entityDriver, GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+}
+
 // longFleet answers a GitRepo of one bundle on two clusters: c1 in
 // partition p1, whose deployment never becomes Ready, and c2 in p2, which
 // requires approval.
@@ -401,9 +410,7 @@ func TestGitRepoWorkflow_ApprovalsSurviveSupersede(t *testing.T) {
 		assert.Equal(t, []string{"p1"}, approvalWaits(queryByID[status.Rollout](t, env, third)), "a new commit needs new approvals")
 		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalDelete, nil))
 	}, 5*time.Minute)
-	env.ExecuteWorkflow(entityDriver, GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}})
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
+	runEntityDriver(t, env)
 }
 
 // A rollout that stopped where a partition waits for the one before it to
@@ -434,9 +441,7 @@ func TestGitRepoWorkflow_ReadyReportProceeds(t *testing.T) {
 		assert.Equal(t, 2, rollouts)
 		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalDelete, nil))
 	}, 11*time.Minute)
-	env.ExecuteWorkflow(entityDriver, GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}})
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
+	runEntityDriver(t, env)
 }
 
 // A cluster that does not answer holds a rollout for the pickup timeout
@@ -481,9 +486,7 @@ func TestGitRepoWorkflow_UnreachableClusterBlocksNothing(t *testing.T) {
 		assert.Equal(t, next, st.Commit)
 		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalDelete, nil))
 	}, 4*time.Minute)
-	env.ExecuteWorkflow(entityDriver, GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}})
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
+	runEntityDriver(t, env)
 }
 
 // A GitRepo polled every 15 s for 30 days, with a deployment that never
@@ -533,9 +536,7 @@ func TestGitRepoWorkflow_ThirtyDays(t *testing.T) {
 		assert.Equal(t, 1, rollouts, "a NotReady deployment starts no rollout")
 		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalDelete, nil))
 	}, 30*day)
-	env.ExecuteWorkflow(entityDriver, GitRepoInput{GitRepoStart: protocol.GitRepoStart{Namespace: "fleet-default", Name: "app"}})
-	require.True(t, env.IsWorkflowCompleted())
-	require.NoError(t, env.GetWorkflowError())
+	runEntityDriver(t, env)
 	longest, runs := meter.max()
 	t.Logf("%d GitRepo runs, the longest about %d events", runs, longest)
 	assert.LessOrEqual(t, longest, 10_000, "no run grows past 10,000 events")

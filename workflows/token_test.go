@@ -37,6 +37,17 @@ func newTokenRig(t *testing.T) *tokenRig { return newTokenRigDelayed(t, 0) }
 // delay (of workflow time).
 func newTokenRigDelayed(t *testing.T, delay time.Duration) *tokenRig {
 	t.Helper()
+	r := newBareTokenRig(t)
+	var a *activities.Activities
+	r.env.OnActivity(a.RegisterAgent, mock.Anything, mock.Anything).After(delay).Return(protocol.ClusterRecord{Name: "c1"}, nil).
+		Run(func(args mock.Arguments) { r.calls = append(r.calls, args.Get(1).(activities.RegisterAgentInput)) })
+	return r
+}
+
+// newBareTokenRig is a rig for a fresh token whose RegisterAgent the test
+// mocks itself.
+func newBareTokenRig(t *testing.T) *tokenRig {
+	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	r := &tokenRig{t: t, env: suite.NewTestWorkflowEnvironment()}
 	var err error
@@ -45,9 +56,6 @@ func newTokenRigDelayed(t *testing.T, delay time.Duration) *tokenRig {
 	_, r.proof, err = cluster.ParseToken(r.tok.Value)
 	require.NoError(t, err)
 	r.env.RegisterActivity(&activities.Activities{})
-	var a *activities.Activities
-	r.env.OnActivity(a.RegisterAgent, mock.Anything, mock.Anything).After(delay).Return(protocol.ClusterRecord{Name: "c1"}, nil).
-		Run(func(args mock.Arguments) { r.calls = append(r.calls, args.Get(1).(activities.RegisterAgentInput)) })
 	return r
 }
 
@@ -219,14 +227,7 @@ func TestClusterTokenWorkflow_RejectionKeepsTokenUsable(t *testing.T) {
 // registered in push mode) does not burn the token: the status says why,
 // and a registration that is accepted later uses it.
 func TestClusterTokenWorkflow_RefusedRegistrationKeepsToken(t *testing.T) {
-	var suite testsuite.WorkflowTestSuite
-	r := &tokenRig{t: t, env: suite.NewTestWorkflowEnvironment()}
-	var err error
-	r.tok, err = cluster.NewToken()
-	require.NoError(t, err)
-	_, r.proof, err = cluster.ParseToken(r.tok.Value)
-	require.NoError(t, err)
-	r.env.RegisterActivity(&activities.Activities{})
+	r := newBareTokenRig(t)
 	var a *activities.Activities
 	const refusal = `cluster "edge-1" is registered in push mode; a registration token cannot take over an existing cluster: remove it first (flotilla cluster remove edge-1)`
 	r.env.OnActivity(a.RegisterAgent, mock.Anything, mock.Anything).Return(
