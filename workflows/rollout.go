@@ -547,7 +547,7 @@ func (r *rolloutRun) works(start []rollout.Unit, agents map[string]bool) []clust
 					protocol.ClusterQueue(u.Cluster) + ", then is tried again when the agent is back"
 			}
 		}
-		r.track.SetState(status.Key{Bundle: u.Bundle.Name, Cluster: u.Cluster}, status.WaitApplied, msg)
+		r.track.Starting(status.Key{Bundle: u.Bundle.Name, Cluster: u.Cluster}, msg)
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -137,6 +138,7 @@ func (pl *planner) finish(kept map[ReleaseRef]InventoryEntry) {
 		if old, ok := kept[e.Ref()]; ok {
 			e.DeploymentID, e.Failure, e.State, e.Live = old.DeploymentID, old.Failure, old.State, old.Live
 			pl.known(at, e)
+			pl.failed(at, e)
 		}
 		kept[e.Ref()] = e
 	}
@@ -166,6 +168,22 @@ func (pl *planner) known(at map[status.Key]int, e InventoryEntry) {
 	d := &pl.p.Deployments[i]
 	if d.State == status.Pending && e.DeploymentID == d.DeploymentID {
 		d.State, d.AppliedDeploymentID = e.State, e.DeploymentID
+	}
+}
+
+// failed shows a deployment whose last attempts at its deployment ID
+// failed as that failure until the rollout knows more: a retry does not
+// make it look Pending or WaitApplied meanwhile.
+func (pl *planner) failed(at map[status.Key]int, e InventoryEntry) {
+	i, ok := at[e.Key()]
+	f := e.Failure
+	if !ok || f == nil {
+		return
+	}
+	d := &pl.p.Deployments[i]
+	if d.State == status.Pending && f.DeploymentID == d.DeploymentID && (f.Class.Failed() || f.Class == outcome.Unauthorized) {
+		d.State, d.Message, d.Outcome, d.Attempts = f.State, f.Message, f.Class, f.Attempts
+		d.AppliedDeploymentID = e.DeploymentID
 	}
 }
 

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
@@ -89,6 +90,41 @@ func (t *Tracker) SetState(k status.Key, st status.State, msg string) {
 	if i, ok := t.byKey[k]; ok {
 		t.Deployments[i].State, t.Deployments[i].Message = st, msg
 	}
+}
+
+// Starting shows a deployment whose deploy starts: WaitApplied with msg,
+// unless it shows a failure of the same deployment ID, which it keeps
+// (state and message) until the attempt's outcome is known, saying that
+// an attempt runs: status does not flap from ErrApplied to WaitApplied
+// and back with each retry.
+func (t *Tracker) Starting(k status.Key, msg string) {
+	i, ok := t.byKey[k]
+	if !ok {
+		return
+	}
+	d := &t.Deployments[i]
+	if retrying(*d) {
+		d.Message = retryMessage(d.Message)
+		return
+	}
+	d.State, d.Message = status.WaitApplied, msg
+}
+
+// retrying reports whether d shows a failure (of the deployment ID it
+// wants) that a new attempt retries.
+func retrying(d status.Deployment) bool {
+	return d.Outcome.Failed() || d.Outcome == outcome.Unauthorized
+}
+
+// retryingNote is what a failed deployment's message says while it is
+// retried.
+const retryingNote = " (retrying now)"
+
+func retryMessage(msg string) string {
+	if strings.HasSuffix(msg, retryingNote) {
+		return msg
+	}
+	return msg + retryingNote
 }
 
 // Hold shows a unit that waits for the retry of its failure.
@@ -221,6 +257,10 @@ func (t *Tracker) Mark(cluster string, bundles []string, running func(bundle, cl
 			continue
 		}
 		if st == status.WaitApplied && applied(*d) {
+			continue
+		}
+		if st == status.WaitApplied && class == outcome.OK && retrying(*d) {
+			d.Message = retryMessage(d.Message) // an attempt starts: the failure shows until it ends
 			continue
 		}
 		if running == nil || running(d.Bundle, cluster) {

@@ -362,3 +362,41 @@ func TestTracker_GaveUpRetriesOnTheBackoff(t *testing.T) {
 	assert.Equal(t, 2, tr.Inventory[0].Failure.Attempts)
 	assert.Equal(t, now.Add(3*time.Minute), tr.Inventory[0].Failure.Next, "the backoff doubles")
 }
+
+// A deployment retried after a failure keeps showing the failure (state
+// and message, noting the running attempt) until the attempt's outcome is
+// known, instead of flapping to WaitApplied with an empty message; a
+// deployment without a failure shows WaitApplied as its deploy starts.
+func TestTracker_RetryKeepsTheFailureShown(t *testing.T) {
+	now := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	const denied = "cluster c1: admission webhook denied the request"
+	inv := []InventoryEntry{
+		{Bundle: "a", Cluster: "c1", Release: "a", Namespace: "ns", DeploymentID: "m:0",
+			Failure: &Failure{DeploymentID: "m:1", Class: outcome.BundleFailed, Attempts: 2, Next: now.Add(-time.Second), Message: denied, State: status.ErrApplied}},
+		{Bundle: "a", Cluster: "c2", Release: "a", Namespace: "ns", DeploymentID: "m:0"},
+	}
+	b := Bundle{Name: "a", Release: "a", Namespace: "ns", DeploymentID: "m:1"}
+	p := MakePlan(Targets{Registered: []string{"c1", "c2"}, Matched: []TargetCluster{
+		{Name: "c1", Bundles: []Bundle{b}}, {Name: "c2", Bundles: []Bundle{b}}}}, inv, false)
+	tr := NewTracker(p, Backoff{})
+	c1 := status.Key{Bundle: "a", Cluster: "c1"}
+	c2 := status.Key{Bundle: "a", Cluster: "c2"}
+	d, _ := tr.Deployment(c1)
+	assert.Equal(t, status.ErrApplied, d.State, "planned: the failure shows")
+	assert.Equal(t, denied, d.Message)
+
+	tr.Starting(c1, "")
+	tr.Starting(c2, "")
+	tr.Mark("c1", nil, nil, status.WaitApplied, outcome.OK, "")
+	d, _ = tr.Deployment(c1)
+	assert.Equal(t, status.ErrApplied, d.State, "retrying: still the failure")
+	assert.Equal(t, denied+" (retrying now)", d.Message, "noted once")
+	d, _ = tr.Deployment(c2)
+	assert.Equal(t, status.WaitApplied, d.State, "no failure: WaitApplied")
+
+	tr.Record([]status.Deployment{{Bundle: "a", Cluster: "c1", Release: "a", Namespace: "ns", DeploymentID: "m:1",
+		AppliedDeploymentID: "m:1", State: status.Ready}}, now)
+	d, _ = tr.Deployment(c1)
+	assert.Equal(t, status.Ready, d.State, "the attempt's outcome replaces it")
+	assert.Nil(t, tr.Inventory[0].Failure)
+}
