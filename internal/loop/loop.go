@@ -109,16 +109,31 @@ func Decide(s State) Action {
 		return Wait
 	case s.ResolveDue && !s.Deleting:
 		return Resolve
-	case r.Running && r.Started && !r.Superseding && (s.Deleting || (s.Changed && !s.Paused)):
+	case s.supersedes():
 		return Supersede
 	case idle && s.Deleting:
 		return Delete
 	case idle && s.RolloutDue():
 		return Start
-	case s.HistoryFull && (idle || (s.CarryRollout && r.Started && !s.Deleting)):
+	case s.continuesAsNew():
 		return ContinueAsNew
 	}
 	return Wait
+}
+
+// supersedes reports whether the running rollout is to be asked to stop:
+// a change (not a retry) or a delete came, and it can be signalled.
+func (s State) supersedes() bool {
+	r := s.Rollout
+	return r.Running && r.Started && !r.Superseding && (s.Deleting || (s.Changed && !s.Paused))
+}
+
+// continuesAsNew reports whether the run may continue as new now: its
+// history is full and no rollout runs, or one runs that the new run can
+// adopt.
+func (s State) continuesAsNew() bool {
+	r := s.Rollout
+	return s.HistoryFull && (!r.Running || (s.CarryRollout && r.Started && !s.Deleting))
 }
 
 // RolloutDue reports whether a rollout should start once none runs: a
