@@ -101,7 +101,7 @@ func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployR
 func (c *ClusterActivities) unreached(in DeployInput, bundles []Bundle, err error) DeployResult {
 	msg := fmt.Sprintf("cluster %s: %v", in.Cluster, err)
 	fields := []zap.Field{zap.String("cluster", in.Cluster), zap.String("workflowID", in.WorkflowID), zap.Error(err)}
-	if outcome.Classify(err) != outcome.Unauthorized {
+	if deployer.Classify(err) != outcome.Unauthorized {
 		c.Logger.Warn("Cluster not reachable", fields...)
 		return DeployResult{Retry: true, Class: outcome.Unreachable, Message: msg}
 	}
@@ -131,7 +131,7 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in D
 	}
 	res, err := c.Deployer.Deploy(ctx, getter, rel)
 	if err != nil {
-		class := outcome.Classify(err)
+		class := deployer.Classify(err)
 		if errors.Is(err, deployer.ErrInvalidRelease) {
 			class = outcome.Invalid
 		} else if perr := k.Reachable(ctx); perr != nil {
@@ -413,13 +413,13 @@ func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (Clean
 	var out CleanupResult
 	k, err := c.Clusters.Open(ctx, in.Cluster)
 	if err != nil {
-		out.Retry, out.Class, out.Message = true, outcome.Classify(err), fmt.Sprintf("cluster %s: %v", in.Cluster, err)
+		out.Retry, out.Class, out.Message = true, deployer.Classify(err), fmt.Sprintf("cluster %s: %v", in.Cluster, err)
 		return out, nil
 	}
 	for _, r := range in.Releases {
 		if err := c.cleanupOne(ctx, k, in, r); err != nil {
 			// Each release on its own: the others are still removed.
-			out.Retry, out.Class = true, outcome.Classify(err)
+			out.Retry, out.Class = true, deployer.Classify(err)
 			out.Message = fmt.Sprintf("cluster %s: release %s/%s: %v", k.Name(), r.Namespace, r.Release, err)
 			continue
 		}
@@ -482,7 +482,7 @@ func (c *ClusterActivities) Rollback(ctx context.Context, in RollbackInput) (Dep
 			err = c.rollbackOne(ctx, k, in, r)
 		}
 		if err != nil {
-			d.Rollback, d.Outcome = outcome.RollbackFailed, outcome.Classify(err)
+			d.Rollback, d.Outcome = outcome.RollbackFailed, deployer.Classify(err)
 			d.Message = fmt.Sprintf("rollback failed: cluster %s: bundle %s: %v", in.Cluster, r.Bundle, err)
 			d.AppliedDeploymentID = r.From
 		} else {

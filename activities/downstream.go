@@ -27,6 +27,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/render"
@@ -455,7 +456,7 @@ func (c *ClusterActivities) copyDownstream(ctx context.Context, k *cluster.Conn,
 		if errors.As(err, &de) {
 			return de.Class, err
 		}
-		return outcome.Classify(err), fmt.Errorf("downstreamResources: %w", err)
+		return deployer.Classify(err), fmt.Errorf("downstreamResources: %w", err)
 	}
 	return outcome.OK, nil
 }

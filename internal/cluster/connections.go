@@ -146,7 +146,7 @@ func (k *Conn) Reachable(ctx context.Context) error {
 		return err
 	}
 	if _, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
-		if outcome.Classify(err) == outcome.Unauthorized {
+		if deployer.Classify(err) == outcome.Unauthorized {
 			return fmt.Errorf("API server %s refused the credentials: %w", cfg.Host, err)
 		}
 		return fmt.Errorf("API server %s unreachable: %w", cfg.Host, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/rest"
 
+	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/freeport"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
@@ -129,7 +130,7 @@ func TestConn_Getter(t *testing.T) {
 }
 
 // TestConn_Reachable: Reachable's errors keep the client's error, so that
-// outcome.Classify tells an unreachable API server from refused credentials.
+// deployer.Classify tells an unreachable API server from refused credentials.
 func TestConn_Reachable(t *testing.T) {
 	kube := testenv.StartClusters(t, 1, testenv.Options{})[0]
 	ports, err := freeport.Pick("127.0.0.1", 1)
@@ -156,11 +157,11 @@ func TestConn_Reachable(t *testing.T) {
 			k, err := conns.Connect(tt.cluster)
 			require.NoError(t, err)
 			err = k.Reachable(context.Background())
-			assert.Equal(t, tt.want, outcome.Classify(err), "error: %v", err)
+			assert.Equal(t, tt.want, deployer.Classify(err), "error: %v", err)
 
 			// Open is Connect and Reachable.
 			opened, err := conns.Open(context.Background(), tt.cluster)
-			assert.Equal(t, tt.want, outcome.Classify(err), "error: %v", err)
+			assert.Equal(t, tt.want, deployer.Classify(err), "error: %v", err)
 			if tt.want == outcome.OK {
 				assert.Equal(t, tt.cluster, opened.Name())
 			} else {

@@ -124,7 +124,7 @@ func testHistory(t *testing.T, f *fixture) {
 
 		require.ErrorIs(t, err, deployer.ErrWaitTimeout)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "the cause is kept")
-		assert.Equal(t, outcome.BundleFailed, outcome.Classify(err))
+		assert.Equal(t, outcome.BundleFailed, deployer.Classify(err))
 		assert.Equal(t, []release.Status{release.StatusFailed}, f.statuses(t, "history-wait", "app"))
 	})
 }

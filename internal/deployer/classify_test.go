@@ -1,4 +1,4 @@
-package outcome_test
+package deployer_test
 
 import (
 	"context"
@@ -54,13 +54,13 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, outcome.Classify(tt.err))
+			assert.Equal(t, tt.want, deployer.Classify(tt.err))
 			if tt.err == nil {
 				return
 			}
 			// Callers wrap errors on their way up; the class survives.
 			wrapped := fmt.Errorf("upgrade release ns/app: %w", fmt.Errorf("bundle b: %w", tt.err))
-			assert.Equal(t, tt.want, outcome.Classify(wrapped), "wrapped twice")
+			assert.Equal(t, tt.want, deployer.Classify(wrapped), "wrapped twice")
 		})
 	}
 }
@@ -77,5 +77,5 @@ func TestClassify_DeployError(t *testing.T) {
 	_, err = deployer.New(deployer.Options{}).Deploy(t.Context(), getter, rel)
 
 	require.Error(t, err)
-	assert.Equal(t, outcome.Unreachable, outcome.Classify(err), "%v", err)
+	assert.Equal(t, outcome.Unreachable, deployer.Classify(err), "%v", err)
 }
