@@ -17,6 +17,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
@@ -37,7 +38,7 @@ func configMapBundle(t *testing.T) (*content.Store, activities.Bundle) {
 	require.NoError(t, err)
 	return store, activities.Bundle{
 		Name: "app", Path: ".", ManifestID: manifestID, OptionsHash: optionsHash,
-		DeploymentID: bundle.DeploymentID(manifestID, opts), Release: "app", Namespace: "app-ns",
+		DeploymentID: fleetyaml.DeploymentID(manifestID, opts), Release: "app", Namespace: "app-ns",
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/render"
@@ -278,7 +279,7 @@ func withDownstream(ctx context.Context, s *Sealing, r *sourceReader, dep *rende
 		return err
 	}
 	dep.Options.DownstreamResourcesDigest = digest
-	dep.DeploymentID = bundle.DeploymentID(manifestID, dep.Options)
+	dep.DeploymentID = fleetyaml.DeploymentID(manifestID, dep.Options)
 	return nil
 }
 

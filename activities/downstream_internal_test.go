@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/flotilla-gitops/flotilla/internal/keyring"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -80,7 +81,7 @@ func TestDownstreamDigest(t *testing.T) {
 // read Secrets by name.
 func TestWithDownstream_NoSourcesNoChange(t *testing.T) {
 	opts := bundle.Options{DefaultNamespace: "app"}
-	dep := render.Deployment{Deploy: true, Options: opts, DeploymentID: bundle.DeploymentID("s-m", opts)}
+	dep := render.Deployment{Deploy: true, Options: opts, DeploymentID: fleetyaml.DeploymentID("s-m", opts)}
 	before := dep
 	require.NoError(t, withDownstream(context.Background(), nil, nil, &dep, "s-m", "c1", "ns"))
 	assert.Equal(t, before, dep)

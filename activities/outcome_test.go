@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
@@ -54,7 +55,7 @@ func (e *outcomeEnv) bundleOf(t *testing.T, name, manifest string) activities.Bu
 	optionsHash, err := e.store.PutOptions(opts)
 	require.NoError(t, err)
 	return activities.Bundle{Name: name, Path: name, ManifestID: manifestID, OptionsHash: optionsHash,
-		DeploymentID: bundle.DeploymentID(manifestID, opts), Release: name, Namespace: "outcomes"}
+		DeploymentID: fleetyaml.DeploymentID(manifestID, opts), Release: name, Namespace: "outcomes"}
 }
 
 func (e *outcomeEnv) deploy(t *testing.T, bundles ...activities.Bundle) activities.DeployResult {

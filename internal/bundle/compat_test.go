@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // Keys fleet.yaml does not define are ignored, as Fleet ignores them, and
@@ -71,7 +72,7 @@ func TestReadUnknownKeyIsIgnored(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "a", b.Options.TargetNamespace)
 	assert.Equal(t, a.ManifestID, b.ManifestID)
-	assert.Equal(t, bundle.DeploymentID(a.ManifestID, a.Options), bundle.DeploymentID(b.ManifestID, b.Options),
+	assert.Equal(t, fleetyaml.DeploymentID(a.ManifestID, a.Options), fleetyaml.DeploymentID(b.ManifestID, b.Options),
 		"an ignored key changes nothing deployed")
 }
 
@@ -92,7 +93,7 @@ func TestReadAnnotations(t *testing.T) {
 	assert.Nil(t, a.Annotations)
 	assert.Empty(t, b.Warnings, "annotations is a known key")
 	assert.Equal(t, a.Options.Hash(), b.Options.Hash(), "annotations are not part of the options hash")
-	assert.Equal(t, bundle.DeploymentID(a.ManifestID, a.Options), bundle.DeploymentID(b.ManifestID, b.Options))
+	assert.Equal(t, fleetyaml.DeploymentID(a.ManifestID, a.Options), fleetyaml.DeploymentID(b.ManifestID, b.Options))
 }
 
 // A customization's helm.valuesFiles are merged into its helm.values as

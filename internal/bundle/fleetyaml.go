@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // fleetYAML is the content of a fleet.yaml file: Fleet's FleetYAML, which
@@ -253,7 +254,7 @@ func (rd *reader) checkRollout(rs *RolloutStrategy) error {
 		f := fmt.Sprintf("rolloutStrategy.partitions[%d]", i)
 		// Approvals and status name partitions, so names must be unique;
 		// an unnamed partition is called partition-<index>.
-		name := PartitionName(i, p)
+		name := fleetyaml.PartitionName(i, p)
 		if name == UnpartitionedName {
 			return rd.invalid(f+".name", fmt.Errorf("%q is reserved for the clusters no partition selects", name))
 		}
@@ -286,7 +287,7 @@ func (rd *reader) checkRollout(rs *RolloutStrategy) error {
 		return rd.invalid("rolloutStrategy.readyTimeoutSeconds", fmt.Errorf("%d must be positive", *rs.ReadyTimeoutSeconds))
 	}
 	for i, w := range rs.Windows {
-		if _, key, err := w.parse(); err != nil {
+		if _, key, err := w.ParseKey(); err != nil {
 			return rd.invalid(fmt.Sprintf("rolloutStrategy.windows[%d].%s", i, key), err)
 		}
 	}
@@ -425,7 +426,7 @@ func (rd *reader) checkComparePatches(prefix string, patches []ComparePatch) err
 }
 
 func (rd *reader) checkHelm(prefix string, h *HelmOptions) error {
-	if h.ReleaseName != "" && !ValidReleaseName(h.ReleaseName) {
+	if h.ReleaseName != "" && !fleetyaml.ValidReleaseName(h.ReleaseName) {
 		return rd.invalid(prefix+"helm.releaseName", fmt.Errorf("%q must be at most %d characters of lower-case letters, digits, '-' and '.', starting and ending with a letter or digit", h.ReleaseName, MaxReleaseNameLen))
 	}
 	if h.TimeoutSeconds < 0 && prefix == "" {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -119,12 +120,12 @@ func TestObjectDocuments(t *testing.T) {
 func TestMergeValues(t *testing.T) {
 	base := map[string]any{"a": 1, "m": map[string]any{"x": 1, "y": 1}, "l": []any{1}, "s": map[string]any{"k": 1}}
 	overlay := map[string]any{"b": 2, "m": map[string]any{"y": 2, "z": 2}, "l": []any{2}, "s": "scalar"}
-	got := MergeValues(base, overlay)
+	got := fleetyaml.MergeValues(base, overlay)
 	assert.Equal(t, map[string]any{
 		"a": 1, "b": 2, "m": map[string]any{"x": 1, "y": 2, "z": 2}, "l": []any{2}, "s": "scalar",
 	}, got)
 	assert.Equal(t, map[string]any{"x": 1, "y": 1}, base["m"], "base is not modified")
-	assert.Equal(t, map[string]any{"k": 1}, MergeValues(nil, map[string]any{"k": 1}))
+	assert.Equal(t, map[string]any{"k": 1}, fleetyaml.MergeValues(nil, map[string]any{"k": 1}))
 }
 
 func TestChartManifestPath(t *testing.T) {

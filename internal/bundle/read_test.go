@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 func fleetExamples(t *testing.T) string {
@@ -102,7 +103,7 @@ func TestReadRootIsNamedAfterTheRepo(t *testing.T) {
 	b, _, err = bundle.Read(root, "./sub/", "My_Repo")
 	require.NoError(t, err)
 	assert.Equal(t, "sub", b.Dir)
-	assert.Equal(t, bundle.ReleaseName("My_Repo/sub"), b.Name)
+	assert.Equal(t, fleetyaml.ReleaseName("My_Repo/sub"), b.Name)
 }
 
 func TestReadOptionsFile(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 func TestReadRolloutStrategy(t *testing.T) {
@@ -148,6 +149,6 @@ func TestWindowParse(t *testing.T) {
 }
 
 func TestPartitionName(t *testing.T) {
-	assert.Equal(t, "canary", bundle.PartitionName(3, bundle.Partition{Name: "canary"}))
-	assert.Equal(t, "partition-3", bundle.PartitionName(3, bundle.Partition{ClusterName: "x"}))
+	assert.Equal(t, "canary", fleetyaml.PartitionName(3, bundle.Partition{Name: "canary"}))
+	assert.Equal(t, "partition-3", fleetyaml.PartitionName(3, bundle.Partition{ClusterName: "x"}))
 }

@@ -4,34 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"slices"
 
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"sigs.k8s.io/yaml"
 )
-
-// MergeValues returns base with overlay deep-merged on top, as Helm and
-// Fleet merge values: where both hold a map under the same key the maps
-// are merged, otherwise overlay's value wins (lists are replaced, not
-// appended). Neither argument is modified.
-func MergeValues(base, overlay map[string]any) map[string]any {
-	out := maps.Clone(base)
-	if out == nil {
-		out = map[string]any{}
-	}
-	for k, v := range overlay {
-		bm, bok := out[k].(map[string]any)
-		om, ook := v.(map[string]any)
-		if bok && ook {
-			out[k] = MergeValues(bm, om)
-			continue
-		}
-		out[k] = v
-	}
-	return out
-}
 
 // helmValues returns the values of h with its values files merged in, and
 // the paths, relative to the bundle directory, of the values files inside
@@ -73,7 +52,7 @@ func (rd *reader) helmValues(prefix string, h *HelmOptions, of string) (map[stri
 		if err := yaml.Unmarshal(data, &fileValues); err != nil {
 			return nil, nil, &ValidationError{Bundle: rd.name, Path: rel, Err: err}
 		}
-		values = MergeValues(values, fileValues)
+		values = fleetyaml.MergeValues(values, fileValues)
 		if withinDir(rd.dir, rel) {
 			inBundle = append(inBundle, relTo(rd.dir, rel))
 		}

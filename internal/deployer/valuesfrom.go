@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"helm.sh/helm/v3/pkg/release"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,8 +16,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
 )
 
 // ValuesFromAnnotation is the chart annotation, stored with a release
@@ -127,7 +126,7 @@ func resolveValues(ctx context.Context, getter genericclioptions.RESTClientGette
 			}
 			return nil, "", fmt.Errorf("%w %s: not a YAML map of values: %w", ErrValuesFrom, r, err)
 		}
-		values = bundle.MergeValues(values, v)
+		values = fleetyaml.MergeValues(values, v)
 	}
 	return values, formatDigests(digests), nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/flotilla-gitops/flotilla/internal/target"
 )
 
@@ -46,12 +47,12 @@ func ForClusterCompiled(p *target.Compiled, b bundle.Bundle, manifestID string, 
 	if err != nil || !deploy {
 		return Deployment{}, err
 	}
-	if opts, err = bundle.ProcessValues(opts, c); err != nil {
+	if opts, err = fleetyaml.ProcessValues(opts, c); err != nil {
 		return Deployment{}, fmt.Errorf("bundle %s: cluster %s: %w", b.Name, c.Name, err)
 	}
 	cb := b
 	cb.Options = opts
-	return Deployment{Deploy: true, Options: opts, DeploymentID: bundle.DeploymentID(manifestID, opts),
+	return Deployment{Deploy: true, Options: opts, DeploymentID: fleetyaml.DeploymentID(manifestID, opts),
 		Release: cb.ReleaseName(), Namespace: Namespace(opts)}, nil
 }
 

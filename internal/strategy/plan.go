@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/flotilla-gitops/flotilla/internal/target"
 )
 
@@ -69,7 +69,7 @@ type Plan struct {
 // Partition is a group of clusters that update together.
 type Partition struct {
 	// Name is the manual partition's name (partition-<index> when it has
-	// none), bundle.UnpartitionedName, AllName, or AutoPartitionPrefix
+	// none), fleetyaml.UnpartitionedName, AllName, or AutoPartitionPrefix
 	// followed by the index. Names are unique within a plan.
 	Name string `json:"name"`
 	// MaxUnavailable is how many of the partition's clusters may be
@@ -110,7 +110,7 @@ type Partition struct {
 //     declared order and names. An unnamed partition i is named
 //     partition-<i>. A partition's maxUnavailable defaults to the
 //     strategy's, scaled to the partition's size. The clusters no
-//     partition selects form a last partition, bundle.UnpartitionedName,
+//     partition selects form a last partition, fleetyaml.UnpartitionedName,
 //     which uses the strategy's maxUnavailable and needs no approval; it
 //     is left out when empty.
 //   - Automatic (no manual partitions): with at least
@@ -125,12 +125,12 @@ type Partition struct {
 // An invalid count or percentage, an invalid label selector, or two
 // partitions with the same name is an error naming the key, e.g.
 // "rolloutStrategy.partitions[1].maxUnavailable: ...".
-func Compute(rs *bundle.RolloutStrategy, clusters []bundle.Cluster) (Plan, error) {
+func Compute(rs *fleetyaml.RolloutStrategy, clusters []fleetyaml.Cluster) (Plan, error) {
 	if rs == nil {
-		rs = &bundle.RolloutStrategy{}
+		rs = &fleetyaml.RolloutStrategy{}
 	}
 	sorted := slices.Clone(clusters)
-	slices.SortFunc(sorted, func(a, b bundle.Cluster) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(sorted, func(a, b fleetyaml.Cluster) int { return cmp.Compare(a.Name, b.Name) })
 	for i, c := range sorted {
 		if c.Name == "" {
 			return Plan{}, errors.New("a cluster has no name")
@@ -185,13 +185,13 @@ func Compute(rs *bundle.RolloutStrategy, clusters []bundle.Cluster) (Plan, error
 // partitionSelectors returns the selector of each of rs's partitions,
 // named as in the plan. It rejects duplicate and reserved names and invalid
 // selectors, even when there is no cluster to match them against.
-func partitionSelectors(rs *bundle.RolloutStrategy) ([]api.TargetSelector, error) {
+func partitionSelectors(rs *fleetyaml.RolloutStrategy) ([]api.TargetSelector, error) {
 	selectors := make([]api.TargetSelector, len(rs.Partitions))
 	names := make(map[string]int, len(rs.Partitions))
 	for i, p := range rs.Partitions {
 		key := fmt.Sprintf("rolloutStrategy.partitions[%d]", i)
-		name := bundle.PartitionName(i, p)
-		if name == bundle.UnpartitionedName {
+		name := fleetyaml.PartitionName(i, p)
+		if name == fleetyaml.UnpartitionedName {
 			return nil, fmt.Errorf("%s.name: %q is reserved for the clusters no partition selects", key, name)
 		}
 		if j, dup := names[name]; dup {
@@ -205,7 +205,7 @@ func partitionSelectors(rs *bundle.RolloutStrategy) ([]api.TargetSelector, error
 			ClusterGroup:         p.ClusterGroup,
 			ClusterGroupSelector: p.ClusterGroupSelector,
 		}
-		if _, err := target.Matches(selectors[i], bundle.Cluster{}); err != nil {
+		if _, err := target.Matches(selectors[i], fleetyaml.Cluster{}); err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 	}
@@ -214,7 +214,7 @@ func partitionSelectors(rs *bundle.RolloutStrategy) ([]api.TargetSelector, error
 
 // assignClusters puts each of the sorted clusters in members[i] of the
 // first selector i that selects it, or in rest when none does.
-func assignClusters(selectors []api.TargetSelector, sorted []bundle.Cluster) (members [][]string, rest []string, _ error) {
+func assignClusters(selectors []api.TargetSelector, sorted []fleetyaml.Cluster) (members [][]string, rest []string, _ error) {
 	members = make([][]string, len(selectors))
 	rest = []string{}
 	for _, c := range sorted {
@@ -239,7 +239,7 @@ func assignClusters(selectors []api.TargetSelector, sorted []bundle.Cluster) (me
 
 // manualPartitions assigns each of the sorted clusters to the first
 // partition of rs that selects it.
-func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Partition, error) {
+func manualPartitions(rs *fleetyaml.RolloutStrategy, sorted []fleetyaml.Cluster) ([]Partition, error) {
 	selectors, err := partitionSelectors(rs)
 	if err != nil {
 		return nil, err
@@ -263,7 +263,7 @@ func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Pa
 		parts = append(parts, part)
 	}
 	if len(rest) > 0 {
-		part, err := newPartition("rolloutStrategy.maxUnavailable", bundle.UnpartitionedName, rest, rs.MaxUnavailable)
+		part, err := newPartition("rolloutStrategy.maxUnavailable", fleetyaml.UnpartitionedName, rest, rs.MaxUnavailable)
 		if err != nil {
 			return nil, err
 		}
@@ -274,7 +274,7 @@ func manualPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Pa
 
 // autoPartitions cuts the sorted clusters into partitions of
 // autoPartitionSize once there are autoPartitionThreshold of them.
-func autoPartitions(rs *bundle.RolloutStrategy, sorted []bundle.Cluster) ([]Partition, error) {
+func autoPartitions(rs *fleetyaml.RolloutStrategy, sorted []fleetyaml.Cluster) ([]Partition, error) {
 	names := make([]string, len(sorted))
 	for i, c := range sorted {
 		names[i] = c.Name

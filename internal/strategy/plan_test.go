@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/flotilla-gitops/flotilla/internal/strategy"
 	"github.com/flotilla-gitops/flotilla/internal/target"
 )
@@ -22,20 +22,20 @@ func num(i int) *intstr.IntOrString    { v := intstr.FromInt(i); return &v }
 func ptr[T any](v T) *T                { return &v }
 
 // named returns clusters with the given names, without labels or groups.
-func named(names ...string) []bundle.Cluster {
-	cs := make([]bundle.Cluster, len(names))
+func named(names ...string) []fleetyaml.Cluster {
+	cs := make([]fleetyaml.Cluster, len(names))
 	for i, n := range names {
-		cs[i] = bundle.Cluster{Name: n}
+		cs[i] = fleetyaml.Cluster{Name: n}
 	}
 	return cs
 }
 
 // numbered returns n clusters c000, c001…, listed in reverse order so
 // that tests see Compute sort them.
-func numbered(n int) []bundle.Cluster {
-	cs := make([]bundle.Cluster, n)
+func numbered(n int) []fleetyaml.Cluster {
+	cs := make([]fleetyaml.Cluster, n)
 	for i := range n {
-		cs[n-1-i] = bundle.Cluster{Name: fmt.Sprintf("c%03d", i)}
+		cs[n-1-i] = fleetyaml.Cluster{Name: fmt.Sprintf("c%03d", i)}
 	}
 	return cs
 }
@@ -59,7 +59,7 @@ func TestComputeDefaults(t *testing.T) {
 		ReadyTimeout:             300 * time.Second,
 	}, plan)
 
-	empty, err := strategy.Compute(&bundle.RolloutStrategy{}, named("b", "c", "a"))
+	empty, err := strategy.Compute(&fleetyaml.RolloutStrategy{}, named("b", "c", "a"))
 	require.NoError(t, err)
 	assert.Equal(t, plan, empty, "an empty strategy is the defaults")
 }
@@ -94,7 +94,7 @@ func shapes(ps []strategy.Partition) []partitionShape {
 func TestComputeAutoPartitions(t *testing.T) {
 	tests := []struct {
 		name     string
-		rs       *bundle.RolloutStrategy
+		rs       *fleetyaml.RolloutStrategy
 		clusters int
 		want     []partitionShape
 	}{
@@ -109,22 +109,22 @@ func TestComputeAutoPartitions(t *testing.T) {
 			[]partitionShape{{"auto-partition-0", 63, 63}, {"auto-partition-1", 63, 63}, {"auto-partition-2", 63, 63}, {"auto-partition-3", 61, 61}}},
 		// maxUnavailable 10% is scaled to each partition: 6.3 → 7, 6.1 → 7;
 		// the bundle's is 10% of 250 = 25.
-		{"maxUnavailable per auto partition", &bundle.RolloutStrategy{MaxUnavailable: pct("10%")}, 250,
+		{"maxUnavailable per auto partition", &fleetyaml.RolloutStrategy{MaxUnavailable: pct("10%")}, 250,
 			[]partitionShape{{"auto-partition-0", 63, 7}, {"auto-partition-1", 63, 7}, {"auto-partition-2", 63, 7}, {"auto-partition-3", 61, 7}}},
-		{"count size", &bundle.RolloutStrategy{AutoPartitionSize: num(100)}, 250,
+		{"count size", &fleetyaml.RolloutStrategy{AutoPartitionSize: num(100)}, 250,
 			[]partitionShape{{"auto-partition-0", 100, 100}, {"auto-partition-1", 100, 100}, {"auto-partition-2", 50, 50}}},
 		// 30% of 10 is 3.
-		{"own threshold", &bundle.RolloutStrategy{AutoPartitionThreshold: ptr(10), AutoPartitionSize: pct("30%")}, 10,
+		{"own threshold", &fleetyaml.RolloutStrategy{AutoPartitionThreshold: ptr(10), AutoPartitionSize: pct("30%")}, 10,
 			[]partitionShape{{"auto-partition-0", 3, 3}, {"auto-partition-1", 3, 3}, {"auto-partition-2", 3, 3}, {"auto-partition-3", 1, 1}}},
-		{"own threshold not reached", &bundle.RolloutStrategy{AutoPartitionThreshold: ptr(11)}, 10,
+		{"own threshold not reached", &fleetyaml.RolloutStrategy{AutoPartitionThreshold: ptr(11)}, 10,
 			[]partitionShape{{"all", 10, 10}}},
-		{"size 0 turns auto partitions off", &bundle.RolloutStrategy{AutoPartitionSize: num(0)}, 250,
+		{"size 0 turns auto partitions off", &fleetyaml.RolloutStrategy{AutoPartitionSize: num(0)}, 250,
 			[]partitionShape{{"all", 250, 250}}},
-		{"size 0% is at least 1", &bundle.RolloutStrategy{AutoPartitionThreshold: ptr(3), AutoPartitionSize: pct("0%")}, 3,
+		{"size 0% is at least 1", &fleetyaml.RolloutStrategy{AutoPartitionThreshold: ptr(3), AutoPartitionSize: pct("0%")}, 3,
 			[]partitionShape{{"auto-partition-0", 1, 1}, {"auto-partition-1", 1, 1}, {"auto-partition-2", 1, 1}}},
-		{"size above the count", &bundle.RolloutStrategy{AutoPartitionThreshold: ptr(1), AutoPartitionSize: num(10)}, 4,
+		{"size above the count", &fleetyaml.RolloutStrategy{AutoPartitionThreshold: ptr(1), AutoPartitionSize: num(10)}, 4,
 			[]partitionShape{{"auto-partition-0", 4, 4}}},
-		{"threshold 0 without clusters", &bundle.RolloutStrategy{AutoPartitionThreshold: ptr(0)}, 0,
+		{"threshold 0 without clusters", &fleetyaml.RolloutStrategy{AutoPartitionThreshold: ptr(0)}, 0,
 			[]partitionShape{{"all", 0, 1}}},
 	}
 	for _, tt := range tests {
@@ -163,16 +163,16 @@ func TestComputeAutoPartitionMembers(t *testing.T) {
 //	prod-2   env=prod             prod (tier=high), eu (tier=high, region=eu)
 //	stray    (none)               (none)
 //	shown    display name canary  (none)
-func fleetClusters() []bundle.Cluster {
+func fleetClusters() []fleetyaml.Cluster {
 	low := map[string]string{"tier": "low"}
 	high := map[string]string{"tier": "high"}
-	return []bundle.Cluster{
+	return []fleetyaml.Cluster{
 		{Name: "stray"},
-		{Name: "prod-2", Labels: map[string]string{"env": "prod"}, Groups: []bundle.Group{{Name: "prod", Labels: high}, {Name: "eu", Labels: map[string]string{"tier": "high", "region": "eu"}}}},
-		{Name: "prod-1", Labels: map[string]string{"env": "prod"}, Groups: []bundle.Group{{Name: "prod", Labels: high}}},
-		{Name: "edge-1", Labels: map[string]string{"env": "prod", "edge": "true"}, Groups: []bundle.Group{{Name: "edge", Labels: high}}},
-		{Name: "dev-2", Labels: map[string]string{"env": "dev"}, Groups: []bundle.Group{{Name: "dev", Labels: low}}},
-		{Name: "dev-1", Labels: map[string]string{"env": "dev"}, Groups: []bundle.Group{{Name: "dev", Labels: low}}},
+		{Name: "prod-2", Labels: map[string]string{"env": "prod"}, Groups: []fleetyaml.Group{{Name: "prod", Labels: high}, {Name: "eu", Labels: map[string]string{"tier": "high", "region": "eu"}}}},
+		{Name: "prod-1", Labels: map[string]string{"env": "prod"}, Groups: []fleetyaml.Group{{Name: "prod", Labels: high}}},
+		{Name: "edge-1", Labels: map[string]string{"env": "prod", "edge": "true"}, Groups: []fleetyaml.Group{{Name: "edge", Labels: high}}},
+		{Name: "dev-2", Labels: map[string]string{"env": "dev"}, Groups: []fleetyaml.Group{{Name: "dev", Labels: low}}},
+		{Name: "dev-1", Labels: map[string]string{"env": "dev"}, Groups: []fleetyaml.Group{{Name: "dev", Labels: low}}},
 		{Name: "shown", Labels: map[string]string{target.DisplayNameLabel: "canary"}},
 	}
 }
@@ -187,67 +187,67 @@ func TestComputeManualPartitions(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		partitions []bundle.Partition
+		partitions []fleetyaml.Partition
 		want       []strategy.Partition
 	}{
-		{"by cluster name", []bundle.Partition{{Name: "first", ClusterName: "dev-2"}},
+		{"by cluster name", []fleetyaml.Partition{{Name: "first", ClusterName: "dev-2"}},
 			[]strategy.Partition{
 				{Name: "first", MaxUnavailable: 1, Clusters: []string{"dev-2"}},
 				{Name: "unpartitioned", MaxUnavailable: 6, Clusters: []string{"dev-1", "edge-1", "prod-1", "prod-2", "shown", "stray"}},
 			}},
-		{"by display name", []bundle.Partition{{Name: "canary", ClusterName: "canary"}},
+		{"by display name", []fleetyaml.Partition{{Name: "canary", ClusterName: "canary"}},
 			[]strategy.Partition{
 				{Name: "canary", MaxUnavailable: 1, Clusters: []string{"shown"}},
 				{Name: "unpartitioned", MaxUnavailable: 6, Clusters: []string{"dev-1", "dev-2", "edge-1", "prod-1", "prod-2", "stray"}},
 			}},
-		{"by cluster selector", []bundle.Partition{{Name: "dev", ClusterSelector: sel("env", "dev")}, {Name: "prod", ClusterSelector: sel("env", "prod")}},
+		{"by cluster selector", []fleetyaml.Partition{{Name: "dev", ClusterSelector: sel("env", "dev")}, {Name: "prod", ClusterSelector: sel("env", "prod")}},
 			[]strategy.Partition{
 				{Name: "dev", MaxUnavailable: 2, Clusters: []string{"dev-1", "dev-2"}},
 				{Name: "prod", MaxUnavailable: 3, Clusters: []string{"edge-1", "prod-1", "prod-2"}},
 				{Name: "unpartitioned", MaxUnavailable: 2, Clusters: []string{"shown", "stray"}},
 			}},
-		{"by cluster group", []bundle.Partition{{Name: "eu", ClusterGroup: "eu"}, {Name: "prod", ClusterGroup: "prod"}},
+		{"by cluster group", []fleetyaml.Partition{{Name: "eu", ClusterGroup: "eu"}, {Name: "prod", ClusterGroup: "prod"}},
 			[]strategy.Partition{
 				{Name: "eu", MaxUnavailable: 1, Clusters: []string{"prod-2"}},
 				{Name: "prod", MaxUnavailable: 1, Clusters: []string{"prod-1"}},
 				{Name: "unpartitioned", MaxUnavailable: 5, Clusters: []string{"dev-1", "dev-2", "edge-1", "shown", "stray"}},
 			}},
-		{"by cluster group selector", []bundle.Partition{{Name: "high", ClusterGroupSelector: sel("tier", "high")}, {Name: "low", ClusterGroupSelector: sel("tier", "low")}},
+		{"by cluster group selector", []fleetyaml.Partition{{Name: "high", ClusterGroupSelector: sel("tier", "high")}, {Name: "low", ClusterGroupSelector: sel("tier", "low")}},
 			[]strategy.Partition{
 				{Name: "high", MaxUnavailable: 3, Clusters: []string{"edge-1", "prod-1", "prod-2"}},
 				{Name: "low", MaxUnavailable: 2, Clusters: []string{"dev-1", "dev-2"}},
 				{Name: "unpartitioned", MaxUnavailable: 2, Clusters: []string{"shown", "stray"}},
 			}},
-		{"criteria are AND-ed", []bundle.Partition{{Name: "edge", ClusterGroupSelector: sel("tier", "high"), ClusterSelector: sel("edge", "true")}},
+		{"criteria are AND-ed", []fleetyaml.Partition{{Name: "edge", ClusterGroupSelector: sel("tier", "high"), ClusterSelector: sel("edge", "true")}},
 			[]strategy.Partition{
 				{Name: "edge", MaxUnavailable: 1, Clusters: []string{"edge-1"}},
 				{Name: "unpartitioned", MaxUnavailable: 6, Clusters: []string{"dev-1", "dev-2", "prod-1", "prod-2", "shown", "stray"}},
 			}},
-		{"first match wins", []bundle.Partition{{Name: "canary", ClusterName: "prod-1"}, {Name: "prod", ClusterSelector: sel("env", "prod")}, {Name: "all", ClusterSelector: &metav1.LabelSelector{}}},
+		{"first match wins", []fleetyaml.Partition{{Name: "canary", ClusterName: "prod-1"}, {Name: "prod", ClusterSelector: sel("env", "prod")}, {Name: "all", ClusterSelector: &metav1.LabelSelector{}}},
 			[]strategy.Partition{
 				{Name: "canary", MaxUnavailable: 1, Clusters: []string{"prod-1"}},
 				{Name: "prod", MaxUnavailable: 2, Clusters: []string{"edge-1", "prod-2"}},
 				{Name: "all", MaxUnavailable: 4, Clusters: []string{"dev-1", "dev-2", "shown", "stray"}},
 			}},
-		{"empty partitions are kept in order", []bundle.Partition{{Name: "none", ClusterName: "missing"}, {Name: "no-criteria"}, {Name: "dev", ClusterGroup: "dev"}},
+		{"empty partitions are kept in order", []fleetyaml.Partition{{Name: "none", ClusterName: "missing"}, {Name: "no-criteria"}, {Name: "dev", ClusterGroup: "dev"}},
 			[]strategy.Partition{
 				{Name: "none", MaxUnavailable: 1, Clusters: []string{}},
 				{Name: "no-criteria", MaxUnavailable: 1, Clusters: []string{}},
 				{Name: "dev", MaxUnavailable: 2, Clusters: []string{"dev-1", "dev-2"}},
 				{Name: "unpartitioned", MaxUnavailable: 5, Clusters: []string{"edge-1", "prod-1", "prod-2", "shown", "stray"}},
 			}},
-		{"unnamed partitions", []bundle.Partition{{ClusterGroup: "dev"}, {Name: "prod", ClusterGroup: "prod"}, {ClusterName: "stray"}},
+		{"unnamed partitions", []fleetyaml.Partition{{ClusterGroup: "dev"}, {Name: "prod", ClusterGroup: "prod"}, {ClusterName: "stray"}},
 			[]strategy.Partition{
 				{Name: "partition-0", MaxUnavailable: 2, Clusters: []string{"dev-1", "dev-2"}},
 				{Name: "prod", MaxUnavailable: 2, Clusters: []string{"prod-1", "prod-2"}},
 				{Name: "partition-2", MaxUnavailable: 1, Clusters: []string{"stray"}},
 				{Name: "unpartitioned", MaxUnavailable: 2, Clusters: []string{"edge-1", "shown"}},
 			}},
-		{"no leftovers: no unpartitioned partition", []bundle.Partition{{Name: "everything", ClusterSelector: &metav1.LabelSelector{}}},
+		{"no leftovers: no unpartitioned partition", []fleetyaml.Partition{{Name: "everything", ClusterSelector: &metav1.LabelSelector{}}},
 			[]strategy.Partition{
 				{Name: "everything", MaxUnavailable: 7, Clusters: []string{"dev-1", "dev-2", "edge-1", "prod-1", "prod-2", "shown", "stray"}},
 			}},
-		{"approval and own limits", []bundle.Partition{
+		{"approval and own limits", []fleetyaml.Partition{
 			{Name: "canary", ClusterName: "prod-1", RequireApproval: true},
 			{Name: "prod", ClusterSelector: sel("env", "prod"), MaxUnavailable: pct("50%"), RequireApproval: true},
 			{Name: "dev", ClusterGroup: "dev", MaxUnavailable: num(0)},
@@ -261,7 +261,7 @@ func TestComputeManualPartitions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			plan, err := strategy.Compute(&bundle.RolloutStrategy{Partitions: tt.partitions}, fleetClusters())
+			plan, err := strategy.Compute(&fleetyaml.RolloutStrategy{Partitions: tt.partitions}, fleetClusters())
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, plan.Partitions)
 			assert.Equal(t, 7, plan.MaxUnavailable)
@@ -272,9 +272,9 @@ func TestComputeManualPartitions(t *testing.T) {
 func TestComputeManualPartitionLimits(t *testing.T) {
 	// The strategy's maxUnavailable applies to the bundle, and is the
 	// default of each partition, scaled to the partition's size.
-	rs := &bundle.RolloutStrategy{
+	rs := &fleetyaml.RolloutStrategy{
 		MaxUnavailable: pct("40%"),
-		Partitions: []bundle.Partition{
+		Partitions: []fleetyaml.Partition{
 			{Name: "dev", ClusterGroup: "dev"}, // 40% of 2 = 0.8 → 1
 			{Name: "high", ClusterGroupSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "high"}}}, // 40% of 3 = 1.2 → 2
 			{Name: "fixed", ClusterName: "stray", MaxUnavailable: num(5)},                                               // its own count
@@ -286,7 +286,7 @@ func TestComputeManualPartitionLimits(t *testing.T) {
 	assert.Equal(t, []partitionShape{{"dev", 2, 1}, {"high", 3, 2}, {"fixed", 1, 5}, {"unpartitioned", 1, 1}}, shapes(plan.Partitions))
 
 	// An empty clusterGroupSelector selects every cluster, grouped or not.
-	rs = &bundle.RolloutStrategy{Partitions: []bundle.Partition{
+	rs = &fleetyaml.RolloutStrategy{Partitions: []fleetyaml.Partition{
 		{Name: "dev", ClusterGroup: "dev"},
 		{Name: "rest", ClusterGroupSelector: &metav1.LabelSelector{}},
 	}}
@@ -298,30 +298,30 @@ func TestComputeManualPartitionLimits(t *testing.T) {
 func TestComputeLimits(t *testing.T) {
 	tests := []struct {
 		name     string
-		rs       *bundle.RolloutStrategy
+		rs       *fleetyaml.RolloutStrategy
 		clusters int
 		// want* are MaxUnavailable, MaxUnavailablePartitions and
 		// FailureThreshold.
 		wantMU, wantMUP, wantFT int
 	}{
 		{"defaults", nil, 10, 10, 0, -1},
-		{"count", &bundle.RolloutStrategy{MaxUnavailable: num(4)}, 10, 4, 0, -1},
-		{"count above the cluster count", &bundle.RolloutStrategy{MaxUnavailable: num(40)}, 10, 40, 0, -1},
-		{"percentage rounds up", &bundle.RolloutStrategy{MaxUnavailable: pct("10%")}, 11, 2, 0, -1},
-		{"small percentage is at least 1", &bundle.RolloutStrategy{MaxUnavailable: pct("10%")}, 5, 1, 0, -1},
-		{"0% is 1", &bundle.RolloutStrategy{MaxUnavailable: pct("0%")}, 10, 1, 0, -1},
-		{"0 is 1", &bundle.RolloutStrategy{MaxUnavailable: num(0)}, 10, 1, 0, -1},
-		{"exact percentage", &bundle.RolloutStrategy{MaxUnavailable: pct("50%")}, 10, 5, 0, -1},
+		{"count", &fleetyaml.RolloutStrategy{MaxUnavailable: num(4)}, 10, 4, 0, -1},
+		{"count above the cluster count", &fleetyaml.RolloutStrategy{MaxUnavailable: num(40)}, 10, 40, 0, -1},
+		{"percentage rounds up", &fleetyaml.RolloutStrategy{MaxUnavailable: pct("10%")}, 11, 2, 0, -1},
+		{"small percentage is at least 1", &fleetyaml.RolloutStrategy{MaxUnavailable: pct("10%")}, 5, 1, 0, -1},
+		{"0% is 1", &fleetyaml.RolloutStrategy{MaxUnavailable: pct("0%")}, 10, 1, 0, -1},
+		{"0 is 1", &fleetyaml.RolloutStrategy{MaxUnavailable: num(0)}, 10, 1, 0, -1},
+		{"exact percentage", &fleetyaml.RolloutStrategy{MaxUnavailable: pct("50%")}, 10, 5, 0, -1},
 		// Three partitions: canary, prod, unpartitioned.
-		{"partitions count", &bundle.RolloutStrategy{MaxUnavailablePartitions: num(2), Partitions: twoPartitions}, 10, 10, 2, -1},
-		{"partitions 0", &bundle.RolloutStrategy{MaxUnavailablePartitions: num(0), Partitions: twoPartitions}, 10, 10, 0, -1},
-		{"partitions percentage rounds up", &bundle.RolloutStrategy{MaxUnavailablePartitions: pct("50%"), Partitions: twoPartitions}, 10, 10, 2, -1},
-		{"partitions percentage may be 0", &bundle.RolloutStrategy{MaxUnavailablePartitions: pct("0%"), Partitions: twoPartitions}, 10, 10, 0, -1},
-		{"failure threshold 0", &bundle.RolloutStrategy{FailureThreshold: num(0)}, 10, 10, 0, 0},
-		{"failure threshold count", &bundle.RolloutStrategy{FailureThreshold: num(3)}, 10, 10, 0, 3},
-		{"failure threshold percentage rounds up", &bundle.RolloutStrategy{FailureThreshold: pct("10%")}, 25, 25, 0, 3},
-		{"failure threshold 0%", &bundle.RolloutStrategy{FailureThreshold: pct("0%")}, 25, 25, 0, 0},
-		{"failure threshold 100%", &bundle.RolloutStrategy{FailureThreshold: pct("100%")}, 25, 25, 0, 25},
+		{"partitions count", &fleetyaml.RolloutStrategy{MaxUnavailablePartitions: num(2), Partitions: twoPartitions}, 10, 10, 2, -1},
+		{"partitions 0", &fleetyaml.RolloutStrategy{MaxUnavailablePartitions: num(0), Partitions: twoPartitions}, 10, 10, 0, -1},
+		{"partitions percentage rounds up", &fleetyaml.RolloutStrategy{MaxUnavailablePartitions: pct("50%"), Partitions: twoPartitions}, 10, 10, 2, -1},
+		{"partitions percentage may be 0", &fleetyaml.RolloutStrategy{MaxUnavailablePartitions: pct("0%"), Partitions: twoPartitions}, 10, 10, 0, -1},
+		{"failure threshold 0", &fleetyaml.RolloutStrategy{FailureThreshold: num(0)}, 10, 10, 0, 0},
+		{"failure threshold count", &fleetyaml.RolloutStrategy{FailureThreshold: num(3)}, 10, 10, 0, 3},
+		{"failure threshold percentage rounds up", &fleetyaml.RolloutStrategy{FailureThreshold: pct("10%")}, 25, 25, 0, 3},
+		{"failure threshold 0%", &fleetyaml.RolloutStrategy{FailureThreshold: pct("0%")}, 25, 25, 0, 0},
+		{"failure threshold 100%", &fleetyaml.RolloutStrategy{FailureThreshold: pct("100%")}, 25, 25, 0, 25},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -335,10 +335,10 @@ func TestComputeLimits(t *testing.T) {
 }
 
 // twoPartitions leave clusters c002 and up unpartitioned.
-var twoPartitions = []bundle.Partition{{Name: "canary", ClusterName: "c000"}, {Name: "next", ClusterName: "c001"}}
+var twoPartitions = []fleetyaml.Partition{{Name: "canary", ClusterName: "c000"}, {Name: "next", ClusterName: "c001"}}
 
 func TestComputeFailureSettings(t *testing.T) {
-	plan, err := strategy.Compute(&bundle.RolloutStrategy{RollbackOnFailure: true, ReadyTimeoutSeconds: ptr(45), FailureThreshold: num(1)}, numbered(3))
+	plan, err := strategy.Compute(&fleetyaml.RolloutStrategy{RollbackOnFailure: true, ReadyTimeoutSeconds: ptr(45), FailureThreshold: num(1)}, numbered(3))
 	require.NoError(t, err)
 	assert.True(t, plan.RollbackOnFailure)
 	assert.Equal(t, 45*time.Second, plan.ReadyTimeout)
@@ -346,7 +346,7 @@ func TestComputeFailureSettings(t *testing.T) {
 }
 
 func TestComputeIsDeterministic(t *testing.T) {
-	rs := &bundle.RolloutStrategy{Partitions: []bundle.Partition{
+	rs := &fleetyaml.RolloutStrategy{Partitions: []fleetyaml.Partition{
 		{Name: "high", ClusterGroupSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "high"}}},
 		{Name: "dev", ClusterGroup: "dev"},
 	}}
@@ -374,31 +374,31 @@ func TestComputeIsDeterministic(t *testing.T) {
 func TestComputeErrors(t *testing.T) {
 	tests := []struct {
 		name     string
-		rs       *bundle.RolloutStrategy
-		clusters []bundle.Cluster
+		rs       *fleetyaml.RolloutStrategy
+		clusters []fleetyaml.Cluster
 		want     string
 	}{
-		{"bad maxUnavailable", &bundle.RolloutStrategy{MaxUnavailable: pct("ten")}, named("a"),
+		{"bad maxUnavailable", &fleetyaml.RolloutStrategy{MaxUnavailable: pct("ten")}, named("a"),
 			`rolloutStrategy.maxUnavailable: "ten" must be a count or a percentage`},
-		{"negative maxUnavailable", &bundle.RolloutStrategy{MaxUnavailable: num(-1)}, named("a"),
+		{"negative maxUnavailable", &fleetyaml.RolloutStrategy{MaxUnavailable: num(-1)}, named("a"),
 			"rolloutStrategy.maxUnavailable: -1 is negative"},
-		{"bad maxUnavailablePartitions", &bundle.RolloutStrategy{MaxUnavailablePartitions: pct("1/2")}, named("a"),
+		{"bad maxUnavailablePartitions", &fleetyaml.RolloutStrategy{MaxUnavailablePartitions: pct("1/2")}, named("a"),
 			"rolloutStrategy.maxUnavailablePartitions:"},
-		{"bad autoPartitionSize", &bundle.RolloutStrategy{AutoPartitionSize: pct("x%"), AutoPartitionThreshold: ptr(1)}, named("a"),
+		{"bad autoPartitionSize", &fleetyaml.RolloutStrategy{AutoPartitionSize: pct("x%"), AutoPartitionThreshold: ptr(1)}, named("a"),
 			"rolloutStrategy.autoPartitionSize:"},
-		{"bad failureThreshold", &bundle.RolloutStrategy{FailureThreshold: pct("some")}, named("a"),
+		{"bad failureThreshold", &fleetyaml.RolloutStrategy{FailureThreshold: pct("some")}, named("a"),
 			"rolloutStrategy.failureThreshold:"},
-		{"negative failureThreshold", &bundle.RolloutStrategy{FailureThreshold: pct("-10%")}, named("a"),
+		{"negative failureThreshold", &fleetyaml.RolloutStrategy{FailureThreshold: pct("-10%")}, named("a"),
 			"rolloutStrategy.failureThreshold: -10% is negative"},
-		{"bad partition maxUnavailable", &bundle.RolloutStrategy{Partitions: []bundle.Partition{{ClusterName: "a"}, {ClusterName: "b", MaxUnavailable: pct("half")}}}, named("a", "b"),
+		{"bad partition maxUnavailable", &fleetyaml.RolloutStrategy{Partitions: []fleetyaml.Partition{{ClusterName: "a"}, {ClusterName: "b", MaxUnavailable: pct("half")}}}, named("a", "b"),
 			"rolloutStrategy.partitions[1].maxUnavailable:"},
-		{"bad partition selector", &bundle.RolloutStrategy{Partitions: []bundle.Partition{{Name: "p", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}}, nil,
+		{"bad partition selector", &fleetyaml.RolloutStrategy{Partitions: []fleetyaml.Partition{{Name: "p", ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"bad key!": "x"}}}}}, nil,
 			"rolloutStrategy.partitions[0]: target p: clusterSelector"},
-		{"duplicate partition names", &bundle.RolloutStrategy{Partitions: []bundle.Partition{{Name: "p", ClusterName: "a"}, {Name: "p", ClusterName: "b"}}}, named("a"),
+		{"duplicate partition names", &fleetyaml.RolloutStrategy{Partitions: []fleetyaml.Partition{{Name: "p", ClusterName: "a"}, {Name: "p", ClusterName: "b"}}}, named("a"),
 			`rolloutStrategy.partitions[1].name: "p" is also the name of partitions[0]`},
-		{"reserved partition name", &bundle.RolloutStrategy{Partitions: []bundle.Partition{{Name: "unpartitioned", ClusterName: "a"}}}, named("a"),
+		{"reserved partition name", &fleetyaml.RolloutStrategy{Partitions: []fleetyaml.Partition{{Name: "unpartitioned", ClusterName: "a"}}}, named("a"),
 			"rolloutStrategy.partitions[0].name:"},
-		{"zero ready timeout", &bundle.RolloutStrategy{ReadyTimeoutSeconds: ptr(0)}, named("a"),
+		{"zero ready timeout", &fleetyaml.RolloutStrategy{ReadyTimeoutSeconds: ptr(0)}, named("a"),
 			"rolloutStrategy.readyTimeoutSeconds: 0 must be positive"},
 		{"cluster twice", nil, named("a", "b", "a"), "cluster a is given twice"},
 		{"cluster without name", nil, named("a", ""), "a cluster has no name"},

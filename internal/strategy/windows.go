@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // Interval is a period in which a window is open: from Start, inclusive,
@@ -40,17 +40,17 @@ const MaxMergedSpan = 31 * 24 * time.Hour
 // when the schedules stop firing (cron's Next looks five years ahead, so
 // a schedule such as "0 0 30 2 *" never fires) or when merging yields an
 // interval longer than MaxMergedSpan. A window that does not parse (see
-// bundle.Window.Parse) is an error naming it, e.g. "windows[1]: schedule:
+// fleetyaml.Window.Parse) is an error naming it, e.g. "windows[1]: schedule:
 // ...".
 //
 // Windows is deterministic: the same arguments give the same intervals.
-func Windows(ws []bundle.Window, from time.Time, n int) ([]Interval, error) {
+func Windows(ws []fleetyaml.Window, from time.Time, n int) ([]Interval, error) {
 	if len(ws) == 0 || n < 1 {
 		return nil, nil
 	}
 	// Each window's next opening; zero once its schedule no longer fires.
 	type source struct {
-		w    bundle.ParsedWindow
+		w    fleetyaml.ParsedWindow
 		next time.Time
 	}
 	srcs := make([]source, len(ws))

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // Targeted reports whether bundle b goes to cluster c.
@@ -14,14 +14,14 @@ import (
 // `fleet test`), fleet.yaml's targets and targetCustomizations are the
 // targets, and a bundle with none of those targets api.DefaultTarget.
 // Errors (an invalid selector) name the bundle and the cluster.
-func Targeted(b bundle.Bundle, c bundle.Cluster, restrict []api.TargetSelector) (bool, error) {
+func Targeted(b fleetyaml.Bundle, c fleetyaml.Cluster, restrict []api.TargetSelector) (bool, error) {
 	return Compile(b, restrict).Targeted(c)
 }
 
 // Customize returns bundle b's options on cluster c with fleet.yaml's
 // customizations applied, and whether b deploys there, given that c is
 // already targeted (Targeted). When deploy is false the options are empty.
-// Helm values are not templated yet: bundle.ProcessValues does that.
+// Helm values are not templated yet: fleetyaml.ProcessValues does that.
 //
 // The customizations are b.Spec.Targets followed by
 // b.Spec.TargetCustomizations (Fleet's order, see customizations). In
@@ -43,14 +43,14 @@ func Targeted(b bundle.Bundle, c bundle.Cluster, restrict []api.TargetSelector) 
 // An invalid selector fails the whole bundle, even one that would not be
 // reached; the error names the bundle, the cluster and the customization,
 // e.g. "bundle B: cluster C: targetCustomizations[1] (bad): ...".
-func Customize(b bundle.Bundle, c bundle.Cluster) (opts bundle.Options, deploy bool, err error) {
+func Customize(b fleetyaml.Bundle, c fleetyaml.Cluster) (opts fleetyaml.Options, deploy bool, err error) {
 	return Compile(b, nil).Customize(c)
 }
 
 // customization is a fleet.yaml target or target customization with its
 // selector parsed.
 type customization struct {
-	target  *bundle.Target
+	target  *fleetyaml.Target
 	matcher matcher
 }
 
@@ -62,10 +62,10 @@ type customization struct {
 // matching fleet.yaml target wins over a matching targetCustomization in
 // FirstMatch mode. Like Fleet's matcher.New, any invalid selector fails
 // the whole bundle, even one that would not be reached.
-func customizations(b bundle.Bundle) ([]customization, error) {
+func customizations(b fleetyaml.Bundle) ([]customization, error) {
 	lists := []struct {
 		field   string
-		targets []bundle.Target
+		targets []fleetyaml.Target
 	}{
 		{"targets", b.Spec.Targets},
 		{"targetCustomizations", b.Spec.TargetCustomizations},

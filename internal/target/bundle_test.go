@@ -9,21 +9,21 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // bundleFromYAML returns a bundle with the options and spec of the
 // fleet.yaml doc.
-func bundleFromYAML(t *testing.T, name, doc string) bundle.Bundle {
+func bundleFromYAML(t *testing.T, name, doc string) fleetyaml.Bundle {
 	t.Helper()
-	b := bundle.Bundle{Name: name, ManifestID: "s-test"}
+	b := fleetyaml.Bundle{Name: name, ManifestID: "s-test"}
 	require.NoError(t, yaml.Unmarshal([]byte(doc), &b.Options))
 	require.NoError(t, yaml.Unmarshal([]byte(doc), &b.Spec))
 	return b
 }
 
-func clusterWith(name string, labels ...string) bundle.Cluster {
-	c := bundle.Cluster{Name: name, Namespace: "fleet-default", Labels: map[string]string{}}
+func clusterWith(name string, labels ...string) fleetyaml.Cluster {
+	c := fleetyaml.Cluster{Name: name, Namespace: "fleet-default", Labels: map[string]string{}}
 	for i := 0; i < len(labels); i += 2 {
 		c.Labels[labels[i]] = labels[i+1]
 	}
@@ -35,19 +35,19 @@ func clusterWith(name string, labels ...string) bundle.Cluster {
 // `fleet test`), the bundle's own targets, or the default group for a
 // bundle without any.
 func TestTargeted(t *testing.T) {
-	inDefault := bundle.Cluster{Name: "a", Groups: []bundle.Group{{Name: "default"}}}
-	labelled := bundle.Cluster{Name: "b", Labels: map[string]string{"env": "dev"}}
-	plain := bundle.Bundle{Name: "plain"}
-	custom := bundle.Bundle{Name: "custom", Spec: bundle.Spec{TargetCustomizations: []bundle.Target{{
+	inDefault := fleetyaml.Cluster{Name: "a", Groups: []fleetyaml.Group{{Name: "default"}}}
+	labelled := fleetyaml.Cluster{Name: "b", Labels: map[string]string{"env": "dev"}}
+	plain := fleetyaml.Bundle{Name: "plain"}
+	custom := fleetyaml.Bundle{Name: "custom", Spec: fleetyaml.Spec{TargetCustomizations: []fleetyaml.Target{{
 		TargetSelector: api.TargetSelector{Name: "dev", ClusterName: "b"}}}}}
-	fleetTargets := bundle.Bundle{Name: "targets", Spec: bundle.Spec{Targets: []bundle.Target{{
+	fleetTargets := fleetyaml.Bundle{Name: "targets", Spec: fleetyaml.Spec{Targets: []fleetyaml.Target{{
 		TargetSelector: api.TargetSelector{ClusterSelector: sel("env", "dev")}}}}}
-	override := bundle.Bundle{Name: "o", Spec: bundle.Spec{OverrideTargets: []api.TargetSelector{{ClusterName: "b"}}}}
+	override := fleetyaml.Bundle{Name: "o", Spec: fleetyaml.Spec{OverrideTargets: []api.TargetSelector{{ClusterName: "b"}}}}
 	gitRepo := []api.TargetSelector{{ClusterGroup: "default"}}
 	tests := []struct {
 		name     string
-		b        bundle.Bundle
-		c        bundle.Cluster
+		b        fleetyaml.Bundle
+		c        fleetyaml.Cluster
 		restrict []api.TargetSelector
 		want     bool
 	}{
@@ -75,11 +75,11 @@ func TestTargeted(t *testing.T) {
 func TestTargetedInvalidSelector(t *testing.T) {
 	bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Bogus"}}}
 	restrict := []api.TargetSelector{{Name: "broken", ClusterSelector: bad}}
-	_, err := Targeted(bundle.Bundle{Name: "app"}, clusterWith("c1"), restrict)
+	_, err := Targeted(fleetyaml.Bundle{Name: "app"}, clusterWith("c1"), restrict)
 	require.ErrorContains(t, err, "bundle app: cluster c1: target broken: clusterSelector: invalid label selector")
 
 	// Targets are tried in order: a match before the invalid one wins.
-	ok, err := Targeted(bundle.Bundle{Name: "app"}, clusterWith("c1"),
+	ok, err := Targeted(fleetyaml.Bundle{Name: "app"}, clusterWith("c1"),
 		append([]api.TargetSelector{{ClusterName: "c1"}}, restrict...))
 	require.NoError(t, err)
 	assert.True(t, ok)
@@ -117,17 +117,17 @@ func TestCustomizeMultiClusterHelm(t *testing.T) {
 	b := bundleFromYAML(t, "mc-helm", multiClusterHelm)
 	tests := []struct {
 		env  string
-		want bundle.Options
+		want fleetyaml.Options
 	}{
-		{"dev", bundle.Options{TargetNamespace: "fleet-mc-helm-example",
-			Helm: &bundle.HelmOptions{Values: map[string]any{"replication": false}}}},
-		{"test", bundle.Options{TargetNamespace: "fleet-mc-helm-example",
-			Helm: &bundle.HelmOptions{Values: map[string]any{"replicas": 3.0}}}},
-		{"prod", bundle.Options{TargetNamespace: "fleet-mc-helm-example",
-			Helm: &bundle.HelmOptions{Values: map[string]any{"serviceType": "LoadBalancer", "replicas": 3.0}}}},
-		// No customization: the bundle's options (bundle.ProcessValues
+		{"dev", fleetyaml.Options{TargetNamespace: "fleet-mc-helm-example",
+			Helm: &fleetyaml.HelmOptions{Values: map[string]any{"replication": false}}}},
+		{"test", fleetyaml.Options{TargetNamespace: "fleet-mc-helm-example",
+			Helm: &fleetyaml.HelmOptions{Values: map[string]any{"replicas": 3.0}}}},
+		{"prod", fleetyaml.Options{TargetNamespace: "fleet-mc-helm-example",
+			Helm: &fleetyaml.HelmOptions{Values: map[string]any{"serviceType": "LoadBalancer", "replicas": 3.0}}}},
+		// No customization: the bundle's options (fleetyaml.ProcessValues
 		// then gives a labelled cluster empty helm options, as Fleet does).
-		{"other", bundle.Options{TargetNamespace: "fleet-mc-helm-example"}},
+		{"other", fleetyaml.Options{TargetNamespace: "fleet-mc-helm-example"}},
 	}
 	ids := map[string]bool{}
 	for _, tt := range tests {
@@ -136,7 +136,7 @@ func TestCustomizeMultiClusterHelm(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, deploy)
 			assert.Equal(t, tt.want, got)
-			ids[bundle.DeploymentID(b.ManifestID, got)] = true
+			ids[fleetyaml.DeploymentID(b.ManifestID, got)] = true
 		})
 	}
 	assert.Len(t, ids, len(tests), "each environment has its own deployment ID")
@@ -175,18 +175,18 @@ func TestCustomizeModes(t *testing.T) {
 	tests := []struct {
 		name string
 		mode string
-		c    bundle.Cluster
-		want bundle.Options
+		c    fleetyaml.Cluster
+		want fleetyaml.Options
 	}{
-		{"FirstMatch: the first of two", "", both, bundle.Options{Helm: &bundle.HelmOptions{Atomic: true,
+		{"FirstMatch: the first of two", "", both, fleetyaml.Options{Helm: &fleetyaml.HelmOptions{Atomic: true,
 			Values: map[string]any{"base": true, "a": 1.0, "shared": "A"}}}},
-		{"FirstMatch: the only one", "", regionOnly, bundle.Options{DefaultNamespace: "eu", Helm: &bundle.HelmOptions{
+		{"FirstMatch: the only one", "", regionOnly, fleetyaml.Options{DefaultNamespace: "eu", Helm: &fleetyaml.HelmOptions{
 			Values: map[string]any{"base": true, "b": 2.0, "shared": "B"}}}},
-		{"explicit FirstMatch", bundle.FirstMatch, both, bundle.Options{Helm: &bundle.HelmOptions{Atomic: true,
+		{"explicit FirstMatch", fleetyaml.FirstMatch, both, fleetyaml.Options{Helm: &fleetyaml.HelmOptions{Atomic: true,
 			Values: map[string]any{"base": true, "a": 1.0, "shared": "A"}}}},
-		{"AllMatches: both merged in order", bundle.AllMatches, both, bundle.Options{DefaultNamespace: "eu",
-			Helm: &bundle.HelmOptions{Atomic: true, Values: map[string]any{"base": true, "a": 1.0, "b": 2.0, "shared": "B"}}}},
-		{"AllMatches: none", bundle.AllMatches, clusterWith("c3", "env", "prod"), bundle.Options{Helm: &bundle.HelmOptions{
+		{"AllMatches: both merged in order", fleetyaml.AllMatches, both, fleetyaml.Options{DefaultNamespace: "eu",
+			Helm: &fleetyaml.HelmOptions{Atomic: true, Values: map[string]any{"base": true, "a": 1.0, "b": 2.0, "shared": "B"}}}},
+		{"AllMatches: none", fleetyaml.AllMatches, clusterWith("c3", "env", "prod"), fleetyaml.Options{Helm: &fleetyaml.HelmOptions{
 			Values: map[string]any{"base": true, "shared": "base"}}}},
 	}
 	for _, tt := range tests {
@@ -261,7 +261,7 @@ func TestCustomizeDoNotDeploy(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.wantDeploy, deploy)
 			if !deploy {
-				assert.Equal(t, bundle.Options{}, opts)
+				assert.Equal(t, fleetyaml.Options{}, opts)
 			}
 		})
 	}
@@ -285,7 +285,7 @@ targetCustomizations:
   defaultNamespace: from-customization
 `)
 	tests := []struct {
-		cluster    bundle.Cluster
+		cluster    fleetyaml.Cluster
 		wantNS     string
 		wantDeploy bool
 	}{

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // Compiled is one bundle's targets and customizations with their
@@ -19,7 +19,7 @@ import (
 // O(n × m). Decisions are exactly Targeted's and Customize's. A Compiled
 // is read-only after Compile and safe for concurrent use.
 type Compiled struct {
-	b bundle.Bundle
+	b fleetyaml.Bundle
 	// targets are the selectors that decide whether b goes to a cluster
 	// (see Targeted), and targetsErr why one did not parse.
 	targets    []namedMatcher
@@ -42,7 +42,7 @@ type namedMatcher struct {
 // customizations. A selector that does not parse is reported by every
 // Targeted or Customize call, naming the cluster, as the uncompiled
 // functions report it.
-func Compile(b bundle.Bundle, restrict []api.TargetSelector) *Compiled {
+func Compile(b fleetyaml.Bundle, restrict []api.TargetSelector) *Compiled {
 	p := &Compiled{b: b, byName: map[string][]int{}, byGroup: map[string][]int{}}
 	for _, t := range effectiveTargets(b, restrict) {
 		m, err := compile(t)
@@ -76,7 +76,7 @@ func Compile(b bundle.Bundle, restrict []api.TargetSelector) *Compiled {
 // effectiveTargets are the selectors Targeted evaluates: the bundle's
 // overrideTargets, else restrict, else (restrict nil) fleet.yaml's own
 // targets and targetCustomizations, else api.DefaultTarget.
-func effectiveTargets(b bundle.Bundle, restrict []api.TargetSelector) []api.TargetSelector {
+func effectiveTargets(b fleetyaml.Bundle, restrict []api.TargetSelector) []api.TargetSelector {
 	if len(b.Spec.OverrideTargets) > 0 {
 		return b.Spec.OverrideTargets
 	}
@@ -84,7 +84,7 @@ func effectiveTargets(b bundle.Bundle, restrict []api.TargetSelector) []api.Targ
 		return restrict
 	}
 	var targets []api.TargetSelector
-	for _, list := range [][]bundle.Target{b.Spec.TargetCustomizations, b.Spec.Targets} {
+	for _, list := range [][]fleetyaml.Target{b.Spec.TargetCustomizations, b.Spec.Targets} {
 		for _, t := range list {
 			targets = append(targets, t.TargetSelector)
 		}
@@ -97,7 +97,7 @@ func effectiveTargets(b bundle.Bundle, restrict []api.TargetSelector) []api.Targ
 
 // Targeted reports whether the bundle goes to cluster c (see the
 // package-level Targeted).
-func (p *Compiled) Targeted(c bundle.Cluster) (bool, error) {
+func (p *Compiled) Targeted(c fleetyaml.Cluster) (bool, error) {
 	for _, t := range p.targets {
 		if t.matches(c) {
 			return true, nil
@@ -111,33 +111,33 @@ func (p *Compiled) Targeted(c bundle.Cluster) (bool, error) {
 
 // Customize returns the bundle's options on cluster c and whether it
 // deploys there (see the package-level Customize).
-func (p *Compiled) Customize(c bundle.Cluster) (opts bundle.Options, deploy bool, err error) {
+func (p *Compiled) Customize(c fleetyaml.Cluster) (opts fleetyaml.Options, deploy bool, err error) {
 	if p.customErr != nil {
-		return bundle.Options{}, false, fmt.Errorf("bundle %s: cluster %s: %w", p.b.Name, c.Name, p.customErr)
+		return fleetyaml.Options{}, false, fmt.Errorf("bundle %s: cluster %s: %w", p.b.Name, c.Name, p.customErr)
 	}
-	allMatches := p.b.Spec.TargetCustomizationMode == bundle.AllMatches
-	var custom bundle.Options
+	allMatches := p.b.Spec.TargetCustomizationMode == fleetyaml.AllMatches
+	var custom fleetyaml.Options
 	for _, i := range p.candidates(c) {
 		cu := p.custom[i]
 		if !cu.matcher.matches(c) {
 			continue
 		}
 		if cu.target.DoNotDeploy {
-			return bundle.Options{}, false, nil
+			return fleetyaml.Options{}, false, nil
 		}
 		if !allMatches {
 			custom = cu.target.Options
 			break
 		}
-		custom = bundle.MergeOptions(custom, cu.target.Options)
+		custom = fleetyaml.MergeOptions(custom, cu.target.Options)
 	}
-	return bundle.MergeOptions(p.b.Options, custom), true, nil
+	return fleetyaml.MergeOptions(p.b.Options, custom), true, nil
 }
 
 // candidates are the positions of the customizations that can select c,
 // in order: those indexed under its name, display name or groups, and
 // every one not indexed.
-func (p *Compiled) candidates(c bundle.Cluster) []int {
+func (p *Compiled) candidates(c fleetyaml.Cluster) []int {
 	if len(p.byName) == 0 && len(p.byGroup) == 0 {
 		return p.general
 	}

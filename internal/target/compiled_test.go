@@ -7,30 +7,30 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // customizeNaive evaluates every customization for c, in order: what
 // Customize did before customizations were indexed.
-func customizeNaive(t *testing.T, b bundle.Bundle, c bundle.Cluster) (bundle.Options, bool) {
+func customizeNaive(t *testing.T, b fleetyaml.Bundle, c fleetyaml.Cluster) (fleetyaml.Options, bool) {
 	t.Helper()
 	cs, err := customizations(b)
 	require.NoError(t, err)
-	var custom bundle.Options
+	var custom fleetyaml.Options
 	for _, cu := range cs {
 		if !cu.matcher.matches(c) {
 			continue
 		}
 		if cu.target.DoNotDeploy {
-			return bundle.Options{}, false
+			return fleetyaml.Options{}, false
 		}
-		if b.Spec.TargetCustomizationMode != bundle.AllMatches {
+		if b.Spec.TargetCustomizationMode != fleetyaml.AllMatches {
 			custom = cu.target.Options
 			break
 		}
-		custom = bundle.MergeOptions(custom, cu.target.Options)
+		custom = fleetyaml.MergeOptions(custom, cu.target.Options)
 	}
-	return bundle.MergeOptions(b.Options, custom), true
+	return fleetyaml.MergeOptions(b.Options, custom), true
 }
 
 // The index picks exactly the customizations a full scan would, in the
@@ -48,13 +48,13 @@ targetCustomizations:
 - {name: by-name-again, clusterName: c1, defaultNamespace: c1-second, helm: {values: {n: 2}}}
 - {name: nothing}
 `
-	clusters := []bundle.Cluster{
+	clusters := []fleetyaml.Cluster{
 		clusterWith("c1"), clusterWith("c1", "env", "dev"), clusterWith("c2"), clusterWith("c3"), clusterWith("c4"),
 		clusterWith("c5", DisplayNameLabel, "Pretty"), clusterWith("c6", "env", "dev"),
 	}
-	clusters[2].Groups = []bundle.Group{{Name: "prod"}}
-	clusters[3].Groups = []bundle.Group{{Name: "staging"}, {Name: "prod"}}
-	clusters[6].Groups = []bundle.Group{{Name: "prod"}}
+	clusters[2].Groups = []fleetyaml.Group{{Name: "prod"}}
+	clusters[3].Groups = []fleetyaml.Group{{Name: "staging"}, {Name: "prod"}}
+	clusters[6].Groups = []fleetyaml.Group{{Name: "prod"}}
 	for _, mode := range []string{"", "targetCustomizationMode: AllMatches\n"} {
 		b := bundleFromYAML(t, "app", mode+doc)
 		p := Compile(b, nil)
@@ -90,10 +90,10 @@ func TestCompiledIndexesPerClusterCustomizations(t *testing.T) {
 	assert.Equal(t, "ns-42", opts.DefaultNamespace)
 }
 
-func manyCustomizations(t testing.TB, n int) bundle.Bundle {
-	b := bundle.Bundle{Name: "app"}
+func manyCustomizations(t testing.TB, n int) fleetyaml.Bundle {
+	b := fleetyaml.Bundle{Name: "app"}
 	for i := range n {
-		var tgt bundle.Target
+		var tgt fleetyaml.Target
 		tgt.Name, tgt.ClusterName, tgt.DefaultNamespace = fmt.Sprintf("t%d", i), fmt.Sprintf("c%d", i), fmt.Sprintf("ns-%d", i)
 		b.Spec.TargetCustomizations = append(b.Spec.TargetCustomizations, tgt)
 	}
@@ -104,9 +104,9 @@ func manyCustomizations(t testing.TB, n int) bundle.Bundle {
 // per-cluster customizations: compile once, then one lookup per cluster.
 func BenchmarkCompiledCustomize(b *testing.B) {
 	bn := manyCustomizations(b, 1000)
-	clusters := make([]bundle.Cluster, 1000)
+	clusters := make([]fleetyaml.Cluster, 1000)
 	for i := range clusters {
-		clusters[i] = bundle.Cluster{Name: fmt.Sprintf("c%d", i)}
+		clusters[i] = fleetyaml.Cluster{Name: fmt.Sprintf("c%d", i)}
 	}
 	for b.Loop() {
 		p := Compile(bn, nil)

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // DisplayNameLabel is the cluster label that a selector's clusterName also
@@ -24,7 +24,7 @@ const DisplayNameLabel = "management.cattle.io/cluster-display-name"
 // evaluation passes. A selector without criteria selects nothing;
 // clusterSelector {} selects every cluster. An invalid label selector is an
 // error naming the target.
-func Matches(sel api.TargetSelector, c bundle.Cluster) (bool, error) {
+func Matches(sel api.TargetSelector, c fleetyaml.Cluster) (bool, error) {
 	m, err := compile(sel)
 	if err != nil {
 		name := sel.Name
@@ -68,9 +68,9 @@ func parseLabelSelector(s *metav1.LabelSelector) (labels.Selector, error) {
 	return sel, nil
 }
 
-func (m matcher) matches(c bundle.Cluster) bool {
+func (m matcher) matches(c fleetyaml.Cluster) bool {
 	if len(c.Groups) == 0 {
-		return m.matchesIn(c, bundle.Group{})
+		return m.matchesIn(c, fleetyaml.Group{})
 	}
 	for _, g := range c.Groups {
 		if m.matchesIn(c, g) {
@@ -81,7 +81,7 @@ func (m matcher) matches(c bundle.Cluster) bool {
 }
 
 // matchesIn ANDs the criteria for c seen as a member of g.
-func (m matcher) matchesIn(c bundle.Cluster, g bundle.Group) bool {
+func (m matcher) matchesIn(c fleetyaml.Cluster, g fleetyaml.Group) bool {
 	checked := false
 	if m.clusterName != "" {
 		checked = true

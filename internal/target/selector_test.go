@@ -8,20 +8,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 func TestMatches(t *testing.T) {
-	dev := bundle.Cluster{Name: "c1", Labels: map[string]string{"env": "dev", "region": "eu"}}
-	display := bundle.Cluster{Name: "c-xyz12", Labels: map[string]string{DisplayNameLabel: "shiny"}}
-	inGroups := bundle.Cluster{Name: "c2", Labels: map[string]string{"env": "prod"}, Groups: []bundle.Group{
+	dev := fleetyaml.Cluster{Name: "c1", Labels: map[string]string{"env": "dev", "region": "eu"}}
+	display := fleetyaml.Cluster{Name: "c-xyz12", Labels: map[string]string{DisplayNameLabel: "shiny"}}
+	inGroups := fleetyaml.Cluster{Name: "c2", Labels: map[string]string{"env": "prod"}, Groups: []fleetyaml.Group{
 		{Name: "g1", Labels: map[string]string{"team": "a"}},
 		{Name: "g2", Labels: map[string]string{"team": "b"}},
 	}}
 	tests := []struct {
 		name string
 		sel  api.TargetSelector
-		c    bundle.Cluster
+		c    fleetyaml.Cluster
 		want bool
 	}{
 		{"clusterName", api.TargetSelector{ClusterName: "c1"}, dev, true},
@@ -74,7 +74,7 @@ func TestMatchesInvalid(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ok, err := Matches(tt.sel, bundle.Cluster{Name: "c"})
+			ok, err := Matches(tt.sel, fleetyaml.Cluster{Name: "c"})
 			require.ErrorContains(t, err, tt.wantErr)
 			assert.False(t, ok)
 		})

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // Cluster is a cluster as seen by matching: its name and labels.
@@ -59,7 +59,7 @@ func Match(targets []api.TargetSelector, clusters []Cluster, groups []Group) ([]
 		if err != nil {
 			return nil, err
 		}
-		bc := bundle.Cluster{Name: c.Name, Labels: c.Labels, Groups: member}
+		bc := fleetyaml.Cluster{Name: c.Name, Labels: c.Labels, Groups: member}
 		for _, sel := range sels {
 			ok, err := Matches(sel, bc)
 			if err != nil {
@@ -76,8 +76,8 @@ func Match(targets []api.TargetSelector, clusters []Cluster, groups []Group) ([]
 
 // Memberships returns the groups whose selector selects a cluster with
 // these labels, in input order (a group without selector selects none).
-func Memberships(clusterLabels map[string]string, groups []Group) ([]bundle.Group, error) {
-	var member []bundle.Group
+func Memberships(clusterLabels map[string]string, groups []Group) ([]fleetyaml.Group, error) {
+	var member []fleetyaml.Group
 	for _, g := range groups {
 		if g.Selector == nil {
 			continue
@@ -87,7 +87,7 @@ func Memberships(clusterLabels map[string]string, groups []Group) ([]bundle.Grou
 			return nil, fmt.Errorf("cluster group %s: selector: invalid label selector: %w", g.Name, err)
 		}
 		if sel.Matches(labels.Set(clusterLabels)) {
-			member = append(member, bundle.Group{Name: g.Name, Labels: g.Labels})
+			member = append(member, fleetyaml.Group{Name: g.Name, Labels: g.Labels})
 		}
 	}
 	return member, nil

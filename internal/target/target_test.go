@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 func sel(kv ...string) *metav1.LabelSelector {
@@ -241,12 +241,12 @@ func TestMemberships(t *testing.T) {
 		name   string
 		labels map[string]string
 		groups []Group
-		want   []bundle.Group
+		want   []fleetyaml.Group
 	}{
 		{"no groups", map[string]string{"env": "prod"}, nil, nil},
 		{"in input order, with the group's labels", map[string]string{"env": "prod", "region": "eu"}, groups,
-			[]bundle.Group{{Name: "prod", Labels: map[string]string{"tier": "critical"}}, {Name: "all"}, {Name: "eu"}}},
-		{"only the empty selector", nil, groups, []bundle.Group{{Name: "all"}}},
+			[]fleetyaml.Group{{Name: "prod", Labels: map[string]string{"tier": "critical"}}, {Name: "all"}, {Name: "eu"}}},
+		{"only the empty selector", nil, groups, []fleetyaml.Group{{Name: "all"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

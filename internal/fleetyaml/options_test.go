@@ -1,4 +1,4 @@
-package bundle_test
+package fleetyaml_test
 
 import (
 	"crypto/sha256"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 func sha256Hex(s string) string {
@@ -19,11 +19,11 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func fullOptions() bundle.Options {
-	return bundle.Options{
+func fullOptions() fleetyaml.Options {
+	return fleetyaml.Options{
 		DefaultNamespace: "def",
 		TargetNamespace:  "target",
-		Helm: &bundle.HelmOptions{
+		Helm: &fleetyaml.HelmOptions{
 			Chart:          "chart",
 			Repo:           "https://charts.example.com",
 			ReleaseName:    "rel",
@@ -61,47 +61,47 @@ func TestOptionsEncodingIsFleets(t *testing.T) {
 	assert.Equal(t, want, string(got))
 	assert.Equal(t, sha256Hex(want+"\n"), o.Hash())
 
-	assert.Equal(t, sha256Hex(`{"ignore":{}}`+"\n"), bundle.Options{}.Hash())
+	assert.Equal(t, sha256Hex(`{"ignore":{}}`+"\n"), fleetyaml.Options{}.Hash())
 }
 
 func TestDeploymentIDChangesWithOptions(t *testing.T) {
 	const manifestID = "s-0123456789abcdef0123456789abcdef0123456789abcdef0123456789a"
 	tests := []struct {
 		name   string
-		change func(o *bundle.Options)
+		change func(o *fleetyaml.Options)
 	}{
-		{"defaultNamespace", func(o *bundle.Options) { o.DefaultNamespace = "other" }},
-		{"namespace", func(o *bundle.Options) { o.TargetNamespace = "" }},
-		{"serviceAccount", func(o *bundle.Options) { o.ServiceAccount = "sa2" }},
-		{"forceSyncGeneration", func(o *bundle.Options) { o.ForceSyncGeneration++ }},
-		{"keepResources", func(o *bundle.Options) { o.KeepResources = false }},
-		{"deleteNamespace", func(o *bundle.Options) { o.DeleteNamespace = false }},
-		{"namespaceLabels", func(o *bundle.Options) { o.NamespaceLabels["l"] = "2" }},
-		{"namespaceAnnotations", func(o *bundle.Options) { o.NamespaceAnnotations = nil }},
-		{"ignore", func(o *bundle.Options) { o.Ignore.Conditions = []map[string]string{{"type": "Ready"}} }},
-		{"no helm", func(o *bundle.Options) { o.Helm = nil }},
-		{"helm.releaseName", func(o *bundle.Options) { o.Helm.ReleaseName = "rel2" }},
-		{"helm.timeoutSeconds", func(o *bundle.Options) { o.Helm.TimeoutSeconds = 31 }},
-		{"helm.values leaf", func(o *bundle.Options) { o.Helm.Values["a"].(map[string]any)["z"] = false }},
-		{"helm.values key", func(o *bundle.Options) { o.Helm.Values["c"] = nil }},
-		{"helm.force", func(o *bundle.Options) { o.Helm.Force = false }},
-		{"helm.atomic", func(o *bundle.Options) { o.Helm.Atomic = false }},
-		{"helm.maxHistory", func(o *bundle.Options) { o.Helm.MaxHistory = 2 }},
-		{"helm.valuesFiles", func(o *bundle.Options) { o.Helm.ValuesFiles = o.Helm.ValuesFiles[:1] }},
+		{"defaultNamespace", func(o *fleetyaml.Options) { o.DefaultNamespace = "other" }},
+		{"namespace", func(o *fleetyaml.Options) { o.TargetNamespace = "" }},
+		{"serviceAccount", func(o *fleetyaml.Options) { o.ServiceAccount = "sa2" }},
+		{"forceSyncGeneration", func(o *fleetyaml.Options) { o.ForceSyncGeneration++ }},
+		{"keepResources", func(o *fleetyaml.Options) { o.KeepResources = false }},
+		{"deleteNamespace", func(o *fleetyaml.Options) { o.DeleteNamespace = false }},
+		{"namespaceLabels", func(o *fleetyaml.Options) { o.NamespaceLabels["l"] = "2" }},
+		{"namespaceAnnotations", func(o *fleetyaml.Options) { o.NamespaceAnnotations = nil }},
+		{"ignore", func(o *fleetyaml.Options) { o.Ignore.Conditions = []map[string]string{{"type": "Ready"}} }},
+		{"no helm", func(o *fleetyaml.Options) { o.Helm = nil }},
+		{"helm.releaseName", func(o *fleetyaml.Options) { o.Helm.ReleaseName = "rel2" }},
+		{"helm.timeoutSeconds", func(o *fleetyaml.Options) { o.Helm.TimeoutSeconds = 31 }},
+		{"helm.values leaf", func(o *fleetyaml.Options) { o.Helm.Values["a"].(map[string]any)["z"] = false }},
+		{"helm.values key", func(o *fleetyaml.Options) { o.Helm.Values["c"] = nil }},
+		{"helm.force", func(o *fleetyaml.Options) { o.Helm.Force = false }},
+		{"helm.atomic", func(o *fleetyaml.Options) { o.Helm.Atomic = false }},
+		{"helm.maxHistory", func(o *fleetyaml.Options) { o.Helm.MaxHistory = 2 }},
+		{"helm.valuesFiles", func(o *fleetyaml.Options) { o.Helm.ValuesFiles = o.Helm.ValuesFiles[:1] }},
 	}
-	orig := bundle.DeploymentID(manifestID, fullOptions())
+	orig := fleetyaml.DeploymentID(manifestID, fullOptions())
 	assert.True(t, strings.HasPrefix(orig, manifestID+":"))
 	assert.Len(t, orig, len(manifestID)+1+64)
-	assert.Equal(t, orig, bundle.DeploymentID(manifestID, fullOptions()), "stable")
+	assert.Equal(t, orig, fleetyaml.DeploymentID(manifestID, fullOptions()), "stable")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := fullOptions()
 			tt.change(&o)
-			assert.NotEqual(t, orig, bundle.DeploymentID(manifestID, o))
+			assert.NotEqual(t, orig, fleetyaml.DeploymentID(manifestID, o))
 		})
 	}
 	other := "s-" + strings.Repeat("f", 61)
-	assert.NotEqual(t, orig, bundle.DeploymentID(other, fullOptions()))
+	assert.NotEqual(t, orig, fleetyaml.DeploymentID(other, fullOptions()))
 }
 
 func TestOptionsJSONRoundTripKeepsHash(t *testing.T) {
@@ -112,14 +112,14 @@ func TestOptionsJSONRoundTripKeepsHash(t *testing.T) {
 	o.Helm.Values = values
 	data, err := json.Marshal(o)
 	require.NoError(t, err)
-	var got bundle.Options
+	var got fleetyaml.Options
 	require.NoError(t, json.Unmarshal(data, &got))
 	assert.Equal(t, o, got)
 	assert.Equal(t, o.Hash(), got.Hash())
 }
 
 func TestBundleJSONRoundTrip(t *testing.T) {
-	b := bundle.Bundle{
+	b := fleetyaml.Bundle{
 		Name:          "repo-app",
 		Dir:           "app",
 		ManifestID:    "s-abc",
@@ -130,14 +130,14 @@ func TestBundleJSONRoundTrip(t *testing.T) {
 	b.Options.Helm.Values = map[string]any{"n": 1.0, "m": map[string]any{"s": "x"}}
 	data, err := json.Marshal(b)
 	require.NoError(t, err)
-	var got bundle.Bundle
+	var got fleetyaml.Bundle
 	require.NoError(t, json.Unmarshal(data, &got))
 	assert.Equal(t, b, got)
 }
 
 func TestBundleReleaseName(t *testing.T) {
-	b := bundle.Bundle{Name: "repo-My_App"}
-	assert.Equal(t, bundle.ReleaseName("repo-My_App"), b.ReleaseName())
-	b.Options.Helm = &bundle.HelmOptions{ReleaseName: "guestbook"}
+	b := fleetyaml.Bundle{Name: "repo-My_App"}
+	assert.Equal(t, fleetyaml.ReleaseName("repo-My_App"), b.ReleaseName())
+	b.Options.Helm = &fleetyaml.HelmOptions{ReleaseName: "guestbook"}
 	assert.Equal(t, "guestbook", b.ReleaseName())
 }

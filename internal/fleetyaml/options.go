@@ -1,4 +1,4 @@
-package bundle
+package fleetyaml
 
 import (
 	"crypto/sha256"

@@ -1,10 +1,11 @@
-package bundle
+package fleetyaml
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
 	// Time zones of rollout windows resolve on machines without zoneinfo.
 	_ "time/tzdata"
 
@@ -137,15 +138,15 @@ type ParsedWindow struct {
 // Parse checks w and parses its fields. An error names the key at fault,
 // e.g. "schedule: ...".
 func (w Window) Parse() (ParsedWindow, error) {
-	p, key, err := w.parse()
+	p, key, err := w.ParseKey()
 	if err != nil {
 		return ParsedWindow{}, fmt.Errorf("%s: %w", key, err)
 	}
 	return p, nil
 }
 
-// parse is Parse, returning the key at fault apart from the error.
-func (w Window) parse() (ParsedWindow, string, error) {
+// ParseKey is Parse, returning the key at fault apart from the error.
+func (w Window) ParseKey() (ParsedWindow, string, error) {
 	var p ParsedWindow
 	spec := strings.TrimSpace(w.Schedule)
 	switch {

@@ -1,4 +1,4 @@
-package bundle_test
+package fleetyaml_test
 
 import (
 	"encoding/json"
@@ -8,12 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 // templateCluster is the cluster the templating tests render for.
-func templateCluster() bundle.Cluster {
-	return bundle.Cluster{
+func templateCluster() fleetyaml.Cluster {
+	return fleetyaml.Cluster{
 		Name:      "c1",
 		Namespace: "fleet-default",
 		Labels: map[string]string{
@@ -40,15 +40,15 @@ func yamlValues(t *testing.T, doc string) map[string]any {
 }
 
 // optionsFromYAML returns the deployment options of the fleet.yaml doc.
-func optionsFromYAML(t *testing.T, doc string) bundle.Options {
+func optionsFromYAML(t *testing.T, doc string) fleetyaml.Options {
 	t.Helper()
-	var o bundle.Options
+	var o fleetyaml.Options
 	require.NoError(t, yaml.Unmarshal([]byte(doc), &o))
 	return o
 }
 
-func helmOptions(values map[string]any) bundle.Options {
-	return bundle.Options{Helm: &bundle.HelmOptions{Values: values}}
+func helmOptions(values map[string]any) fleetyaml.Options {
+	return fleetyaml.Options{Helm: &fleetyaml.HelmOptions{Values: values}}
 }
 
 func TestTemplateRendering(t *testing.T) {
@@ -92,7 +92,7 @@ v:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := bundle.ProcessValues(helmOptions(yamlValues(t, tt.values)), templateCluster())
+			got, err := fleetyaml.ProcessValues(helmOptions(yamlValues(t, tt.values)), templateCluster())
 			require.NoError(t, err)
 			assert.Equal(t, map[string]any{"v": tt.want}, got.Helm.Values)
 		})
@@ -113,7 +113,7 @@ func TestTemplateFunctions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.fn, func(t *testing.T) {
 			opts := helmOptions(map[string]any{"k": tt.template})
-			_, err := bundle.ProcessValues(opts, templateCluster())
+			_, err := fleetyaml.ProcessValues(opts, templateCluster())
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), `helm.values: k: `)
 			assert.Contains(t, err.Error(), `function "`+tt.fn+`" not defined`)
@@ -190,7 +190,7 @@ helm:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := bundle.ProcessValues(optionsFromYAML(t, tt.fleet), templateCluster())
+			_, err := fleetyaml.ProcessValues(optionsFromYAML(t, tt.fleet), templateCluster())
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.wantErr)
 		})
@@ -198,12 +198,12 @@ helm:
 }
 
 func TestTemplateDisablePreProcess(t *testing.T) {
-	opts := bundle.Options{Helm: &bundle.HelmOptions{
+	opts := fleetyaml.Options{Helm: &fleetyaml.HelmOptions{
 		DisablePreProcess: true,
 		Values:            map[string]any{"name": "${ .ClusterName }", "env": "global.fleet.clusterLabels.env"},
 		TemplateValues:    map[string]string{"t": "${ .ClusterName }"},
 	}}
-	got, err := bundle.ProcessValues(opts, templateCluster())
+	got, err := fleetyaml.ProcessValues(opts, templateCluster())
 	require.NoError(t, err)
 	// Templates stay as they are; the label substitution still applies.
 	assert.Equal(t, map[string]any{"name": "${ .ClusterName }", "env": "dev"}, got.Helm.Values)
@@ -223,7 +223,7 @@ missing: global.fleet.clusterLabels.nope
 dropped: global.fleet.clusterLabels.objectset.rio.cattle.io/hash
 notAPrefix: x global.fleet.clusterLabels.env
 `)
-	got, err := bundle.ProcessValues(helmOptions(values), templateCluster())
+	got, err := fleetyaml.ProcessValues(helmOptions(values), templateCluster())
 	require.NoError(t, err)
 	assert.Equal(t, yamlValues(t, `
 env: dev
@@ -240,7 +240,7 @@ notAPrefix: x global.fleet.clusterLabels.env
 }
 
 func TestTemplateHelmTemplateValues(t *testing.T) {
-	opts := bundle.Options{Helm: &bundle.HelmOptions{
+	opts := fleetyaml.Options{Helm: &fleetyaml.HelmOptions{
 		Values: map[string]any{"list": "replaced", "kept": "k"},
 		TemplateValues: map[string]string{
 			"list":     "- a\n- ${ .ClusterName }",
@@ -250,7 +250,7 @@ func TestTemplateHelmTemplateValues(t *testing.T) {
 			"empty":    "",
 		},
 	}}
-	got, err := bundle.ProcessValues(opts, templateCluster())
+	got, err := fleetyaml.ProcessValues(opts, templateCluster())
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{
 		"list":     []any{"a", "c1"},
@@ -263,7 +263,7 @@ func TestTemplateHelmTemplateValues(t *testing.T) {
 	assert.Equal(t, map[string]any{"list": "replaced", "kept": "k"}, opts.Helm.Values, "input not modified")
 
 	// templateValues alone, without values.
-	got, err = bundle.ProcessValues(bundle.Options{Helm: &bundle.HelmOptions{
+	got, err = fleetyaml.ProcessValues(fleetyaml.Options{Helm: &fleetyaml.HelmOptions{
 		TemplateValues: map[string]string{"n": "${ .ClusterName }"}}}, templateCluster())
 	require.NoError(t, err)
 	assert.Equal(t, map[string]any{"n": "c1"}, got.Helm.Values)
@@ -271,26 +271,26 @@ func TestTemplateHelmTemplateValues(t *testing.T) {
 
 func TestTemplateWithoutLabelsOrHelm(t *testing.T) {
 	values := map[string]any{"name": "${ .ClusterName }", "env": "global.fleet.clusterLabels.env"}
-	noLabels := bundle.Cluster{Name: "c1", Labels: map[string]string{"objectset.rio.cattle.io/hash": "x"}}
+	noLabels := fleetyaml.Cluster{Name: "c1", Labels: map[string]string{"objectset.rio.cattle.io/hash": "x"}}
 
 	// Fleet skips all processing for a cluster without (usable) labels.
-	got, err := bundle.ProcessValues(helmOptions(values), noLabels)
+	got, err := fleetyaml.ProcessValues(helmOptions(values), noLabels)
 	require.NoError(t, err)
 	assert.Equal(t, values, got.Helm.Values)
 
-	got, err = bundle.ProcessValues(bundle.Options{DefaultNamespace: "d"}, noLabels)
+	got, err = fleetyaml.ProcessValues(fleetyaml.Options{DefaultNamespace: "d"}, noLabels)
 	require.NoError(t, err)
-	assert.Equal(t, bundle.Options{DefaultNamespace: "d"}, got)
+	assert.Equal(t, fleetyaml.Options{DefaultNamespace: "d"}, got)
 
 	// With labels, Fleet gives a bundle without helm options empty ones.
-	got, err = bundle.ProcessValues(bundle.Options{DefaultNamespace: "d"}, templateCluster())
+	got, err = fleetyaml.ProcessValues(fleetyaml.Options{DefaultNamespace: "d"}, templateCluster())
 	require.NoError(t, err)
-	assert.Equal(t, bundle.Options{DefaultNamespace: "d", Helm: &bundle.HelmOptions{}}, got)
+	assert.Equal(t, fleetyaml.Options{DefaultNamespace: "d", Helm: &fleetyaml.HelmOptions{}}, got)
 
 	// Helm options without values get an empty values map.
-	got, err = bundle.ProcessValues(bundle.Options{Helm: &bundle.HelmOptions{Chart: "c"}}, templateCluster())
+	got, err = fleetyaml.ProcessValues(fleetyaml.Options{Helm: &fleetyaml.HelmOptions{Chart: "c"}}, templateCluster())
 	require.NoError(t, err)
-	assert.Equal(t, &bundle.HelmOptions{Chart: "c", Values: map[string]any{}}, got.Helm)
+	assert.Equal(t, &fleetyaml.HelmOptions{Chart: "c", Values: map[string]any{}}, got.Helm)
 }
 
 func TestTemplateDoesNotModifyInputs(t *testing.T) {
@@ -306,7 +306,7 @@ k: '${ $_ := set .ClusterValues "added" "x" }${ .ClusterName }'
 	clusterBefore, err := json.Marshal(c)
 	require.NoError(t, err)
 
-	got, err := bundle.ProcessValues(opts, c)
+	got, err := fleetyaml.ProcessValues(opts, c)
 	require.NoError(t, err)
 	assert.Equal(t, "c1", got.Helm.Values["k"])
 	after, err := json.Marshal(opts)
@@ -322,12 +322,12 @@ func TestTemplateDeterministic(t *testing.T) {
 	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		values[k] = map[string]any{"name": "${ .ClusterName }-" + k, "n": 1.0, "l": []any{k, "${ .ClusterLabels.env }"}}
 	}
-	opts := bundle.Options{Helm: &bundle.HelmOptions{Values: values,
+	opts := fleetyaml.Options{Helm: &fleetyaml.HelmOptions{Values: values,
 		TemplateValues: map[string]string{"x": "${ .ClusterName }", "y": "[1, 2]"}}}
-	first, err := bundle.ProcessValues(opts, templateCluster())
+	first, err := fleetyaml.ProcessValues(opts, templateCluster())
 	require.NoError(t, err)
 	for range 20 {
-		again, err := bundle.ProcessValues(opts, templateCluster())
+		again, err := fleetyaml.ProcessValues(opts, templateCluster())
 		require.NoError(t, err)
 		require.Equal(t, first.Hash(), again.Hash())
 	}
@@ -343,13 +343,13 @@ helm:
 `)
 	id := func(labels ...string) string {
 		t.Helper()
-		c := bundle.Cluster{Name: "c1", Namespace: "fleet-default", Labels: map[string]string{}}
+		c := fleetyaml.Cluster{Name: "c1", Namespace: "fleet-default", Labels: map[string]string{}}
 		for i := 0; i < len(labels); i += 2 {
 			c.Labels[labels[i]] = labels[i+1]
 		}
-		got, err := bundle.ProcessValues(opts, c)
+		got, err := fleetyaml.ProcessValues(opts, c)
 		require.NoError(t, err)
-		return bundle.DeploymentID(manifestID, got)
+		return fleetyaml.DeploymentID(manifestID, got)
 	}
 	base := id("env", "dev", "team", "a")
 	assert.Equal(t, base, id("env", "dev", "team", "b"), "a label no template uses does not change the ID")
@@ -371,7 +371,7 @@ func TestTemplateKeepsPlainValues(t *testing.T) {
 		"empty": {"map": {}, "list": []},
 		"nested": {"a": [{"b": [[1, "x"]]}], "": "empty key", "key with space": 1, "1": "numeric key", "true": "bool key"}
 	}`), &values))
-	got, err := bundle.ProcessValues(helmOptions(values), templateCluster())
+	got, err := fleetyaml.ProcessValues(helmOptions(values), templateCluster())
 	require.NoError(t, err)
 	assert.Equal(t, values, got.Helm.Values)
 }

@@ -1,4 +1,4 @@
-package bundle
+package fleetyaml
 
 import (
 	"crypto/md5" //nolint:gosec // Fleet-compatible name suffixes, not security.

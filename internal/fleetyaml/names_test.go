@@ -1,4 +1,4 @@
-package bundle_test
+package fleetyaml_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
 func TestReleaseName(t *testing.T) {
@@ -38,9 +38,9 @@ func TestReleaseName(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got := bundle.ReleaseName(tt.in)
+			got := fleetyaml.ReleaseName(tt.in)
 			assert.Equal(t, tt.want, got)
-			assert.True(t, bundle.ValidReleaseName(got), got)
+			assert.True(t, fleetyaml.ValidReleaseName(got), got)
 		})
 	}
 }
@@ -55,9 +55,9 @@ func TestReleaseNameAlwaysValid(t *testing.T) {
 		inputs = append(inputs, fmt.Sprintf("repo-%d/%s/%d", i, strings.Repeat("dir.", i%20), i*7919))
 	}
 	for _, in := range inputs {
-		got := bundle.ReleaseName(in)
-		assert.True(t, bundle.ValidReleaseName(got), "ReleaseName(%q) = %q", in, got)
-		assert.LessOrEqual(t, len(got), bundle.MaxReleaseNameLen, in)
+		got := fleetyaml.ReleaseName(in)
+		assert.True(t, fleetyaml.ValidReleaseName(got), "fleetyaml.ReleaseName(%q) = %q", in, got)
+		assert.LessOrEqual(t, len(got), fleetyaml.MaxReleaseNameLen, in)
 	}
 }
 
@@ -66,15 +66,15 @@ func TestReleaseNameDistinct(t *testing.T) {
 	seen := map[string]string{}
 	for i := range 500 {
 		in := fmt.Sprintf("%sapp-%03d", prefix, i)
-		got := bundle.ReleaseName(in)
+		got := fleetyaml.ReleaseName(in)
 		if prev, dup := seen[got]; dup {
-			t.Fatalf("ReleaseName(%q) = ReleaseName(%q) = %q", in, prev, got)
+			t.Fatalf("fleetyaml.ReleaseName(%q) = fleetyaml.ReleaseName(%q) = %q", in, prev, got)
 		}
 		seen[got] = in
 	}
 	// Case and character differences do not collide either.
-	assert.NotEqual(t, bundle.ReleaseName("repo/App"), bundle.ReleaseName("repo/app"))
-	assert.NotEqual(t, bundle.ReleaseName("repo/a_b"), bundle.ReleaseName("repo/a.b"))
+	assert.NotEqual(t, fleetyaml.ReleaseName("repo/App"), fleetyaml.ReleaseName("repo/app"))
+	assert.NotEqual(t, fleetyaml.ReleaseName("repo/a_b"), fleetyaml.ReleaseName("repo/a.b"))
 }
 
 func TestValidReleaseName(t *testing.T) {
@@ -95,6 +95,6 @@ func TestValidReleaseName(t *testing.T) {
 		{"under_score", false},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, bundle.ValidReleaseName(tt.in), tt.in)
+		assert.Equal(t, tt.want, fleetyaml.ValidReleaseName(tt.in), tt.in)
 	}
 }

@@ -1,4 +1,4 @@
-package bundle_test
+package fleetyaml_test
 
 import (
 	"encoding/json"
@@ -7,20 +7,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 )
 
-func cmRef(name, key string) bundle.ValuesFrom {
-	return bundle.ValuesFrom{ConfigMapKeyRef: &bundle.KeyRef{Name: name, Key: key}}
+func cmRef(name, key string) fleetyaml.ValuesFrom {
+	return fleetyaml.ValuesFrom{ConfigMapKeyRef: &fleetyaml.KeyRef{Name: name, Key: key}}
 }
 
-func secretRef(name, key string) bundle.ValuesFrom {
-	return bundle.ValuesFrom{SecretKeyRef: &bundle.KeyRef{Name: name, Key: key}}
+func secretRef(name, key string) fleetyaml.ValuesFrom {
+	return fleetyaml.ValuesFrom{SecretKeyRef: &fleetyaml.KeyRef{Name: name, Key: key}}
 }
 
 func TestMergeOptions(t *testing.T) {
-	type O = bundle.Options
-	type H = bundle.HelmOptions
+	type O = fleetyaml.Options
+	type H = fleetyaml.HelmOptions
 	tests := []struct {
 		name               string
 		base, custom, want O
@@ -89,11 +89,11 @@ func TestMergeOptions(t *testing.T) {
 		},
 		{
 			name: "valuesFrom merged by key",
-			base: O{Helm: &H{ValuesFrom: []bundle.ValuesFrom{cmRef("a", "v"), secretRef("b", "v"), {}}}},
-			custom: O{Helm: &H{ValuesFrom: []bundle.ValuesFrom{
+			base: O{Helm: &H{ValuesFrom: []fleetyaml.ValuesFrom{cmRef("a", "v"), secretRef("b", "v"), {}}}},
+			custom: O{Helm: &H{ValuesFrom: []fleetyaml.ValuesFrom{
 				secretRef("b", "v"), cmRef("c", "v"), cmRef("c", "v"), {}, cmRef("a", "other"),
 			}}},
-			want: O{Helm: &H{ValuesFrom: []bundle.ValuesFrom{
+			want: O{Helm: &H{ValuesFrom: []fleetyaml.ValuesFrom{
 				cmRef("a", "v"), secretRef("b", "v"), {}, cmRef("c", "v"), {}, cmRef("a", "other"),
 			}}},
 		},
@@ -143,56 +143,56 @@ func TestMergeOptions(t *testing.T) {
 		},
 		{
 			name:   "yaml overlays appended",
-			base:   O{YAML: &bundle.YAMLOptions{Overlays: []string{"a"}}},
-			custom: O{YAML: &bundle.YAMLOptions{Overlays: []string{"b", "a"}}},
-			want:   O{YAML: &bundle.YAMLOptions{Overlays: []string{"a", "b", "a"}}},
+			base:   O{YAML: &fleetyaml.YAMLOptions{Overlays: []string{"a"}}},
+			custom: O{YAML: &fleetyaml.YAMLOptions{Overlays: []string{"b", "a"}}},
+			want:   O{YAML: &fleetyaml.YAMLOptions{Overlays: []string{"a", "b", "a"}}},
 		},
 		{
 			name:   "kustomize dir overrides",
-			base:   O{Kustomize: &bundle.KustomizeOptions{Dir: "base"}},
-			custom: O{Kustomize: &bundle.KustomizeOptions{Dir: "overlays/prod"}},
-			want:   O{Kustomize: &bundle.KustomizeOptions{Dir: "overlays/prod"}},
+			base:   O{Kustomize: &fleetyaml.KustomizeOptions{Dir: "base"}},
+			custom: O{Kustomize: &fleetyaml.KustomizeOptions{Dir: "overlays/prod"}},
+			want:   O{Kustomize: &fleetyaml.KustomizeOptions{Dir: "overlays/prod"}},
 		},
 		{
 			name:   "empty kustomize keeps dir",
-			base:   O{Kustomize: &bundle.KustomizeOptions{Dir: "base"}},
-			custom: O{Kustomize: &bundle.KustomizeOptions{}},
-			want:   O{Kustomize: &bundle.KustomizeOptions{Dir: "base"}},
+			base:   O{Kustomize: &fleetyaml.KustomizeOptions{Dir: "base"}},
+			custom: O{Kustomize: &fleetyaml.KustomizeOptions{}},
+			want:   O{Kustomize: &fleetyaml.KustomizeOptions{Dir: "base"}},
 		},
 		{
 			// As in Fleet, an empty section still appears in the result.
 			name:   "empty sections are created",
 			base:   O{},
-			custom: O{Kustomize: &bundle.KustomizeOptions{}, YAML: &bundle.YAMLOptions{}, Diff: &bundle.DiffOptions{}},
-			want:   O{Kustomize: &bundle.KustomizeOptions{}, YAML: &bundle.YAMLOptions{}, Diff: &bundle.DiffOptions{}},
+			custom: O{Kustomize: &fleetyaml.KustomizeOptions{}, YAML: &fleetyaml.YAMLOptions{}, Diff: &fleetyaml.DiffOptions{}},
+			want:   O{Kustomize: &fleetyaml.KustomizeOptions{}, YAML: &fleetyaml.YAMLOptions{}, Diff: &fleetyaml.DiffOptions{}},
 		},
 		{
 			name:   "correctDrift replaced as a whole",
-			base:   O{CorrectDrift: &bundle.CorrectDrift{Enabled: true, Force: true}},
-			custom: O{CorrectDrift: &bundle.CorrectDrift{KeepFailHistory: true}},
-			want:   O{CorrectDrift: &bundle.CorrectDrift{KeepFailHistory: true}},
+			base:   O{CorrectDrift: &fleetyaml.CorrectDrift{Enabled: true, Force: true}},
+			custom: O{CorrectDrift: &fleetyaml.CorrectDrift{KeepFailHistory: true}},
+			want:   O{CorrectDrift: &fleetyaml.CorrectDrift{KeepFailHistory: true}},
 		},
 		{
 			name: "comparePatches merged by object",
-			base: O{Diff: &bundle.DiffOptions{ComparePatches: []bundle.ComparePatch{
+			base: O{Diff: &fleetyaml.DiffOptions{ComparePatches: []fleetyaml.ComparePatch{
 				{APIVersion: "v1", Kind: "Service", Name: "a", JSONPointers: []string{"/spec/x"}},
 				{APIVersion: "v1", Kind: "ConfigMap", Name: "b", JSONPointers: []string{"/data"}},
 			}}},
-			custom: O{Diff: &bundle.DiffOptions{ComparePatches: []bundle.ComparePatch{
+			custom: O{Diff: &fleetyaml.DiffOptions{ComparePatches: []fleetyaml.ComparePatch{
 				{APIVersion: "v1", Kind: "Service", Name: "a", JSONPointers: []string{"/spec/y"}},
-				{APIVersion: "v1", Kind: "Secret", Name: "c", Operations: []bundle.Operation{{Op: "ignore"}}},
+				{APIVersion: "v1", Kind: "Secret", Name: "c", Operations: []fleetyaml.Operation{{Op: "ignore"}}},
 			}}},
-			want: O{Diff: &bundle.DiffOptions{ComparePatches: []bundle.ComparePatch{
+			want: O{Diff: &fleetyaml.DiffOptions{ComparePatches: []fleetyaml.ComparePatch{
 				{APIVersion: "v1", Kind: "Service", Name: "a", JSONPointers: []string{"/spec/y"}},
 				{APIVersion: "v1", Kind: "ConfigMap", Name: "b", JSONPointers: []string{"/data"}},
-				{APIVersion: "v1", Kind: "Secret", Name: "c", Operations: []bundle.Operation{{Op: "ignore"}}},
+				{APIVersion: "v1", Kind: "Secret", Name: "c", Operations: []fleetyaml.Operation{{Op: "ignore"}}},
 			}}},
 		},
 		{
 			name:   "downstreamResources merged by kind (any case) and name",
-			base:   O{DownstreamResources: []bundle.DownstreamResource{{Kind: "Secret", Name: "s"}}},
-			custom: O{DownstreamResources: []bundle.DownstreamResource{{Kind: "secret", Name: "s"}, {Kind: "ConfigMap", Name: "c"}}},
-			want:   O{DownstreamResources: []bundle.DownstreamResource{{Kind: "secret", Name: "s"}, {Kind: "ConfigMap", Name: "c"}}},
+			base:   O{DownstreamResources: []fleetyaml.DownstreamResource{{Kind: "Secret", Name: "s"}}},
+			custom: O{DownstreamResources: []fleetyaml.DownstreamResource{{Kind: "secret", Name: "s"}, {Kind: "ConfigMap", Name: "c"}}},
+			want:   O{DownstreamResources: []fleetyaml.DownstreamResource{{Kind: "secret", Name: "s"}, {Kind: "ConfigMap", Name: "c"}}},
 		},
 		{
 			name: "namespace labels and annotations merged key by key",
@@ -211,54 +211,54 @@ func TestMergeOptions(t *testing.T) {
 				Helm: &H{MaxHistory: 5, ValuesFiles: []string{"v.yaml"}, SkipSchemaValidation: true,
 					DisableDependencyUpdate: true},
 				DeleteNamespace: true, DeleteCRDResources: true,
-				Ignore: bundle.IgnoreOptions{Conditions: []map[string]string{{"type": "Ready"}}},
+				Ignore: fleetyaml.IgnoreOptions{Conditions: []map[string]string{{"type": "Ready"}}},
 			},
 			want: O{Helm: &H{MaxHistory: 3}},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := bundle.MergeOptions(tt.base, tt.custom)
+			got := fleetyaml.MergeOptions(tt.base, tt.custom)
 			assert.Equal(t, tt.want, got)
 		})
 	}
 }
 
 func TestMergeOptionsDoesNotModifyInputs(t *testing.T) {
-	base := bundle.Options{
-		Helm: &bundle.HelmOptions{
+	base := fleetyaml.Options{
+		Helm: &fleetyaml.HelmOptions{
 			Values:         map[string]any{"a": map[string]any{"b": []any{1.0, map[string]any{"c": "d"}}}},
 			TemplateValues: map[string]string{"t": "1"},
-			ValuesFrom:     []bundle.ValuesFrom{cmRef("a", "v")},
+			ValuesFrom:     []fleetyaml.ValuesFrom{cmRef("a", "v")},
 		},
-		YAML:                &bundle.YAMLOptions{Overlays: make([]string, 1, 10)},
-		Kustomize:           &bundle.KustomizeOptions{Dir: "k"},
-		Diff:                &bundle.DiffOptions{ComparePatches: []bundle.ComparePatch{{Kind: "A", Name: "a"}}},
+		YAML:                &fleetyaml.YAMLOptions{Overlays: make([]string, 1, 10)},
+		Kustomize:           &fleetyaml.KustomizeOptions{Dir: "k"},
+		Diff:                &fleetyaml.DiffOptions{ComparePatches: []fleetyaml.ComparePatch{{Kind: "A", Name: "a"}}},
 		NamespaceLabels:     map[string]string{"l": "1"},
-		DownstreamResources: []bundle.DownstreamResource{{Kind: "Secret", Name: "s"}},
-		CorrectDrift:        &bundle.CorrectDrift{Enabled: true},
+		DownstreamResources: []fleetyaml.DownstreamResource{{Kind: "Secret", Name: "s"}},
+		CorrectDrift:        &fleetyaml.CorrectDrift{Enabled: true},
 	}
-	custom := bundle.Options{
-		Helm: &bundle.HelmOptions{
+	custom := fleetyaml.Options{
+		Helm: &fleetyaml.HelmOptions{
 			Values:         map[string]any{"a": map[string]any{"x": "y"}, "n": map[string]any{"m": 1.0}},
 			TemplateValues: map[string]string{"t": "2"},
-			ValuesFrom:     []bundle.ValuesFrom{cmRef("a", "v"), cmRef("b", "v")},
+			ValuesFrom:     []fleetyaml.ValuesFrom{cmRef("a", "v"), cmRef("b", "v")},
 		},
-		YAML:                &bundle.YAMLOptions{Overlays: []string{"o"}},
-		Kustomize:           &bundle.KustomizeOptions{Dir: "k2"},
-		Diff:                &bundle.DiffOptions{ComparePatches: []bundle.ComparePatch{{Kind: "A", Name: "a", JSONPointers: []string{"/x"}}}},
+		YAML:                &fleetyaml.YAMLOptions{Overlays: []string{"o"}},
+		Kustomize:           &fleetyaml.KustomizeOptions{Dir: "k2"},
+		Diff:                &fleetyaml.DiffOptions{ComparePatches: []fleetyaml.ComparePatch{{Kind: "A", Name: "a", JSONPointers: []string{"/x"}}}},
 		NamespaceLabels:     map[string]string{"l": "2"},
-		DownstreamResources: []bundle.DownstreamResource{{Kind: "Secret", Name: "s"}, {Kind: "ConfigMap", Name: "c"}},
-		CorrectDrift:        &bundle.CorrectDrift{Force: true},
+		DownstreamResources: []fleetyaml.DownstreamResource{{Kind: "Secret", Name: "s"}, {Kind: "ConfigMap", Name: "c"}},
+		CorrectDrift:        &fleetyaml.CorrectDrift{Force: true},
 	}
-	snapshot := func(o bundle.Options) string {
+	snapshot := func(o fleetyaml.Options) string {
 		b, err := json.Marshal(o)
 		require.NoError(t, err)
 		return string(b)
 	}
 	baseBefore, customBefore := snapshot(base), snapshot(custom)
 
-	got := bundle.MergeOptions(base, custom)
+	got := fleetyaml.MergeOptions(base, custom)
 	assert.Equal(t, baseBefore, snapshot(base))
 	assert.Equal(t, customBefore, snapshot(custom))
 	assert.Equal(t, "", base.YAML.Overlays[:2][1], "append must not write into base's spare capacity")
@@ -282,11 +282,11 @@ func TestMergeOptionsDoesNotModifyInputs(t *testing.T) {
 
 func TestMergeOptionsChangesDeploymentID(t *testing.T) {
 	const manifestID = "s-0123"
-	base := bundle.Options{Helm: &bundle.HelmOptions{Values: map[string]any{"replicas": 1.0}}}
-	same := bundle.MergeOptions(base, bundle.Options{})
-	assert.Equal(t, bundle.DeploymentID(manifestID, base), bundle.DeploymentID(manifestID, same))
-	changed := bundle.MergeOptions(base, bundle.Options{Helm: &bundle.HelmOptions{Values: map[string]any{"replicas": 3.0}}})
-	assert.NotEqual(t, bundle.DeploymentID(manifestID, base), bundle.DeploymentID(manifestID, changed))
-	driftOnly := bundle.MergeOptions(base, bundle.Options{CorrectDrift: &bundle.CorrectDrift{Enabled: true}})
-	assert.Equal(t, bundle.DeploymentID(manifestID, base), bundle.DeploymentID(manifestID, driftOnly))
+	base := fleetyaml.Options{Helm: &fleetyaml.HelmOptions{Values: map[string]any{"replicas": 1.0}}}
+	same := fleetyaml.MergeOptions(base, fleetyaml.Options{})
+	assert.Equal(t, fleetyaml.DeploymentID(manifestID, base), fleetyaml.DeploymentID(manifestID, same))
+	changed := fleetyaml.MergeOptions(base, fleetyaml.Options{Helm: &fleetyaml.HelmOptions{Values: map[string]any{"replicas": 3.0}}})
+	assert.NotEqual(t, fleetyaml.DeploymentID(manifestID, base), fleetyaml.DeploymentID(manifestID, changed))
+	driftOnly := fleetyaml.MergeOptions(base, fleetyaml.Options{CorrectDrift: &fleetyaml.CorrectDrift{Enabled: true}})
+	assert.Equal(t, fleetyaml.DeploymentID(manifestID, base), fleetyaml.DeploymentID(manifestID, driftOnly))
 }

@@ -1,4 +1,4 @@
-package bundle
+package fleetyaml
 
 // Cluster is what per-cluster processing knows of a cluster. The fields are
 // the data of Fleet's ${ } value templates; Name, Labels and Groups are
