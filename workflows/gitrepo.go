@@ -89,6 +89,8 @@ type GitRepoState struct {
 	// deploy the same (rollout.Approval).
 	Approvals       []rollout.Approval `json:"approvals,omitempty"`
 	ApprovalsCommit string             `json:"approvalsCommit,omitempty"`
+	// LiveSeq counts the live reports taken (status.LiveReport.Seq).
+	LiveSeq int64 `json:"liveSeq,omitempty"`
 }
 
 // RunningRollout is a rollout carried across continue-as-new.
@@ -97,6 +99,10 @@ type RunningRollout struct {
 	Commit      string `json:"commit"`
 	Generation  int64  `json:"generation"`
 	Superseding bool   `json:"superseding,omitempty"`
+	// LiveSeq is the GitRepo's LiveSeq when the rollout started; Repair:
+	// a sync started it (RolloutInput.Repair).
+	LiveSeq int64 `json:"liveSeq,omitempty"`
+	Repair  bool  `json:"repair,omitempty"`
 }
 
 // Polling intervals: a GitRepo that receives webhooks polls hourly (as a
@@ -189,6 +195,10 @@ type gitRepo struct {
 	budget int
 	// settle settles done with the running rollout's end.
 	settle func(err error)
+	// runningLiveSeq is s.LiveSeq when the running rollout started: live
+	// reports taken before are older than what it observes.
+	runningLiveSeq int64
+	runningRepair  bool
 }
 
 type signal struct {

@@ -84,7 +84,7 @@ func (g *gitRepo) continueAsNew(ctx workflow.Context, in GitRepoInput) (bool, er
 	}
 	if g.running != "" {
 		g.s.Running = &RunningRollout{ID: g.running, Commit: g.runningCommit, Generation: g.runningGeneration,
-			Superseding: g.superseding}
+			Superseding: g.superseding, LiveSeq: g.runningLiveSeq, Repair: g.runningRepair}
 		workflow.GetLogger(ctx).Info("Continuing as new while a rollout runs; it reports to the new run", "rollout", g.running)
 	}
 	in.State = &g.s
@@ -141,7 +141,7 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 		in.ReportTo = g.id
 	}
 	g.running, g.superseding, g.started = id, false, false
-	g.runningCommit, g.runningGeneration = commit, g.s.Generation
+	g.runningCommit, g.runningGeneration, g.runningLiveSeq, g.runningRepair = commit, g.s.Generation, g.s.LiveSeq, in.Repair
 	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), RolloutWorkflow, in)
 	g.await(ctx, id)
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -178,7 +178,7 @@ func (g *gitRepo) adopt(ctx workflow.Context) {
 		return
 	}
 	g.running, g.started, g.superseding = r.ID, true, r.Superseding
-	g.runningCommit, g.runningGeneration = r.Commit, r.Generation
+	g.runningCommit, g.runningGeneration, g.runningLiveSeq, g.runningRepair = r.Commit, r.Generation, r.LiveSeq, r.Repair
 	g.await(ctx, r.ID)
 	workflow.Go(ctx, func(ctx workflow.Context) { g.checkRollout(ctx, r.ID) })
 }
@@ -223,6 +223,10 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 	if g.running != id {
 		return // reported already
 	}
+	since := int64(-1) // keep every report: no repair, or a run before versionLongLived
+	if g.longLived && g.runningRepair {
+		since = g.runningLiveSeq
+	}
 	g.running, g.superseding, g.s.LastRollout = "", false, id
 	g.finished++
 	inflight := g.s.Inflight
@@ -254,7 +258,7 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 		}
 		prev := g.s.Inventory
 		g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments
-		g.keepLive(prev)
+		g.keepLive(prev, since)
 		defer g.sendWatch(ctx)
 		g.s.Halts, g.s.Waits, g.s.Warnings = res.Halts, res.Waits, res.Warnings
 		if len(res.Halts) > 0 && !res.Superseded {

@@ -46,6 +46,10 @@ func (g *gitRepo) liveCluster(sig status.LiveSignal) (changed, ready bool) {
 		if i < 0 || g.s.Inventory[i].DeploymentID != r.DeploymentID {
 			continue // about a release the GitRepo no longer runs so
 		}
+		if g.longLived {
+			g.s.LiveSeq++
+			r.Seq = g.s.LiveSeq
+		}
 		g.s.Inventory[i].Live = &r
 		for j, d := range g.s.Deployments {
 			if d.Key() == key {
@@ -60,8 +64,21 @@ func (g *gitRepo) liveCluster(sig status.LiveSignal) (changed, ready bool) {
 
 // keepLive keeps, after a rollout, the newest live report of every
 // release (those the GitRepo took while the rollout ran, from prev) and
-// shows them on the rollout's deployments.
-func (g *gitRepo) keepLive(prev []InventoryEntry) {
+// shows them on the rollout's deployments. After a sync's rollout, which
+// restored drifted releases (rollout.MarkRepairs), a drift report taken
+// before it started (Seq at most since) is what it repaired where it
+// applied the release: it is dropped there, so `flotilla sync --wait` does
+// not end on the drift it just corrected; the watch reports anew. since <
+// 0 keeps every report.
+func (g *gitRepo) keepLive(prev []InventoryEntry, since int64) {
+	observed := map[status.Key]bool{}
+	if since >= 0 {
+		for _, d := range g.s.Deployments {
+			if d.DeploymentID != "" && d.AppliedDeploymentID == d.DeploymentID && (d.State == status.Ready || d.State == status.NotReady) {
+				observed[d.Key()] = true
+			}
+		}
+	}
 	newest := map[rollout.ReleaseRef]*status.LiveReport{}
 	for _, e := range prev {
 		if e.Live != nil {
@@ -72,6 +89,9 @@ func (g *gitRepo) keepLive(prev []InventoryEntry) {
 	for i, e := range g.s.Inventory {
 		if l, ok := newest[e.Ref()]; ok {
 			g.s.Inventory[i].Live = l
+		}
+		if l := g.s.Inventory[i].Live; l != nil && observed[e.Key()] && l.Seq <= since && l.Missing+l.Modified > 0 {
+			g.s.Inventory[i].Live = nil // the drift the sync repaired
 		}
 		if l := g.s.Inventory[i].Live; l != nil && l.DeploymentID == e.DeploymentID {
 			at[e.Key()] = l

@@ -449,8 +449,17 @@ func TestGitRepoWorkflow_SyncSkipsVouchedClusters(t *testing.T) {
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalSync, nil) }, 21*time.Second)
 	env.RegisterDelayedCallback(func() {
 		f.set(func() { assert.Equal(t, 2, f.deploys["c1"], "drifted: deployed (repaired)") })
-		env.SignalWorkflow(protocol.SignalDelete, nil)
+		st := queryStatus(t, env)
+		assert.True(t, st.Settled, "what sync --wait waits for")
+		d := deployment(t, st, "c1")
+		assert.Equal(t, status.Ready, d.State, "the settled status does not show the drift the sync repaired")
+		assert.Zero(t, d.Modified)
+		env.SignalWorkflow(protocol.SignalLive, status.LiveSignal{Cluster: "c1", Reports: []status.LiveReport{drifted}})
 	}, 40*time.Second)
+	env.RegisterDelayedCallback(func() {
+		assert.Equal(t, status.Modified, deployment(t, queryStatus(t, env), "c1").State, "drift reported after the sync shows")
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 41*time.Second)
 	runGitRepo(t, env)
 }
 

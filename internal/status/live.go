@@ -80,6 +80,9 @@ type LiveReport struct {
 	// Corrections counts the drift corrections made at this deployment
 	// ID since the watch started.
 	Corrections int `json:"corrections,omitempty"`
+	// Seq orders the reports a GitRepo took: it stamps each with its count
+	// of reports so far (0: before it counted).
+	Seq int64 `json:"seq,omitempty"`
 }
 
 // MaxListed bounds LiveReport's lists, as Fleet bounds its
