@@ -82,6 +82,12 @@ func (g *gitRepo) continueAsNew(ctx workflow.Context, in GitRepoInput) (bool, er
 	if g.drain(ctx) {
 		return false, nil // act on them first; continue as new when due again
 	}
+	if g.gathering != 0 {
+		// Cluster changes gathered while the rollout runs: the new run
+		// supersedes it for them at once.
+		g.gathering = 0
+		g.s.Dirty = true
+	}
 	if g.running != "" {
 		g.s.Running = &RunningRollout{ID: g.running, Commit: g.runningCommit, Generation: g.runningGeneration,
 			Superseding: g.superseding, LiveSeq: g.runningLiveSeq, Repair: g.runningRepair}
