@@ -199,6 +199,11 @@ type gitRepo struct {
 	// reports taken before are older than what it observes.
 	runningLiveSeq int64
 	runningRepair  bool
+	// owned: the running rollout is a child this run started (not one it
+	// adopted); closed: that child has closed; reported: its result, come
+	// by signal before it closed.
+	owned, closed bool
+	reported      *RolloutResult
 }
 
 type signal struct {

@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"errors"
 	"strings"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -147,21 +149,63 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 		in.ReportTo = g.id
 	}
 	g.running, g.superseding, g.started = id, false, false
+	g.owned, g.closed = true, false
 	g.runningCommit, g.runningGeneration, g.runningLiveSeq, g.runningRepair = commit, g.s.Generation, g.s.LiveSeq, in.Repair
-	child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), RolloutWorkflow, in)
 	g.await(ctx, id)
-	workflow.Go(ctx, func(ctx workflow.Context) {
-		_ = child.GetChildWorkflowExecution().Get(ctx, nil) // a failed start shows in child.Get
+	if !g.longLived {
+		child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), RolloutWorkflow, in)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			_ = child.GetChildWorkflowExecution().Get(ctx, nil) // a failed start shows in child.Get
+			if g.running == id {
+				g.started = true
+			}
+			var res RolloutResult
+			err := child.Get(ctx, &res)
+			g.finish(ctx, id, res, err)
+		})
+		return
+	}
+	g.reported = nil
+	workflow.Go(ctx, func(ctx workflow.Context) { g.runChild(ctx, id, opts, in) })
+}
+
+// runChild starts rollout id as an abandoned child and finishes it when
+// both its result (a signal, sent before it ends) and its end are known:
+// a rollout of the same ID never starts while this one is still open.
+// A start refused because a rollout of that ID still runs (one a
+// previous run of this GitRepo adopted and that reported, but has not
+// closed yet) is tried again a second later.
+func (g *gitRepo) runChild(ctx workflow.Context, id string, opts workflow.ChildWorkflowOptions, in RolloutInput) {
+	for {
+		child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), RolloutWorkflow, in)
+		err := child.GetChildWorkflowExecution().Get(ctx, nil)
+		var running *temporal.ChildWorkflowExecutionAlreadyStartedError
+		if errors.As(err, &running) && g.running == id {
+			_ = workflow.NewTimerWithOptions(ctx, time.Second, workflow.TimerOptions{Summary: "wait for " + id + " to close"}).Get(ctx, nil)
+			continue
+		}
 		if g.running == id {
 			g.started = true
 		}
 		var res RolloutResult
-		err := child.Get(ctx, &res)
-		if err == nil && res.Reported {
-			return // the result came as a signal, sent before the rollout ended
+		err = child.Get(ctx, &res)
+		if g.running != id {
+			return
 		}
-		g.finish(ctx, id, res, err)
-	})
+		switch {
+		case err != nil:
+			g.finish(ctx, id, res, err)
+		case !res.Reported:
+			g.finish(ctx, id, res, nil) // it could not signal its result
+		case g.reported != nil:
+			g.finish(ctx, id, *g.reported, nil)
+		default:
+			// The signal is in the history before the end: its handler
+			// finishes the rollout once it runs.
+			g.closed = true
+		}
+		return
+	}
 }
 
 // await makes g.done the future of rollout id's end.
@@ -183,6 +227,7 @@ func (g *gitRepo) adopt(ctx workflow.Context) {
 	if r == nil {
 		return
 	}
+	g.owned, g.closed, g.reported = false, false, nil
 	g.running, g.started, g.superseding = r.ID, true, r.Superseding
 	g.runningCommit, g.runningGeneration, g.runningLiveSeq, g.runningRepair = r.Commit, r.Generation, r.LiveSeq, r.Repair
 	g.await(ctx, r.ID)
@@ -220,6 +265,12 @@ func (g *gitRepo) rolloutReported(ctx workflow.Context, rep RolloutReport) {
 	}
 	if rep.Result == nil {
 		g.s.Inflight = rep.Planned
+		return
+	}
+	if g.owned && !g.closed {
+		// A child of this run: finished when it has closed, so that the
+		// next rollout of the same ID can start.
+		g.reported = rep.Result
 		return
 	}
 	g.finish(ctx, rep.ID, *rep.Result, nil)

@@ -491,6 +491,35 @@ func TestGitRepoWorkflow_UnreachableClusterBlocksNothing(t *testing.T) {
 	runEntityDriver(t, env)
 }
 
+// A sync that supersedes a running rollout of the same commit and
+// generation starts the next rollout, of the same ID, without an error.
+// (On a real server the restart once looped forever: the rollout's result
+// came by signal before it closed, and a child of an ID still open cannot
+// start. The test environment lets it start; TestLongevity's
+// TerminatedRolloutForgetsNothing, on a real server, catches that.)
+func TestGitRepoWorkflow_SupersedeSameIDRestarts(t *testing.T) {
+	env, f, _ := longEnv(t, func(f *longFleet) {
+		f.plan.Partitions = []strategy.Partition{{Name: "all", MaxUnavailable: 10, Clusters: []string{"c1", "c2"}}}
+		f.plan.ReadyTimeout = 10 * time.Minute
+		f.readyAfter = 5 * time.Minute
+	})
+	id := protocol.GitRepoID("fleet-default", "app")
+	env.RegisterDelayedCallback(func() { applyByID(t, env, id) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		require.NotEmpty(t, queryByID[status.GitRepo](t, env, id).Rollout, "the rollout waits for c1")
+		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalSync, nil))
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() {
+		st := queryByID[status.GitRepo](t, env, id)
+		_, _, rollouts := f.counts()
+		assert.Equal(t, 2, rollouts, "the sync superseded the first rollout and started another")
+		assert.Equal(t, int64(1), st.Syncs)
+		assert.Empty(t, st.Error)
+		require.NoError(t, env.SignalWorkflowByID(id, protocol.SignalDelete, nil))
+	}, 2*time.Minute)
+	runEntityDriver(t, env)
+}
+
 // A GitRepo polled every 15 s for 30 days, with a deployment that never
 // becomes Ready and a rollout waiting for approval from day 1 to day 29:
 // polls start no rollout and supersede none, the runs continue as new
