@@ -103,7 +103,7 @@ func BenchmarkFanout(b *testing.B) {
 		b.Skip("starts kube-apiservers, a Temporal dev server and a Git server")
 	}
 	cfg := loadFanoutConfig(b)
-	lg := newFanoutLog(b)
+	lg := newBenchLog(b, "fanout")
 	headline := cfg.headline()
 	out := map[string]any{}
 	var curve []map[string]float64
@@ -154,7 +154,7 @@ func curveSummary(curve []map[string]float64) string {
 // fanoutRound rolls the GitRepo out to n virtual clusters on servers of
 // its own and returns the figures; with resync it then measures a no-op
 // `flotilla sync` of all of them (noop_resync_s).
-func fanoutRound(b *testing.B, cfg fanoutConfig, lg *fanoutLog, n int, resync bool) map[string]float64 {
+func fanoutRound(b *testing.B, cfg fanoutConfig, lg *benchLog, n int, resync bool) map[string]float64 {
 	ctx := context.Background()
 	k := cfg.apiservers
 	lg.logf("%d virtual clusters on %d API servers, workload %s, Temporal %s, automatic partitions %s", n, k, cfg.workload,
@@ -449,7 +449,7 @@ func startFanoutWorker(b *testing.B, cfg fanoutConfig, stateDir string) (*devWor
 // A worker with one Temporal worker per cluster logs "Serving cluster"
 // for each; one serving all clusters on a shared queue logs none, and
 // then there is nothing to wait for.
-func waitServed(b *testing.B, lg *fanoutLog, w *devWorker, n int) {
+func waitServed(b *testing.B, lg *benchLog, w *devWorker, n int) {
 	b.Helper()
 	start := time.Now()
 	for {
@@ -503,7 +503,7 @@ func waitFanout(ctx context.Context, c client.Client, n int, commit string, time
 }
 
 // logProgress logs, every 10 s, how far the rollout is.
-func logProgress(ctx context.Context, lg *fanoutLog, c client.Client, start time.Time, workerPID int, s *pendingSampler) {
+func logProgress(ctx context.Context, lg *benchLog, c client.Client, start time.Time, workerPID int, s *pendingSampler) {
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
 	cpu0, _, _, _ := procCPU(workerPID)
@@ -537,7 +537,7 @@ func logProgress(ctx context.Context, lg *fanoutLog, c client.Client, start time
 // temporalReport lists every rollout run, reads their history lengths and
 // histories, and adds max_events_per_run, the per-cluster times and an
 // activity breakdown to res.
-func temporalReport(ctx context.Context, b *testing.B, lg *fanoutLog, c client.Client, rolloutID string, names []string, res map[string]float64) {
+func temporalReport(ctx context.Context, b *testing.B, lg *benchLog, c client.Client, rolloutID string, names []string, res map[string]float64) {
 	b.Helper()
 	// Visibility learns of closes asynchronously.
 	deadline := time.Now().Add(30 * time.Second)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,7 +71,7 @@ func BenchmarkSoak(b *testing.B) {
 	repo := f.git.CreateRepo(b, name, files("v1"))
 	// A registration notified late would supersede the first rollout.
 	waitClustersNotified(b, c, clusters...)
-	lg := newSoakLog(b)
+	lg := newBenchLog(b, "soak")
 	lg.logf("duration %s, history budget %d, ready timeout %ds, polling every 2s", duration, budget, soakReadyTimeout)
 	b.ResetTimer()
 
@@ -179,37 +178,8 @@ func BenchmarkSoak(b *testing.B) {
 	}
 }
 
-// soakLog logs with b.Log and, since a benchmark's log is cut to its
-// first lines unless -v is given, also to <FLOTILLA_BENCH_OUT>/soak.log.
-type soakLog struct {
-	b    *testing.B
-	file *os.File
-}
-
-func newSoakLog(b *testing.B) *soakLog {
-	b.Helper()
-	lg := &soakLog{b: b}
-	if dir := os.Getenv("FLOTILLA_BENCH_OUT"); dir != "" {
-		require.NoError(b, os.MkdirAll(dir, 0o755))
-		f, err := os.Create(filepath.Join(dir, "soak.log"))
-		require.NoError(b, err)
-		lg.file = f
-		b.Cleanup(func() { _ = f.Close() }) // best effort: the log is a by-product
-	}
-	return lg
-}
-
-func (lg *soakLog) logf(format string, args ...any) {
-	lg.b.Helper()
-	msg := fmt.Sprintf(format, args...)
-	lg.b.Log(msg)
-	if lg.file != nil {
-		fmt.Fprintf(lg.file, "%s %s\n", time.Now().Format("15:04:05.000"), msg)
-	}
-}
-
 // soakLogProgress logs the GitRepo's state and the runs so far.
-func soakLogProgress(b *testing.B, lg *soakLog, f *fleet, c client.Client, name string, start time.Time) {
+func soakLogProgress(b *testing.B, lg *benchLog, f *fleet, c client.Client, name string, start time.Time) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

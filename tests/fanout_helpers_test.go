@@ -691,20 +691,22 @@ func sum(v []float64) float64 {
 	return s
 }
 
-// fanoutLog logs with b.Logf and, since a benchmark's log is cut to its
-// first lines unless -v is given, also to <FLOTILLA_BENCH_OUT>/fanout.log.
-type fanoutLog struct {
+// benchLog logs with b.Logf, each line prefixed with the benchmark's
+// name, and, since a benchmark's log is cut to its first lines unless -v
+// is given, also to <FLOTILLA_BENCH_OUT>/<name>.log.
+type benchLog struct {
 	b    *testing.B
+	name string
 	mu   sync.Mutex
 	file *os.File
 }
 
-func newFanoutLog(b *testing.B) *fanoutLog {
+func newBenchLog(b *testing.B, name string) *benchLog {
 	b.Helper()
-	lg := &fanoutLog{b: b}
+	lg := &benchLog{b: b, name: name}
 	if dir := os.Getenv("FLOTILLA_BENCH_OUT"); dir != "" {
 		require.NoError(b, os.MkdirAll(dir, 0o755))
-		f, err := os.Create(filepath.Join(dir, "fanout.log"))
+		f, err := os.Create(filepath.Join(dir, name+".log"))
 		require.NoError(b, err)
 		lg.file = f
 		b.Cleanup(func() { _ = f.Close() }) // best effort: the log is a by-product
@@ -712,10 +714,10 @@ func newFanoutLog(b *testing.B) *fanoutLog {
 	return lg
 }
 
-func (lg *fanoutLog) logf(format string, args ...any) {
+func (lg *benchLog) logf(format string, args ...any) {
 	lg.b.Helper()
 	msg := fmt.Sprintf(format, args...)
-	lg.b.Log("fanout: " + msg)
+	lg.b.Log(lg.name + ": " + msg)
 	if lg.file != nil {
 		lg.mu.Lock()
 		defer lg.mu.Unlock()
