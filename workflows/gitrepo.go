@@ -70,13 +70,11 @@ type GitRepoState struct {
 	Webhooks        int64     `json:"webhooks,omitempty"`
 	WebhookCommit   string    `json:"webhookCommit,omitempty"`
 	LastWebhookTime time.Time `json:"lastWebhookTime,omitzero"`
-	// RetryDue: the backoff of a failed deployment is over; the next
-	// rollout retries it (a retry never supersedes a rollout).
+	// RetryDue: the backoff of a failed deployment is over, or the last
+	// rollout stopped where clusters had to become Ready and a watch
+	// reported one did; the next rollout goes on (it never supersedes
+	// one).
 	RetryDue bool `json:"retryDue,omitempty"`
-	// Proceed: the last rollout stopped where clusters had to become
-	// Ready first, and a watch reported one did; the next rollout goes on
-	// (it never supersedes one).
-	Proceed bool `json:"proceed,omitempty"`
 	// Running is the rollout in flight when the run continued as new; the
 	// new run adopts it.
 	Running *RunningRollout `json:"running,omitempty"`

@@ -37,7 +37,7 @@ func (g *gitRepo) loopState(ctx workflow.Context) loop.State {
 		Paused:       g.s.Paused,
 		ResolveDue:   g.s.ResolveDue,
 		Changed:      g.s.Dirty,
-		RetryDue:     g.s.RetryDue || g.s.Proceed,
+		RetryDue:     g.s.RetryDue,
 		CommitKnown:  g.s.LatestCommit != "",
 		Rollout:      loop.Rollout{Running: g.running != "", Started: g.started, Superseding: g.superseding},
 		HistoryFull:  g.historyFull(ctx),
@@ -113,7 +113,7 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	commit := g.s.LatestCommit
 	in := RolloutInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec, Commit: commit, Generation: g.s.Generation,
 		Inventory: g.s.Inventory, Delete: del, Repair: g.s.Repair}
-	g.s.Dirty, g.s.Repair, g.s.RetryDue, g.s.Proceed = false, false, false, false
+	g.s.Dirty, g.s.Repair, g.s.RetryDue = false, false, false
 	if g.s.ApprovalsCommit == commit {
 		in.Approvals = g.s.Approvals
 	}

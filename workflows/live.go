@@ -28,7 +28,7 @@ func (g *gitRepo) live(ctx workflow.Context, batch status.LiveSignal) {
 		// The last rollout stopped where clusters had to become Ready
 		// first (maxUnavailable, partitions, dependsOn): one did, so the
 		// rollout goes on. A rollout that runs waits for them itself.
-		g.s.Proceed = true
+		g.s.RetryDue = true
 	}
 	if changed {
 		g.upsert(ctx)
