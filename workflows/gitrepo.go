@@ -158,11 +158,10 @@ type gitRepo struct {
 	// asked to stop.
 	running     string
 	superseding bool
-	// runningCommit and runningGeneration are what the running rollout
-	// rolls out.
-	runningCommit     string
-	runningGeneration int64
-	done              workflow.Future
+	// cur is what the running rollout rolls out (its ID and superseding
+	// are running and superseding), as continue-as-new carries it.
+	cur  RunningRollout
+	done workflow.Future
 	// pollNow wakes the poller (spec change, sync).
 	pollReset int
 	attrs     searchAttrs
@@ -193,10 +192,6 @@ type gitRepo struct {
 	budget int
 	// settle settles done with the running rollout's end.
 	settle func(err error)
-	// runningLiveSeq is s.LiveSeq when the running rollout started: live
-	// reports taken before are older than what it observes.
-	runningLiveSeq int64
-	runningRepair  bool
 	// owned: the running rollout is a child this run started (not one it
 	// adopted); closed: that child has closed; reported: its result, come
 	// by signal before it closed.
@@ -380,7 +375,7 @@ func (g *gitRepo) source() (protocol.GitRepoSource, error) {
 	src := protocol.GitRepoSource{Spec: g.s.GitRepo.Spec, Generation: g.s.Generation, Commit: g.s.Commit,
 		LatestCommit: g.s.LatestCommit}
 	if g.running != "" {
-		src.RolloutCommit = g.runningCommit
+		src.RolloutCommit = g.cur.Commit
 	}
 	return src, nil
 }

@@ -91,8 +91,9 @@ func (g *gitRepo) continueAsNew(ctx workflow.Context, in GitRepoInput) (bool, er
 		g.s.Dirty = true
 	}
 	if g.running != "" {
-		g.s.Running = &RunningRollout{ID: g.running, Commit: g.runningCommit, Generation: g.runningGeneration,
-			Superseding: g.superseding, LiveSeq: g.runningLiveSeq, Repair: g.runningRepair}
+		r := g.cur
+		r.ID, r.Superseding = g.running, g.superseding
+		g.s.Running = &r
 		workflow.GetLogger(ctx).Info("Continuing as new while a rollout runs; it reports to the new run", "rollout", g.running)
 	}
 	in.State = &g.s
@@ -150,7 +151,7 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	}
 	g.running, g.superseding, g.started = id, false, false
 	g.owned, g.closed = true, false
-	g.runningCommit, g.runningGeneration, g.runningLiveSeq, g.runningRepair = commit, g.s.Generation, g.s.LiveSeq, in.Repair
+	g.cur = RunningRollout{ID: id, Commit: commit, Generation: g.s.Generation, LiveSeq: g.s.LiveSeq, Repair: in.Repair}
 	g.await(ctx, id)
 	if !g.longLived {
 		child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), RolloutWorkflow, in)
@@ -229,7 +230,7 @@ func (g *gitRepo) adopt(ctx workflow.Context) {
 	}
 	g.owned, g.closed, g.reported = false, false, nil
 	g.running, g.started, g.superseding = r.ID, true, r.Superseding
-	g.runningCommit, g.runningGeneration, g.runningLiveSeq, g.runningRepair = r.Commit, r.Generation, r.LiveSeq, r.Repair
+	g.cur = *r
 	g.await(ctx, r.ID)
 	workflow.Go(ctx, func(ctx workflow.Context) { g.checkRollout(ctx, r.ID) })
 }
@@ -281,8 +282,8 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 		return // reported already
 	}
 	since := int64(-1) // keep every report: no repair, or a run before versionLongLived
-	if g.longLived && g.runningRepair {
-		since = g.runningLiveSeq
+	if g.longLived && g.cur.Repair {
+		since = g.cur.LiveSeq
 	}
 	g.running, g.superseding, g.s.LastRollout = "", false, id
 	g.finished++

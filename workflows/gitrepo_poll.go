@@ -107,7 +107,7 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 	g.s.PollFailures = 0
 	current := g.s.Commit
 	if g.running != "" {
-		current = g.runningCommit
+		current = g.cur.Commit
 	}
 	failed := res.Commit == g.s.FailedCommit && g.s.Generation == g.s.FailedGeneration
 	if res.Commit != current && !failed {
