@@ -21,6 +21,9 @@ import (
 type WatchInput struct {
 	Cluster string              `json:"cluster"`
 	Sets    []protocol.WatchSet `json:"sets"`
+	// Unreachable is what the cluster's workflow believes of its contact:
+	// the watch reports a change of it (probeContact).
+	Unreachable bool `json:"unreachable,omitempty"`
 }
 
 // WatchRun is how long one Watch runs before it returns for its workflow
@@ -75,6 +78,7 @@ func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 			}
 		}
 	}()
+	go c.probeContact(run, defaultContactProbe, k, in.Unreachable)
 	scheduled := activity.GetInfo(ctx).ScheduledTime
 	if err := c.watches.Follow(run, cfg, k.Identity(), scheduled, c.watchTargets(ctx, in)); err != nil && run.Err() == nil {
 		return err

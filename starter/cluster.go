@@ -213,8 +213,24 @@ func formatLabels(l map[string]string) string {
 	return strings.Join(parts, ",")
 }
 
-// clusterMode describes how a cluster is served and its agent's state.
+// clusterMode describes how a cluster is served and its contact state.
 func clusterMode(r protocol.ClusterRecord, now time.Time) (mode, state, lastSeen string) {
+	mode, state, lastSeen = agentMode(r, now)
+	if u := r.Unreachable; u != nil && (r.Agent == nil || !r.Agent.Offline) {
+		// The drift watch cannot reach the API server.
+		state = "Offline (unreachable: " + u.Reason + ")"
+		if !u.LastContact.IsZero() {
+			lastSeen = ago(now, u.LastContact)
+		}
+	}
+	return mode, state, lastSeen
+}
+
+// ago says how long ago t was.
+func ago(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() + " ago" }
+
+// agentMode describes how a cluster is served and its agent's state.
+func agentMode(r protocol.ClusterRecord, now time.Time) (mode, state, lastSeen string) {
 	if !r.PullMode() {
 		return "push", "Active", "-"
 	}
@@ -228,7 +244,7 @@ func clusterMode(r protocol.ClusterRecord, now time.Time) (mode, state, lastSeen
 	}
 	if a.LastSeen != nil {
 		state = "Online"
-		lastSeen = now.Sub(*a.LastSeen).Round(time.Second).String() + " ago"
+		lastSeen = ago(now, *a.LastSeen)
 	}
 	if a.Offline {
 		state = "Offline"

@@ -42,11 +42,17 @@ const (
 //     GitRepo's continue-as-new);
 //   - TerminatedRolloutForgetsNothing: what a rollout deployed before it
 //     was terminated stays in the GitRepo's inventory, so the next commit
-//     uninstalls what it no longer wants.
+//     uninstalls what it no longer wants;
+//   - OfflineClusterStatus: within 30 s of a push-mode cluster's API
+//     server stopping, the cluster shows Offline with its last-seen time
+//     and its deployments are no longer called Ready; both recover on
+//     their own when it is back (fleet#594).
 func TestLongevity(t *testing.T) {
 	f := startFleet(t, 3, 3)
 	t.Run("NeverReadyNoChurn", func(t *testing.T) { testNeverReadyNoChurn(t, f) })
 	t.Run("TerminatedRolloutForgetsNothing", func(t *testing.T) { testTerminatedRolloutForgetsNothing(t, f) })
+	// Last: it stops an API server.
+	t.Run("OfflineClusterStatus", func(t *testing.T) { testOfflineClusterStatus(t, f) })
 }
 
 // neverReadyFleetYAML is a bundle's fleet.yaml in namespace ns whose
@@ -369,4 +375,63 @@ func eachEvent(ctx context.Context, c client.Client, r runRef, fn func(*historyp
 		fn(ev)
 	}
 	return nil
+}
+
+// offlineWithin is how soon status must tell a cluster lost contact.
+const offlineWithin = 30 * time.Second
+
+func testOfflineClusterStatus(t *testing.T, f *fleet) {
+	const name, ns, lost = "offline", "offline-ns", "cluster-2"
+	repo := f.git.CreateRepo(t, name, map[string]string{
+		"app/fleet.yaml": fleetYAML(ns),
+		"app/cm.yaml":    configMapDoc("app-config", "v1"),
+	})
+	f.apply(t, gitRepoDoc(name, repo.URL(), selectorTarget("env", "dev")))
+	defer f.remove(t, name)
+	head := repo.Head(t)
+	f.waitFor(t, name, "app Ready on both dev clusters", settledAt(head, 2))
+	// The watch follows the release once the rollout told the cluster.
+	f.waitFor(t, name, "the releases watched", func(st status.GitRepo) bool { return st.Watched == 2 })
+
+	stopped := time.Now()
+	f.cluster(lost).Stop()
+	restarted := false
+	defer func() {
+		if !restarted {
+			f.cluster(lost).Start(t)
+		}
+	}()
+	st := f.waitForWithin(t, name, lost+"'s deployment no longer Ready", offlineWithin, func(st status.GitRepo) bool {
+		d, ok := deploymentOn(st, "app", lost)
+		return ok && d.State == status.WaitApplied && strings.Contains(d.Message, "cluster "+lost+" is out of contact (last seen ")
+	})
+	t.Logf("status told %s is out of contact %s after its API server stopped", lost, time.Since(stopped).Round(time.Second))
+	d, _ := deploymentOn(st, "app", lost)
+	assert.Contains(t, d.Message, "last known Ready")
+	other, _ := deploymentOn(st, "app", "cluster-1")
+	assert.Equal(t, status.Ready, other.State, "the cluster in contact is as it was")
+	assert.NotEqual(t, status.Ready, st.Summary.State)
+	line := clusterListLine(t, f, lost)
+	assert.Contains(t, line, "Offline (unreachable: API server")
+	assert.Regexp(t, `\d+s ago`, line, "the last-seen time")
+
+	f.cluster(lost).Start(t)
+	restarted = true
+	back := time.Now()
+	f.waitForWithin(t, name, "Ready again on both", offlineWithin, settledAt(head, 2))
+	t.Logf("status recovered %s after the API server was back", time.Since(back).Round(time.Second))
+	assert.Contains(t, clusterListLine(t, f, lost), "Active")
+	assert.Equal(t, 1, f.releaseRevisions(t, lost, ns, name+"-app"), "nothing was redeployed")
+}
+
+// clusterListLine is cluster's line of `flotilla cluster list`.
+func clusterListLine(t *testing.T, f *fleet, cluster string) string {
+	t.Helper()
+	for _, l := range strings.Split(f.cli(t, "cluster", "list"), "\n") {
+		if strings.HasPrefix(l, cluster+" ") {
+			return l
+		}
+	}
+	t.Fatalf("cluster %s not listed", cluster)
+	return ""
 }

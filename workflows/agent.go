@@ -131,12 +131,29 @@ func (w *agentWatch) liveness(ctx workflow.Context) {
 			_ = workflow.Sleep(ctx, wait)
 			continue
 		}
-		next := *a
-		next.Offline = true
-		w.rec.Agent = &next
-		workflow.GetLogger(ctx).Warn("Agent offline: no heartbeat", "cluster", w.rec.Name, "lastSeen", a.LastSeen)
-		upsertCluster(ctx, *w.rec)
+		w.offline(ctx, "no heartbeat")
 	}
+}
+
+// offline marks the agent Offline.
+func (w *agentWatch) offline(ctx workflow.Context, why string) {
+	next := *w.rec.Agent
+	next.Offline = true
+	w.rec.Agent = &next
+	workflow.GetLogger(ctx).Warn("Agent offline: "+why, "cluster", w.rec.Name, "lastSeen", next.LastSeen)
+	upsertCluster(ctx, *w.rec)
+}
+
+// watchSilent is told that the cluster's drift watch, which runs on the
+// agent, stopped heartbeating (within watchHeartbeatTimeout): unless a
+// heartbeat arrived since, the agent is gone, and it is Offline now
+// rather than after offlineAfterBeats heartbeat intervals.
+func (w *agentWatch) watchSilent(ctx workflow.Context) {
+	a := w.rec.Agent
+	if a == nil || a.Offline || a.LastSeen != nil && workflow.Now(ctx).Sub(*a.LastSeen) < watchHeartbeatTimeout {
+		return
+	}
+	w.offline(ctx, "its drift watch stopped heartbeating")
 }
 
 // defaults receives the controller's agent defaults (sent when a

@@ -33,6 +33,10 @@ type ClusterInput struct {
 	// Kubeconfig is the cluster's sealed kubeconfig (push mode or a
 	// managed agent), carried across continue-as-new.
 	Kubeconfig *seal.Box `json:"kubeconfig,omitempty"`
+	// ContactLost and ContactTold carry what the GitRepos were told of the
+	// cluster's contact (contactWatch) across continue-as-new.
+	ContactLost bool     `json:"contactLost,omitempty"`
+	ContactTold []string `json:"contactTold,omitempty"`
 }
 
 // ClusterWorkflow is the entity workflow of one registered cluster (ID
@@ -43,8 +47,9 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	c := &clusterEntity{rec: in.Record, kubeconfig: in.Kubeconfig}
 	c.e = entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
 	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent, notify: func() { c.e.notifyDue = true }}
-	c.w = &clusterWatch{name: in.Record.Name, rec: &c.rec, sets: in.Watch}
-	c.e.busy = func() bool { return c.ag.pending() || c.w.pending() }
+	c.w = &clusterWatch{name: in.Record.Name, rec: &c.rec, sets: in.Watch, silent: c.ag.watchSilent}
+	c.ct = &contactWatch{rec: &c.rec, sets: &c.w.sets, toldLost: in.ContactLost, told: in.ContactTold}
+	c.e.busy = func() bool { return c.ag.pending() || c.w.pending() || c.ct.pending() }
 	if targetingMemo(ctx) {
 		// GitRepos are told of a change once visibility shows it in the
 		// targeting memo, which is what their rollouts list.
@@ -71,6 +76,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	upsertCluster(ctx, c.rec)
 	c.ag.start(ctx)
 	c.w.start(ctx)
+	c.ct.start(ctx)
 	removed, err := c.e.run(ctx, func() {
 		c.rec.Removed = true
 		if c.e.generation != nil {
@@ -82,7 +88,8 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 		return err
 	}
 	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: c.rec},
-		Notified: !c.e.notifyDue, EnsureAgent: c.ag.ensureDue, Watch: c.w.sets, Kubeconfig: c.kubeconfig})
+		Notified: !c.e.notifyDue, EnsureAgent: c.ag.ensureDue, Watch: c.w.sets, Kubeconfig: c.kubeconfig,
+		ContactLost: c.ct.toldLost, ContactTold: c.ct.told})
 }
 
 // clusterEntity is the state of one ClusterWorkflow run.
@@ -93,6 +100,7 @@ type clusterEntity struct {
 	e          entity
 	ag         *agentWatch
 	w          *clusterWatch
+	ct         *contactWatch
 }
 
 // apply takes a registration or an update of the cluster.
@@ -224,7 +232,7 @@ func upsertCluster(ctx workflow.Context, rec protocol.ClusterRecord) {
 	switch {
 	case rec.Paused:
 		state = "Paused"
-	case rec.Agent != nil && rec.Agent.Offline:
+	case rec.Agent != nil && rec.Agent.Offline, rec.Unreachable != nil:
 		state = "Offline"
 	}
 	_ = workflow.UpsertTypedSearchAttributes(ctx,

@@ -89,6 +89,10 @@ type GitRepoState struct {
 	ApprovalsCommit string             `json:"approvalsCommit,omitempty"`
 	// LiveSeq counts the live reports taken (status.LiveReport.Seq).
 	LiveSeq int64 `json:"liveSeq,omitempty"`
+	// OutOfContact are the clusters whose workflow said they lost
+	// contact, sorted by cluster: their deployments are shown as not known
+	// to be Ready (status.WithContacts) until contact returns.
+	OutOfContact []status.ClusterContact `json:"outOfContact,omitempty"`
 }
 
 // RunningRollout is a rollout carried across continue-as-new.

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/loop"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
+	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/webhook"
 )
@@ -96,6 +98,11 @@ func (g *gitRepo) continueAsNew(ctx workflow.Context, in GitRepoInput) (bool, er
 		g.s.Running = &r
 		workflow.GetLogger(ctx).Info("Continuing as new while a rollout runs; it reports to the new run", "rollout", g.running)
 	}
+	// A cluster out of contact that runs nothing of the GitRepo's any more
+	// is not carried: its workflow tells again should that change.
+	g.s.OutOfContact = slices.DeleteFunc(g.s.OutOfContact, func(c status.ClusterContact) bool {
+		return !slices.ContainsFunc(g.s.Deployments, func(d status.Deployment) bool { return d.Cluster == c.Cluster })
+	})
 	in.State = &g.s
 	if g.helmOp() {
 		return true, workflow.NewContinueAsNewError(ctx, HelmOpWorkflow, in)

@@ -18,7 +18,7 @@ type searchAttrs struct{ state, commit, clusters string }
 
 // upsert keeps the workflow's search attributes current.
 func (g *gitRepo) upsert(ctx workflow.Context) {
-	sum := status.Summarize(g.s.Deployments) //workflowcheck:ignore order-independent counts
+	sum := status.Summarize(g.shown()) //workflowcheck:ignore order-independent counts
 	state := string(sum.State)
 	if g.s.Error != "" {
 		state = "Error"
@@ -72,7 +72,7 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 		st.Version = g.s.Commit
 	}
 	outOfSync := g.s.Paused && (g.s.LatestCommit != g.s.Commit || g.s.Generation != g.s.ObservedGeneration)
-	for _, d := range g.s.Deployments {
+	for _, d := range g.shown() {
 		if outOfSync && d.State == status.Ready {
 			d.State, d.Message = status.OutOfSync, "GitRepo is paused"
 		}
@@ -85,6 +85,12 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 	// the remote answers (no commit known yet).
 	st.Settled = g.running == "" && !g.s.ResolveDue && (!g.s.Dirty || g.s.Paused || g.s.LatestCommit == "")
 	return st, nil
+}
+
+// shown are the deployments as status shows them: those on clusters out
+// of contact are not known to be Ready.
+func (g *gitRepo) shown() []status.Deployment {
+	return status.WithContacts(g.s.Deployments, g.s.OutOfContact)
 }
 
 func shortCommit(c string) string {

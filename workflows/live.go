@@ -21,6 +21,13 @@ const versionDriftWatch = "drift-watch"
 func (g *gitRepo) live(ctx workflow.Context, batch status.LiveSignal) {
 	changed, ready := false, false
 	for _, sig := range batch.Each() {
+		if sig.Contact != nil {
+			c := *sig.Contact
+			c.Cluster = sig.Cluster
+			var ch bool
+			g.s.OutOfContact, ch = status.SetContact(g.s.OutOfContact, c)
+			changed = changed || ch
+		}
 		c, r := g.liveCluster(sig)
 		changed, ready = changed || c, ready || r
 	}

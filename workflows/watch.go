@@ -40,6 +40,9 @@ type clusterWatch struct {
 	gen     int
 	running bool
 	ch      workflow.ReceiveChannel
+	// silent is told when a pull-mode watch stopped heartbeating: the
+	// agent that ran it is gone (versionContact).
+	silent func(workflow.Context)
 }
 
 // pending reports whether a Watch runs or a watch signal waits: the run
@@ -98,8 +101,16 @@ func (w *clusterWatch) loop(ctx workflow.Context) {
 		if workflow.GetVersion(ctx, versionWatchQueue, workflow.DefaultVersion, 1) == 1 {
 			opts.TaskQueue = protocol.WatchQueue(workflow.GetInfo(ctx).TaskQueueName) // an agent's queue in pull mode
 		}
+		contact := workflow.GetVersion(ctx, versionContact, workflow.DefaultVersion, 1) == 1
+		if contact && pull {
+			// The workflow hears of a dead agent's watch at once, not the
+			// server's retry.
+			rp := *opts.RetryPolicy
+			rp.MaximumAttempts = 1
+			opts.RetryPolicy = &rp
+		}
 		f := workflow.ExecuteActivity(onCluster(actx, w.name, pull, opts), a.Watch,
-			activities.WatchInput{Cluster: w.name, Sets: w.sets})
+			activities.WatchInput{Cluster: w.name, Sets: w.sets, Unreachable: contact && w.rec.Unreachable != nil})
 		// A cluster that gets an agent (or loses it) is watched from its
 		// new queue at once.
 		_ = workflow.Await(ctx, func() bool { return f.IsReady() || w.gen != gen || stopping(ctx) || w.rec.PullMode() != pull })
@@ -109,7 +120,13 @@ func (w *clusterWatch) loop(ctx workflow.Context) {
 		err := f.Get(ctx, nil)
 		w.running = false
 		cancel()
-		if err != nil && !temporal.IsCanceledError(err) {
+		switch {
+		case err == nil || temporal.IsCanceledError(err):
+		case contact && pull && heartbeatTimedOut(err):
+			if w.silent != nil {
+				w.silent(ctx)
+			}
+		default:
 			_ = workflow.Sleep(ctx, 10*time.Second) // retries exhausted or refused: pause
 		}
 	}

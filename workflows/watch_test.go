@@ -54,6 +54,13 @@ type watchRig struct {
 // returns at once (later ones run WatchRun and return nil).
 func newWatchRig(t *testing.T, first error) *watchRig {
 	t.Helper()
+	return newWatchRigAfter(t, first, 0)
+}
+
+// newWatchRigAfter is newWatchRig whose first Watch returns first after
+// running for d.
+func newWatchRigAfter(t *testing.T, first error, d time.Duration) *watchRig {
+	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	r := &watchRig{t: t, env: suite.NewTestWorkflowEnvironment()}
 	r.env.SetStartTime(watchEpoch)
@@ -62,7 +69,7 @@ func newWatchRig(t *testing.T, first error) *watchRig {
 	var ca *activities.ClusterActivities
 	if first != nil {
 		// The first matching mock wins until Once is used up.
-		r.env.OnActivity(ca.Watch, mock.Anything, mock.Anything).Return(first).Once()
+		r.env.OnActivity(ca.Watch, mock.Anything, mock.Anything).After(d).Return(first).Once()
 	}
 	r.env.OnActivity(ca.Watch, mock.Anything, mock.Anything).After(activities.WatchRun).Return(nil)
 	r.env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {

@@ -69,6 +69,9 @@ const (
 	// SignalLive carries what a cluster's watch saw of a GitRepo's
 	// releases (status.LiveSignal): readiness and drift.
 	SignalLive = "live"
+	// SignalContact tells a cluster's workflow whether the cluster's
+	// drift watch reaches its API server (Contact).
+	SignalContact = "contact"
 
 	// UpdatePublishKeys adds a controller's public sealing keys
 	// ([]seal.PublicKey) to the KeysWorkflow.
@@ -191,6 +194,10 @@ type ClusterRecord struct {
 	Context        string `json:"context,omitempty"`
 	// Agent is set for a cluster served by an agent (pull mode).
 	Agent *AgentRecord `json:"agent,omitempty"`
+	// Unreachable is set while the cluster's drift watch cannot reach its
+	// API server (the controller's, or in pull mode the agent's): nothing
+	// is known of its releases since LastContact.
+	Unreachable *Unreachable `json:"unreachable,omitempty"`
 	// Generation counts accepted changes.
 	Generation int64 `json:"generation"`
 	// Removed is set once `flotilla cluster remove` ran.
@@ -210,7 +217,42 @@ func (r ClusterRecord) Targeting() ClusterRecord {
 	if r.Agent != nil {
 		r.Agent = &AgentRecord{Managed: r.Agent.Managed, Offline: r.Agent.Offline}
 	}
+	r.Unreachable = nil // rollouts find out for themselves
 	return r
+}
+
+// Unreachable is a cluster out of its watch's contact.
+type Unreachable struct {
+	// LastContact is when the watch last reached the API server (zero:
+	// not since the watch started).
+	LastContact time.Time `json:"lastContact,omitempty"`
+	// Reason is the probe's error, without credentials.
+	Reason string `json:"reason"`
+}
+
+// Contact is the argument of SignalContact: what a cluster's drift watch
+// found when it probed the API server. Reachable false is sent once the
+// probe failed for a while; true once it succeeds again.
+type Contact struct {
+	Reachable   bool      `json:"reachable"`
+	LastContact time.Time `json:"lastContact,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+}
+
+// OutOfContact reports whether nothing is known of the cluster's releases
+// now: its agent stopped heartbeating, or its watch cannot reach the API
+// server. lastSeen is the last contact known (zero: none).
+func (r ClusterRecord) OutOfContact() (out bool, lastSeen time.Time, reason string) {
+	if a := r.Agent; a != nil && a.Offline {
+		if a.LastSeen != nil {
+			lastSeen = *a.LastSeen
+		}
+		return true, lastSeen, "its agent sent no heartbeat"
+	}
+	if u := r.Unreachable; u != nil {
+		return true, u.LastContact, u.Reason
+	}
+	return false, time.Time{}, ""
 }
 
 // PullMode reports whether the cluster's agent serves its task queue. A

@@ -99,6 +99,9 @@ type LiveSignal struct {
 	// More are other clusters' reports, delivered with this one: a
 	// controller's watches batch what they tell one GitRepo.
 	More []LiveSignal `json:"more,omitempty"`
+	// Contact, sent by the cluster's workflow, says the cluster lost or
+	// regained contact.
+	Contact *ClusterContact `json:"contact,omitempty"`
 }
 
 // Each returns the signal's reports per cluster: its own, then More's.
