@@ -213,6 +213,8 @@ func testTerminatedRolloutForgetsNothing(t *testing.T, f *fleet) {
 		return st.Rollout == "" && st.LastRollout == rolloutID
 	})
 	t.Logf("after the termination: %s; %s; error %q", st.Summary.State, st.Display.Message, st.Error)
+	assert.Contains(t, strings.ToLower(st.Error), "terminated", "status says what happened to the rollout")
+	assert.NotContains(t, st.Error, "child workflow execution error", "in words, not the SDK's error text")
 	for _, cl := range dev {
 		_, ok := f.configMap(t, cl, ns, "extra-config")
 		require.True(t, ok, "the terminated rollout's deploy of extra stays on %s", cl)
@@ -382,6 +384,7 @@ const offlineWithin = 30 * time.Second
 
 func testOfflineClusterStatus(t *testing.T, f *fleet) {
 	const name, ns, lost = "offline", "offline-ns", "cluster-2"
+	const bundle = name + "-app"
 	repo := f.git.CreateRepo(t, name, map[string]string{
 		"app/fleet.yaml": fleetYAML(ns),
 		"app/cm.yaml":    configMapDoc("app-config", "v1"),
@@ -402,13 +405,13 @@ func testOfflineClusterStatus(t *testing.T, f *fleet) {
 		}
 	}()
 	st := f.waitForWithin(t, name, lost+"'s deployment no longer Ready", offlineWithin, func(st status.GitRepo) bool {
-		d, ok := deploymentOn(st, "app", lost)
+		d, ok := deploymentOn(st, bundle, lost)
 		return ok && d.State == status.WaitApplied && strings.Contains(d.Message, "cluster "+lost+" is out of contact (last seen ")
 	})
 	t.Logf("status told %s is out of contact %s after its API server stopped", lost, time.Since(stopped).Round(time.Second))
-	d, _ := deploymentOn(st, "app", lost)
+	d, _ := deploymentOn(st, bundle, lost)
 	assert.Contains(t, d.Message, "last known Ready")
-	other, _ := deploymentOn(st, "app", "cluster-1")
+	other, _ := deploymentOn(st, bundle, "cluster-1")
 	assert.Equal(t, status.Ready, other.State, "the cluster in contact is as it was")
 	assert.NotEqual(t, status.Ready, st.Summary.State)
 	line := clusterListLine(t, f, lost)
@@ -421,7 +424,7 @@ func testOfflineClusterStatus(t *testing.T, f *fleet) {
 	f.waitForWithin(t, name, "Ready again on both", offlineWithin, settledAt(head, 2))
 	t.Logf("status recovered %s after the API server was back", time.Since(back).Round(time.Second))
 	assert.Contains(t, clusterListLine(t, f, lost), "Active")
-	assert.Equal(t, 1, f.releaseRevisions(t, lost, ns, name+"-app"), "nothing was redeployed")
+	assert.Equal(t, 1, f.releaseRevisions(t, lost, ns, bundle), "nothing was redeployed")
 }
 
 // clusterListLine is cluster's line of `flotilla cluster list`.

@@ -653,5 +653,12 @@ func activityMessage(err error) string {
 	if errors.As(err, &te) {
 		return "timed out (" + te.TimeoutType().String() + ")"
 	}
+	var terminated *temporal.TerminatedError
+	if errors.As(err, &terminated) {
+		return "terminated; what it had deployed stays known and the next rollout goes on from there"
+	}
+	if temporal.IsCanceledError(err) {
+		return "canceled"
+	}
 	return err.Error()
 }
