@@ -101,15 +101,20 @@ func (c *ClusterActivities) Deploy(ctx context.Context, in DeployInput) (DeployR
 func (c *ClusterActivities) unreached(in DeployInput, bundles []Bundle, err error) DeployResult {
 	msg := fmt.Sprintf("cluster %s: %v", in.Cluster, err)
 	fields := []zap.Field{zap.String("cluster", in.Cluster), zap.String("workflowID", in.WorkflowID), zap.Error(err)}
-	if deployer.Classify(err) != outcome.Unauthorized {
+	class := deployer.Classify(err)
+	if class != outcome.Unauthorized {
+		// However else the cluster failed, it was not reached.
+		class = outcome.Unreachable
+	}
+	if class.Policy().Retry == outcome.RetrySoon {
 		c.Logger.Warn("Cluster not reachable", fields...)
-		return DeployResult{Retry: true, Class: outcome.Unreachable, Message: msg}
+		return DeployResult{Retry: true, Class: class, Message: msg}
 	}
 	c.Logger.Warn("Cluster refused credentials", fields...)
-	out := DeployResult{Class: outcome.Unauthorized, Message: msg}
+	out := DeployResult{Class: class, Message: msg}
 	for _, b := range bundles {
 		out.Deployments = append(out.Deployments, status.Deployment{Bundle: b.Name, Cluster: in.Cluster, Release: b.Release,
-			Namespace: b.Namespace, DeploymentID: b.DeploymentID, State: status.WaitApplied, Outcome: outcome.Unauthorized, Message: msg})
+			Namespace: b.Namespace, DeploymentID: b.DeploymentID, State: status.StateOf(class), Outcome: class, Message: msg})
 	}
 	return out
 }
@@ -192,24 +197,21 @@ func (c *ClusterActivities) repair(ctx context.Context, getter genericclioptions
 	c.Logger.Info("Corrected drift", append(fields, zap.Int("revision", rev))...)
 }
 
-// failed reports a bundle's failure on a cluster: its state and message
-// from the outcome class, and a log line.
+// failed reports a bundle's failure on a cluster: its state, message and
+// log line from the outcome class's policy.
 func (c *ClusterActivities) failed(in DeployInput, d status.Deployment, class outcome.Class, err error) status.Deployment {
-	d.Outcome = class
-	d.State, d.Message = status.ErrApplied, fmt.Sprintf("cluster %s: bundle %s: %v", d.Cluster, d.Bundle, err)
-	fields := []zap.Field{zap.String("bundle", d.Bundle), zap.String("cluster", d.Cluster),
-		zap.String("release", d.Namespace+"/"+d.Release), zap.String("deploymentID", d.DeploymentID),
-		zap.String("class", string(class)), zap.String("workflowID", in.WorkflowID), zap.Error(err)}
-	switch class {
-	case outcome.ContentUnavailable:
-		d.State, d.Message = status.WaitApplied, fmt.Sprintf("cluster %s: bundle %s: content unavailable: %v", d.Cluster, d.Bundle, err)
-		c.Logger.Warn("Content unavailable", fields...)
-	case outcome.Unreachable, outcome.Unauthorized:
-		d.State = status.WaitApplied
-		c.Logger.Warn("Bundle not deployed", fields...)
-	default:
-		c.Logger.Warn("Bundle failed", fields...)
+	p := class.Policy()
+	if class == outcome.OK {
+		p = outcome.Unclassified // no caller passes OK: every error has a class
 	}
+	d.Outcome, d.State = class, status.State(p.State)
+	d.Message = fmt.Sprintf("cluster %s: bundle %s: %v", d.Cluster, d.Bundle, err)
+	if p.Note != "" {
+		d.Message = fmt.Sprintf("cluster %s: bundle %s: %s: %v", d.Cluster, d.Bundle, p.Note, err)
+	}
+	c.Logger.Warn(p.Log, zap.String("bundle", d.Bundle), zap.String("cluster", d.Cluster),
+		zap.String("release", d.Namespace+"/"+d.Release), zap.String("deploymentID", d.DeploymentID),
+		zap.String("class", string(class)), zap.String("workflowID", in.WorkflowID), zap.Error(err))
 	return d
 }
 

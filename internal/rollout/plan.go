@@ -181,7 +181,7 @@ func (pl *planner) failed(at map[status.Key]int, e InventoryEntry) {
 		return
 	}
 	d := &pl.p.Deployments[i]
-	if d.State == status.Pending && f.DeploymentID == d.DeploymentID && (f.Class.Failed() || f.Class == outcome.Unauthorized) {
+	if d.State == status.Pending && f.DeploymentID == d.DeploymentID && f.Class.Policy().Retry == outcome.RetryAfterBackoff {
 		d.State, d.Message, d.Outcome, d.Attempts = f.State, f.Message, f.Class, f.Attempts
 		d.AppliedDeploymentID = e.DeploymentID
 	}

@@ -98,14 +98,14 @@ type Scheduler struct {
 }
 
 // RetryUnreachable starts at once the units whose last attempt could not
-// reach their cluster, instead of holding them until their retry: a
-// cluster that is back (its agent online again, a cluster change) gets
-// what it missed now. The failure backoff still paces the retries the
-// GitRepo starts for them.
+// reach their cluster (a failure whose class's policy StartsAtOnce),
+// instead of holding them until their retry: a cluster that is back (its
+// agent online again, a cluster change) gets what it missed now. The
+// failure backoff still paces the retries the GitRepo starts for them.
 func (s *Scheduler) RetryUnreachable() {
 	for i := range s.units {
 		u := &s.units[i]
-		if u.retry != nil && u.retry.Class == outcome.Unreachable {
+		if u.retry != nil && u.retry.Class.Policy().StartsAtOnce {
 			u.retry, u.phase, u.failed, u.counted = nil, unitPending, false, false
 		}
 	}

@@ -111,9 +111,9 @@ func (t *Tracker) Starting(k status.Key, msg string) {
 }
 
 // retrying reports whether d shows a failure (of the deployment ID it
-// wants) that a new attempt retries.
+// wants) that a new attempt retries: one its class records.
 func retrying(d status.Deployment) bool {
-	return d.Outcome.Failed() || d.Outcome == outcome.Unauthorized
+	return d.Outcome.Policy().Retry == outcome.RetryAfterBackoff
 }
 
 // retryingNote is what a failed deployment's message says while it is
@@ -177,7 +177,7 @@ func (t *Tracker) GaveUp(cluster string, bundles []string, msg string, now time.
 		if applied(d) {
 			continue // the cluster runs it already
 		}
-		d.State, d.Outcome, d.Message = status.WaitApplied, outcome.Unreachable, msg
+		d.State, d.Outcome, d.Message = status.StateOf(outcome.Unreachable), outcome.Unreachable, msg
 		if inv, ok := t.invAt[ReleaseRef{Key: d.Key(), Namespace: d.Namespace, Release: d.Release}]; ok {
 			e := &t.Inventory[inv]
 			attempts := 1
@@ -186,7 +186,7 @@ func (t *Tracker) GaveUp(cluster string, bundles []string, msg string, now time.
 			}
 			next := now.Add(t.backoff.Delay(attempts))
 			e.Failure = &Failure{DeploymentID: d.DeploymentID, Class: outcome.Unreachable, Attempts: attempts, Next: next,
-				Message: msg, State: status.WaitApplied}
+				Message: msg, State: d.State}
 			d.Attempts, d.NextRetry = attempts, next.UTC().Format(time.RFC3339)
 		}
 		t.Deployments[i] = d
@@ -197,7 +197,7 @@ func (t *Tracker) GaveUp(cluster string, bundles []string, msg string, now time.
 // on the result.
 func (t *Tracker) failure(e *InventoryEntry, res *status.Deployment, now time.Time) {
 	switch {
-	case res.Outcome.Failed() || res.Outcome == outcome.Unauthorized:
+	case res.Outcome.Policy().Retry == outcome.RetryAfterBackoff:
 		attempts := 1
 		if f := e.Failure; f != nil && f.DeploymentID == res.DeploymentID {
 			attempts = f.Attempts + 1
