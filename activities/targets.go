@@ -153,6 +153,10 @@ func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error
 			t.out.Errors = append(t.out.Errors, *failed)
 			continue
 		}
+		dep.Options.CorrectionWindows = nil // for the drift watch: the bundle's windows
+		if rs := t.bundles[i].Spec.RolloutStrategy; rs != nil {
+			dep.Options.CorrectionWindows = rs.Windows
+		}
 		hash, err := put(dep.Options)
 		if err != nil {
 			return fmt.Errorf("store options of bundle %s for cluster %s: %w", rb.Name, c.Name, err)

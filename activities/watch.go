@@ -112,7 +112,7 @@ func (c *ClusterActivities) watchTargets(ctx context.Context, in WatchInput) []d
 // settings fills in t's drift and readiness settings from opts.
 func settings(t *drift.Target, opts bundle.Options) error {
 	t.Ready = render.ReadyOptions(opts)
-	t.Correct = opts.CorrectDrift
+	t.Correct, t.Windows = opts.CorrectDrift, opts.CorrectionWindows
 	t.ValuesFrom = valuesRefs(opts, t.Namespace)
 	if opts.Helm != nil {
 		t.MaxHistory = opts.Helm.MaxHistory

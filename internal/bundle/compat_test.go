@@ -27,6 +27,8 @@ func TestReadWarnings(t *testing.T) {
 			"app/x.yaml": cm}, nil},
 		{"imageScans are known but not acted on", map[string]string{"app/fleet.yaml": "imageScans:\n- image: x\n  anything: goes\n",
 			"app/x.yaml": cm}, []string{"app/fleet.yaml: imageScans: not acted on (Flotilla does not write to Git)"}},
+		{"correctionWindows come from rolloutStrategy", map[string]string{"app/fleet.yaml": "correctionWindows:\n- schedule: \"@daily\"\n  duration: 1h\n",
+			"app/x.yaml": cm}, []string{"app/fleet.yaml: correctionWindows: ignored; drift is corrected inside rolloutStrategy.windows"}},
 		{"typos at every depth", map[string]string{"app/fleet.yaml": "helm:\n  chrat: x\nnamespaces: x\n" +
 			"targetCustomizations:\n- name: p\n  clusterSelectr: {}\n  helm: {vaules: {a: 1}}\n" +
 			"rolloutStrategy:\n  windows:\n  - schedule: \"@daily\"\n    duration: 1h\n    zone: UTC\n", "app/x.yaml": cm},

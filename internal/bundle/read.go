@@ -200,6 +200,10 @@ func (rd *reader) readOptionsFile() (fleetYAML, []string, error) {
 	for _, k := range unknown {
 		warnings = append(warnings, fmt.Sprintf("%s: unknown field %q (ignored)", file, k))
 	}
+	if len(fy.CorrectionWindows) > 0 {
+		fy.CorrectionWindows = nil
+		warnings = append(warnings, fmt.Sprintf("%s: correctionWindows: ignored; drift is corrected inside rolloutStrategy.windows", file))
+	}
 	if len(fy.ImageScans) > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s: imageScans: not acted on (Flotilla does not write to Git)", file))
 	}

@@ -20,12 +20,16 @@ const (
 )
 
 // correct restores the release when drift is found (or a correction was
-// left pending). It reports true when it corrected: the caller skips the
-// report, which the re-diff after the correction replaces. Objects that a
-// controller keeps changing back become conflicts and are not corrected
-// any more; a failure is recorded on rep and retried with backoff.
+// left pending), inside its bundle's deployment windows. It reports true
+// when it corrected: the caller skips the report, which the re-diff after
+// the correction replaces. Objects that a controller keeps changing back
+// become conflicts and are not corrected any more; a failure is recorded
+// on rep and retried with backoff.
 func (m *Monitor) correct(ctx context.Context, w *watched, drift []drifted, rep *status.LiveReport) bool {
-	now := time.Now()
+	now := m.cfg.Now()
+	if !m.inWindow(w, now, rep) {
+		return false
+	}
 	if now.Before(w.nextCorrection) {
 		m.later(w.t.Key(), w.nextCorrection.Sub(now))
 		return false
@@ -77,7 +81,7 @@ func (m *Monitor) failed(w *watched, err error, rep *status.LiveReport) {
 		return
 	}
 	w.backoff = min(max(2*w.backoff, minBackoff), maxBackoff)
-	w.nextCorrection = time.Now().Add(w.backoff)
+	w.nextCorrection = m.cfg.Now().Add(w.backoff)
 	w.failure = fmt.Sprintf("drift correction failed (retry in %s): %v", w.backoff, err)
 	rep.Error = w.failure
 	m.cfg.Corrected("failure")

@@ -53,11 +53,17 @@ type watched struct {
 	backoff        time.Duration
 	failure        string
 	corrections    int
+	// windowErr says why the target's deployment windows gate nothing
+	// (they do not parse); windowWake is the window opening a re-check is
+	// set for, so that each evaluation outside the windows does not add
+	// a timer.
+	windowErr  string
+	windowWake time.Time
 }
 
 func newWatched(t Target) *watched {
 	return &watched{t: t, kinds: map[informerKey]bool{}, cache: map[objectKey]compared{},
-		corrected: map[objectKey][]time.Time{}, conflicts: map[objectKey]string{}}
+		corrected: map[objectKey][]time.Time{}, conflicts: map[objectKey]string{}, windowErr: windowsError(t)}
 }
 
 // drifted is one object that differs, as the report lists it.
@@ -178,7 +184,7 @@ func (m *Monitor) diff(ctx context.Context, w *watched) (status.LiveReport, []dr
 	}
 	rep.ModifiedStatus = entries[:min(len(entries), status.MaxListed)]
 	rep.NotReadyStatus = notReady[:min(len(notReady), status.MaxListed)]
-	rep.Error = strings.Join(nonEmpty(w.t.Error, w.watchErr, w.failure), "; ")
+	rep.Error = strings.Join(nonEmpty(w.t.Error, w.watchErr, w.windowErr, w.failure), "; ")
 	for k := range w.conflicts {
 		if !slices.ContainsFunc(drift, func(d drifted) bool { return d.key == k }) {
 			delete(w.conflicts, k) // it matches Git again

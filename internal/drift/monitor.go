@@ -65,6 +65,14 @@ type Target struct {
 	// rollback would restore the old values): the next deploy at the
 	// same deployment ID, such as a sync's, applies the new data.
 	ValuesFrom []deployer.ValuesRef
+	// Windows are the bundle's deployment windows (rolloutStrategy
+	// windows). Outside all of them drift is reported but not corrected,
+	// the report saying which window the correction waits for, and the
+	// release is judged again when that window opens; a correction that
+	// started inside a window runs to its end. None: drift is corrected
+	// at any time. Windows that do not parse (rendering rejects them)
+	// gate nothing, and the reports say so.
+	Windows []bundle.Window
 }
 
 // Key names the target's release: namespace/release.
@@ -98,6 +106,11 @@ type Config struct {
 	// again later is corrected again.
 	ConflictTries  int
 	ConflictWindow time.Duration
+	// Now is the clock corrections are judged by: deployment windows,
+	// the backoff of failed corrections and conflicts. Debounces and
+	// re-checks run on the real clock, so Now must advance with it.
+	// Optional: default time.Now.
+	Now func() time.Time
 }
 
 func (c *Config) defaults() {
@@ -118,6 +131,9 @@ func (c *Config) defaults() {
 	}
 	if c.ConflictWindow <= 0 {
 		c.ConflictWindow = 5 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Corrected == nil {
 		c.Corrected = func(result string) { Corrections.WithLabelValues(result).Inc() }
@@ -257,6 +273,7 @@ func (m *Monitor) apply(targets []Target) {
 			// New drift settings at the same deployment ID: what was
 			// compared under the old rules, and conflicts, start over.
 			w.t, w.cache, w.conflicts = t, map[objectKey]compared{}, map[objectKey]string{}
+			w.windowErr, w.windowWake = windowsError(t), time.Time{}
 			fresh = append(fresh, w)
 		}
 		next[key] = w

@@ -343,6 +343,14 @@ func TestMonitor_Cluster(t *testing.T) {
 		t.Parallel()
 		testMonitorValuesFrom(t, e)
 	})
+	t.Run("corrects drift inside deployment windows only", func(t *testing.T) {
+		t.Parallel()
+		testMonitorWindows(t, e)
+	})
+	t.Run("corrects at any time when the windows do not parse", func(t *testing.T) {
+		t.Parallel()
+		testMonitorBadWindows(t, e)
+	})
 }
 
 // clean accepts the report of the undrifted release with n ready objects.

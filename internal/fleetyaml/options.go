@@ -58,6 +58,11 @@ type Options struct {
 	// changed Secret or ConfigMap redeploys, without revealing it. Empty
 	// (and so absent from the hash) without DownstreamResources.
 	DownstreamResourcesDigest string `json:"downstreamResourcesDigest,omitempty"`
+	// CorrectionWindows are the bundle's rolloutStrategy.windows, copied
+	// here when the options are computed for a cluster: the drift watch
+	// reads only these options, and corrects drift inside the windows
+	// alone. Like CorrectDrift, not part of the deployment ID.
+	CorrectionWindows []Window `json:"correctionWindows,omitempty"`
 }
 
 // KustomizeOptions select a kustomization.
@@ -181,7 +186,7 @@ type KeyRef struct {
 // correctDrift: what Fleet hashes for the deployment ID. Values must be
 // JSON-encodable.
 func (o Options) Hash() string {
-	o.Diff, o.CorrectDrift = nil, nil
+	o.Diff, o.CorrectDrift, o.CorrectionWindows = nil, nil, nil
 	b, err := json.Marshal(o)
 	if err != nil {
 		// Only unencodable Values (channels, functions, NaN) get here;

@@ -114,3 +114,50 @@ func Windows(ws []fleetyaml.Window, from time.Time, n int) ([]Interval, error) {
 func utc(iv Interval) Interval {
 	return Interval{Start: iv.Start.UTC(), End: iv.End.UTC()}
 }
+
+// WindowState is where a moment stands in a set of deployment windows
+// (see WindowAt).
+type WindowState struct {
+	// Open is set when some window is open at the moment, or when there
+	// are no windows: nothing is held back.
+	Open bool
+	// Next is, when none is open, when the next one opens; zero when no
+	// window opens again.
+	Next time.Time
+	// Window is the index, among the windows given, of the one that opens
+	// at Next (the first listed on a tie); -1 when Open or Next is zero.
+	Window int
+}
+
+// WindowAt reports whether any of the windows ws is open at now and, when
+// none is, which one opens next and when, as Windows computes them; a
+// window that does not parse is Windows' error. No windows: Open.
+// WindowAt is for code that asks "may it act now?" at any moment, such
+// as drift correction; a rollout, which must decide the same way on
+// replay, records Windows' intervals instead.
+func WindowAt(ws []fleetyaml.Window, now time.Time) (WindowState, error) {
+	st := WindowState{Open: true, Window: -1}
+	if len(ws) == 0 {
+		return st, nil
+	}
+	ivs, err := Windows(ws, now, 1)
+	if err != nil {
+		return WindowState{Window: -1}, err
+	}
+	if len(ivs) > 0 && ivs[0].Contains(now) {
+		return st, nil
+	}
+	st.Open = false
+	if len(ivs) == 0 {
+		return st, nil
+	}
+	st.Next = ivs[0].Start
+	for i := range ws {
+		// Each parses: Windows parsed them all above.
+		if own, _ := Windows(ws[i:i+1], now, 1); len(own) > 0 && own[0].Start.Equal(st.Next) {
+			st.Window = i
+			break
+		}
+	}
+	return st, nil
+}
