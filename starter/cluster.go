@@ -122,21 +122,41 @@ func newClusterLabelCommand(g *globals) *cobra.Command {
 }
 
 func newClusterRemoveCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "remove NAME",
+	var wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "remove NAME [--wait=false] [--timeout D]",
 		Short: "Unregister a cluster and forget its sealed kubeconfig (its releases are left in place)",
-		Args:  cobra.ExactArgs(1),
+		Long: `Remove unregisters a cluster. Its workflow tells every GitRepo, which stops targeting it:
+a rollout that waits for the cluster (a deploy queued for an agent that is offline) cancels
+that work instead of waiting for the pickup timeout. The releases on the cluster are left
+in place. By default the command waits until the cluster's workflow has ended.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
-			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
-				if err := c.SignalWorkflow(ctx, protocol.ClusterID(name), "", protocol.SignalDelete, nil); err != nil {
+			id := protocol.ClusterID(name)
+			return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
+				if err := c.SignalWorkflow(ctx, id, "", protocol.SignalDelete, nil); err != nil {
 					return notFound(err, "cluster "+name)
+				}
+				if !wait {
+					fmt.Fprintf(cmd.OutOrStdout(), "cluster/%s removal requested\n", name)
+					return nil
+				}
+				if err := c.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
+					if ctx.Err() != nil {
+						return fmt.Errorf("cluster %s: removal requested, but its workflow %s did not end within %s: %w", name, id, timeout, err)
+					}
+					return fmt.Errorf("cluster %s: %w", name, err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "cluster/%s removed\n", name)
 				return nil
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the cluster's workflow has ended")
+	cmd.Flags().DurationVar(&timeout, "timeout", time.Minute, "give up waiting after this long")
+	return cmd
 }
 
 func newClusterListCommand(g *globals) *cobra.Command {

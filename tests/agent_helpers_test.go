@@ -55,6 +55,8 @@ type agentFleet struct {
 	git      *testenv.GitServer
 	// restarts and kills count controller restarts and SIGKILLs.
 	restarts, kills int
+	// ctrlArgs are extra flags of every controller started.
+	ctrlArgs []string
 }
 
 type agentProc struct {
@@ -67,10 +69,16 @@ type agentProc struct {
 // registry, a Git server and the controller. No cluster is registered.
 func startAgentFleet(t testing.TB, n int) *agentFleet {
 	t.Helper()
+	return startAgentFleetArgs(t, n)
+}
+
+// startAgentFleetArgs is startAgentFleet with extra controller flags.
+func startAgentFleetArgs(t testing.TB, n int, ctrlArgs ...string) *agentFleet {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts kube-apiservers, Temporal, a registry and a Git server")
 	}
-	f := &agentFleet{t: t, stateDir: t.TempDir(), agents: map[string]*agentProc{}}
+	f := &agentFleet{t: t, stateDir: t.TempDir(), agents: map[string]*agentProc{}, ctrlArgs: ctrlArgs}
 	f.clusters = testenv.StartClusters(t, n, testenv.Options{})
 	f.temporal = devtemporal.Start(t, devtemporal.Options{})
 	f.c = f.temporal.Client
@@ -100,6 +108,7 @@ func (f *agentFleet) startController(t testing.TB) {
 	t.Helper()
 	args := append([]string{"--temporal-address", f.frontend(), "--state-dir", f.stateDir,
 		"--agent-defaults", f.defaults, "--webhook-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, f.registryArgs()...)
+	args = append(args, f.ctrlArgs...)
 	f.ctrl = testenv.StartProcess(f.t, testenv.ProcessOptions{Name: "flotilla-controller", Path: bins.worker, Args: args})
 	f.logs = append(f.logs, f.ctrl.LogPath())
 	f.ctrlLogs = append(f.ctrlLogs, f.ctrl.LogPath())

@@ -32,6 +32,10 @@ type BatchInput struct {
 	Pickup time.Duration `json:"pickup,omitempty"`
 }
 
+// signalDropClusters tells a batch the clusters ([]string) whose work to
+// drop: they were removed while it waited for them (versionDropRemoved).
+const signalDropClusters = "dropClusters"
+
 // RolloutBatchWorkflow works a batch of clusters for a large rollout (ID
 // <rollout ID>/batch-<n>): deploys, readiness waits, cleanups and
 // rollbacks, as the rollout itself does for small rollouts. Each
@@ -53,6 +57,17 @@ func RolloutBatchWorkflow(ctx workflow.Context, in BatchInput) error {
 				workflow.GetLogger(ctx).Warn("Cannot report to the rollout", "rollout", in.Rollout, "cluster", rep.Cluster, "error", err)
 			}
 		}}
+	run.scopes = newClusterScopes(ctx)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		ch := workflow.GetSignalChannel(ctx, signalDropClusters)
+		for {
+			var clusters []string
+			ch.Receive(ctx, &clusters)
+			if workflow.GetVersion(ctx, versionDropRemoved, workflow.DefaultVersion, 1) == 1 {
+				run.scopes.drop(clusters)
+			}
+		}
+	})
 	if in.Batched && workflow.GetVersion(ctx, versionBatchedReports, workflow.DefaultVersion, 1) == 1 {
 		out := &reportOutbox{rollout: in.Rollout}
 		run.report = out.add
@@ -132,7 +147,8 @@ type dispatcher struct {
 }
 
 func (r *rolloutRun) newDispatcher(ctx, stopCtx workflow.Context) *dispatcher {
-	d := &dispatcher{r: r, ctx: ctx, run: r.runner(stopCtx), wg: workflow.NewWaitGroup(ctx), children: map[string]bool{}, stopCtx: stopCtx}
+	d := &dispatcher{r: r, ctx: ctx, run: r.runner(ctx, stopCtx), wg: workflow.NewWaitGroup(ctx), children: map[string]bool{}, stopCtx: stopCtx}
+	r.disp = d
 	if r.batching {
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			_ = workflow.Await(ctx, func() bool { return r.superseded })
@@ -235,6 +251,15 @@ func (d *dispatcher) start(f func(ctx workflow.Context)) {
 }
 
 func (d *dispatcher) wait(ctx workflow.Context) { d.wg.Wait(ctx) }
+
+// dropInBatches tells the running batches to drop the clusters' work
+// (signalDropClusters); a batch without work there ignores it.
+func (d *dispatcher) dropInBatches(ctx workflow.Context, clusters []string) {
+	for _, id := range sortedKeys(d.children) {
+		// A batch that ended meanwhile needs no telling.
+		_ = workflow.SignalExternalWorkflow(ctx, id, "", signalDropClusters, clusters).Get(ctx, nil)
+	}
+}
 
 func clusterNames(works []clusterWork) []string {
 	out := make([]string, len(works))

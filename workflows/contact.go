@@ -13,13 +13,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
-// versionContact: a cluster's workflow takes its drift watch's contact
-// reports (SignalContact), marks an agent whose watch stopped
-// heartbeating Offline without waiting for three missed heartbeats, and
-// tells the GitRepos that run releases on the cluster when it loses and
-// regains contact, so their status stops calling its deployments Ready.
-const versionContact = "cluster-contact"
-
 // contactWatch keeps a cluster's contact state and tells the GitRepos
 // that run releases there about it.
 type contactWatch struct {

@@ -197,6 +197,19 @@ const (
 	// versionNotifyOnReturn: a cluster whose agent comes back online
 	// tells its GitRepos, which deploy what it missed at once.
 	versionNotifyOnReturn = "notify-on-return"
+	// versionDropRemoved: a superseded rollout asks which of the agent
+	// clusters it still waits for were removed, and cancels their work
+	// (clusterScopes) instead of waiting the pickup timeout out for a
+	// queue no agent will serve again; its batches are told
+	// (signalDropClusters).
+	versionDropRemoved = "drop-removed-clusters"
+	// versionContact: a cluster's workflow takes its drift watch's
+	// contact reports (SignalContact), marks an agent whose watch stopped
+	// heartbeating Offline without waiting for three missed heartbeats,
+	// and tells the GitRepos that run releases on the cluster when it
+	// loses and regains contact, so their status stops calling its
+	// deployments Ready.
+	versionContact = "cluster-contact"
 )
 
 // rolloutCheckInterval is how often a GitRepo run that adopted a rollout

@@ -106,10 +106,16 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (RolloutResult, erro
 	}
 	stopCtx, stop := workflow.WithCancel(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
-		workflow.GetSignalChannel(ctx, protocol.SignalSupersede).Receive(ctx, nil)
+		ch := workflow.GetSignalChannel(ctx, protocol.SignalSupersede)
+		ch.Receive(ctx, nil)
 		r.superseded = true
 		r.changed++
 		stop()
+		for {
+			r.dropRemoved(ctx)
+			// Another supersede (a later cluster change) looks again.
+			ch.Receive(ctx, nil)
+		}
 	})
 	res, err := r.run(ctx, stopCtx)
 	if err != nil || in.ReportTo == "" {
@@ -166,6 +172,12 @@ type rolloutRun struct {
 	// pickup is the controller's cluster pickup timeout
 	// (versionPickupTimeout; zero before it).
 	pickup time.Duration
+	// scopes are the clusters' contexts of the rollout's own cluster
+	// work; disp hands work out, to batches when batching; agentNames
+	// are the planned clusters served by agents, sorted.
+	scopes     *clusterScopes
+	disp       *dispatcher
+	agentNames []string
 }
 
 func (r *rolloutRun) result() RolloutResult {
@@ -297,15 +309,70 @@ func (r *rolloutRun) work(ctx, stopCtx workflow.Context, p rollout.Plan, targets
 		return
 	}
 	// Rollouts started before rollout strategies: every cluster at once.
-	r.runner(stopCtx).runAll(ctx, p.Work)
+	r.runner(ctx, stopCtx).runAll(ctx, p.Work)
 }
 
-// runner returns the runner of this rollout's own cluster work.
-func (r *rolloutRun) runner(stopCtx workflow.Context) *runner {
+// runner returns the runner of this rollout's own cluster work; ctx is
+// the rollout's root context.
+func (r *rolloutRun) runner(ctx, stopCtx workflow.Context) *runner {
+	r.scopes = newClusterScopes(ctx)
 	return &runner{gitRepo: r.in.GitRepo, commit: r.in.Commit, workflowID: r.id, stopCtx: stopCtx, pickup: r.pickup,
 		superseded: func() bool { return r.superseded },
 		report:     r.fold, typed: r.typed,
-		mark: r.mark}
+		mark: r.mark, scopes: r.scopes}
+}
+
+// dropRemoved cancels the work of the agent clusters this superseded
+// rollout still waits for that were removed meanwhile (`flotilla cluster
+// remove` of an offline cluster): a deploy in the queue of an agent that
+// will never take it up would otherwise hold the rollout, and the next
+// one, until the pickup timeout. Work on clusters still registered
+// finishes, as always when a rollout is superseded.
+func (r *rolloutRun) dropRemoved(ctx workflow.Context) {
+	waiting := r.waitingAgents()
+	if len(waiting) == 0 || workflow.GetVersion(ctx, versionDropRemoved, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return
+	}
+	var a *activities.Activities
+	var reg activities.TargetsResult
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, registryOptions), a.ListTargets,
+		activities.TargetsInput{}).Get(ctx, &reg); err != nil {
+		workflow.GetLogger(ctx).Warn("Cannot tell which clusters were removed; their work waits for the pickup timeout", "error", err)
+		return
+	}
+	registered := make(map[string]bool, len(reg.Registered))
+	for _, c := range reg.Registered {
+		registered[c] = true
+	}
+	var gone []string
+	for _, c := range waiting {
+		if !registered[c] {
+			gone = append(gone, c)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	workflow.GetLogger(ctx).Info("Canceled the work of removed clusters", "clusters", gone)
+	r.scopes.drop(gone)
+	if r.batching {
+		r.disp.dropInBatches(ctx, gone)
+	}
+}
+
+// waitingAgents lists, sorted, the agent clusters whose work may still
+// wait: those with work running, or when batching, every agent cluster
+// while a batch runs.
+func (r *rolloutRun) waitingAgents() []string {
+	switch {
+	case r.disp == nil:
+		return nil
+	case r.batching && len(r.disp.children) > 0:
+		return r.agentNames
+	case r.batching:
+		return nil
+	}
+	return r.scopes.busyAgents()
 }
 
 // fold applies a cluster's report to the rollout's state.
@@ -423,6 +490,7 @@ func (r *rolloutRun) prepare(ctx workflow.Context, p rollout.Plan, targets activ
 	for _, a := range targets.Agents {
 		agents[a] = true
 	}
+	r.agentNames = sortedKeys(agents)
 	r.offline = map[string]bool{}
 	for _, c := range targets.Offline {
 		r.offline[c] = true

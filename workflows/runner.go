@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +51,9 @@ type runner struct {
 	// before the runner gives it up for this rollout (versionPickupTimeout;
 	// zero: the limits of rollouts recorded before it).
 	pickup time.Duration
+	// scopes, when set, are the clusters' own contexts: the work of a
+	// cluster removed while it waited is dropped (versionDropRemoved).
+	scopes *clusterScopes
 }
 
 // on returns ctx with opts for an activity on w's cluster (onCluster):
@@ -84,6 +88,7 @@ func (r *runner) runAll(ctx workflow.Context, works []clusterWork) {
 }
 
 func (r *runner) run(ctx workflow.Context, w clusterWork) {
+	defer r.scopes.begin(w)()
 	if len(w.Rollback) > 0 {
 		r.rollback(ctx, w)
 		return
@@ -119,7 +124,7 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 		r.setMark(w.Cluster, nil, status.WaitApplied, outcome.OK, "")
 		res = activities.DeployResult{}
 		opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
-		err := workflow.ExecuteActivity(onCluster(ctx, w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
+		err := workflow.ExecuteActivity(onCluster(r.scoped(ctx, w.Cluster), w.Cluster, w.Agent, opts), ca.Deploy, in).Get(ctx, &res)
 		if err == nil && !res.Retry {
 			break
 		}
@@ -128,7 +133,7 @@ func (r *runner) deploy(ctx workflow.Context, w clusterWork) bool {
 			msg = clusterError(w.Cluster, w.Agent, err)
 		}
 		gaveUp.Message = msg
-		r.setMark(w.Cluster, nil, status.WaitApplied, outcome.Unreachable, msg)
+		r.setMark(w.Cluster, nil, status.StateOf(outcome.Unreachable), outcome.Unreachable, msg)
 		// The timer belongs to stopCtx (a newer change cancels it) but is
 		// waited on in this goroutine's own context.
 		if workflow.NewTimer(r.stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
@@ -198,7 +203,10 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 	msg := ""
 	start := workflow.Now(ctx)
 	for attempt := 0; len(pending) > 0; attempt++ {
-		if r.superseded() || attempt == maxClusterAttempts || (attempt > 0 && r.late(ctx, start)) {
+		if r.gone(w.Cluster) {
+			msg = removedMessage(w.Cluster)
+		}
+		if r.superseded() || r.gone(w.Cluster) || attempt == maxClusterAttempts || (attempt > 0 && r.late(ctx, start)) {
 			// Give the bundles up for this rollout: they stay WaitApplied
 			// and are tried again on the failure backoff (and the cluster
 			// stops holding the rollout after the pickup timeout).
@@ -215,10 +223,13 @@ func (r *runner) deployEach(ctx workflow.Context, w clusterWork) bool {
 			// unless they wait for readiness.
 			r.report(ctx, clusterReport{Cluster: w.Cluster, Deployments: settled, Final: !hasNotReady(settled)})
 			notReady = append(notReady, notReadyOf(settled)...)
-			reached = reached && !unauthorized(settled)
+			reached = reached && !clusterWide(settled)
 		}
 		if len(pending) == 0 {
 			break
+		}
+		if r.gone(w.Cluster) {
+			continue // given up at once, without a backoff
 		}
 		if workflow.NewTimer(r.stopCtx, retryBackoff(attempt)).Get(ctx, nil) != nil {
 			r.report(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: bundleNames(pending), Message: msg})
@@ -242,7 +253,7 @@ func (r *runner) tryDeploy(ctx workflow.Context, w clusterWork, pending []activi
 	in := activities.DeployInput{Cluster: w.Cluster, GitRepo: r.gitRepo, Commit: r.commit, WorkflowID: r.workflowID, Bundles: pending}
 	var res activities.DeployResult
 	opts := withSummary(clusterOptions, "deploy "+strings.Join(names, ", ")+" to "+w.Cluster)
-	err := workflow.ExecuteActivity(r.on(ctx, w, opts), ca.Deploy, in).Get(ctx, &res)
+	err := workflow.ExecuteActivity(r.on(r.scoped(ctx, w.Cluster), w, opts), ca.Deploy, in).Get(ctx, &res)
 	if err != nil || res.Retry {
 		// The cluster (or a worker for it) did not answer: every pending
 		// bundle waits for it.
@@ -253,13 +264,13 @@ func (r *runner) tryDeploy(ctx workflow.Context, w clusterWork, pending []activi
 		if err != nil || class == outcome.OK {
 			class = outcome.Unreachable // no answer, or a result from before classes
 		}
-		r.setMark(w.Cluster, names, status.WaitApplied, class, msg)
+		r.setMark(w.Cluster, names, status.StateOf(class), class, msg)
 		return pending, nil, msg
 	}
 	pending, settled, again := splitTransient(pending, res.Deployments)
 	for _, d := range again {
 		msg = d.Message
-		r.setMark(w.Cluster, []string{d.Bundle}, status.WaitApplied, d.Outcome, d.Message)
+		r.setMark(w.Cluster, []string{d.Bundle}, status.StateOf(d.Outcome), d.Outcome, d.Message)
 	}
 	return pending, settled, msg
 }
@@ -277,8 +288,9 @@ func notReadyOf(deps []status.Deployment) []status.Deployment {
 func hasNotReady(deps []status.Deployment) bool { return len(notReadyOf(deps)) > 0 }
 
 // splitTransient splits a deploy's results into the bundles to try again
-// (their deploy could not be tried: Unreachable, ContentUnavailable), the
-// settled deployments, and the transient ones (why they are tried again).
+// (their deploy could not be tried: their class's policy is RetrySoon),
+// the settled deployments, and the transient ones (why they are tried
+// again).
 func splitTransient(tried []activities.Bundle, deps []status.Deployment) (pending []activities.Bundle, settled, transient []status.Deployment) {
 	again := map[string]bool{}
 	for _, d := range deps {
@@ -297,10 +309,12 @@ func splitTransient(tried []activities.Bundle, deps []status.Deployment) (pendin
 	return pending, settled, transient
 }
 
-// unauthorized reports whether the cluster refused the credentials.
-func unauthorized(deps []status.Deployment) bool {
+// clusterWide reports whether a deployment failed because of its cluster
+// (it refused the credentials), not its bundle: the cluster's other work
+// waits too.
+func clusterWide(deps []status.Deployment) bool {
 	for _, d := range deps {
-		if d.Outcome == outcome.Unauthorized {
+		if d.Outcome.Policy().ClusterWide {
 			return true
 		}
 	}
@@ -318,15 +332,15 @@ func (r *runner) cleanup(ctx workflow.Context, w clusterWork) {
 	opts := withSummary(clusterOptions, "remove "+strings.Join(names, ", ")+" from "+w.Cluster)
 	start := workflow.Now(ctx)
 	for attempt := 0; attempt < maxClusterAttempts; attempt++ {
-		if r.superseded() || (attempt > 0 && r.late(ctx, start)) {
+		if r.superseded() || r.gone(w.Cluster) || (attempt > 0 && r.late(ctx, start)) {
 			return // the inventory keeps the releases: the next rollout cleans them
 		}
 		var res activities.CleanupResult
-		err := workflow.ExecuteActivity(r.on(ctx, w, opts), ca.Cleanup, in).Get(ctx, &res)
+		err := workflow.ExecuteActivity(r.on(r.scoped(ctx, w.Cluster), w, opts), ca.Cleanup, in).Get(ctx, &res)
 		if len(res.Removed) > 0 {
 			r.report(ctx, clusterReport{Cluster: w.Cluster, Removed: res.Removed})
 		}
-		if err == nil && !res.Retry {
+		if err == nil && !res.Retry || r.gone(w.Cluster) {
 			return
 		}
 		msg := res.Message
@@ -349,7 +363,7 @@ func (r *runner) rollback(ctx workflow.Context, w clusterWork) {
 	}
 	opts := withSummary(clusterOptions, "roll back "+strings.Join(names, ", ")+" on "+w.Cluster)
 	var res activities.DeployResult
-	err := workflow.ExecuteActivity(r.on(ctx, w, opts), ca.Rollback, in).Get(ctx, &res)
+	err := workflow.ExecuteActivity(r.on(r.scoped(ctx, w.Cluster), w, opts), ca.Rollback, in).Get(ctx, &res)
 	rep := clusterReport{Cluster: w.Cluster, Deployments: res.Deployments, Final: true}
 	for i, d := range rep.Deployments {
 		// The release runs what it was rolled back to, or still what the
@@ -397,4 +411,100 @@ func withSummary(opts workflow.ActivityOptions, summary string) workflow.Activit
 	}
 	opts.Summary = summary
 	return opts
+}
+
+// clusterScopes gives each cluster's activities a context of their own,
+// derived from the workflow's root context, so that one cluster's work
+// can be canceled alone (dropped) while the work of the others goes on.
+// Activities are scheduled in a scope but waited for in the calling
+// goroutine's own context. A scope is canceled only when its cluster is
+// dropped, so keeping them changes no command before that.
+type clusterScopes struct {
+	root    workflow.Context
+	ctxs    map[string]workflow.Context
+	cancels map[string]workflow.CancelFunc
+	dropped map[string]bool
+	// running counts each cluster's work in progress; agents are the
+	// clusters among them served by an agent.
+	running map[string]int
+	agents  map[string]bool
+}
+
+func newClusterScopes(root workflow.Context) *clusterScopes {
+	return &clusterScopes{root: root, ctxs: map[string]workflow.Context{}, cancels: map[string]workflow.CancelFunc{},
+		dropped: map[string]bool{}, running: map[string]int{}, agents: map[string]bool{}}
+}
+
+// of returns cluster's scope; a dropped cluster's is canceled.
+func (s *clusterScopes) of(cluster string) workflow.Context {
+	if ctx, ok := s.ctxs[cluster]; ok {
+		return ctx
+	}
+	ctx, cancel := workflow.WithCancel(s.root)
+	s.ctxs[cluster], s.cancels[cluster] = ctx, cancel
+	if s.dropped[cluster] {
+		cancel()
+	}
+	return ctx
+}
+
+// begin counts w as running until the returned function is called.
+func (s *clusterScopes) begin(w clusterWork) func() {
+	if s == nil {
+		return func() {}
+	}
+	s.running[w.Cluster]++
+	if w.Agent {
+		s.agents[w.Cluster] = true
+	}
+	return func() {
+		if s.running[w.Cluster]--; s.running[w.Cluster] == 0 {
+			delete(s.running, w.Cluster)
+		}
+	}
+}
+
+// busyAgents lists, sorted, the agent clusters with work running.
+func (s *clusterScopes) busyAgents() []string {
+	var out []string
+	if s == nil {
+		return out
+	}
+	//workflowcheck:ignore deterministic: sorted below
+	for c := range s.running {
+		if s.agents[c] {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// drop cancels the clusters' work, running and to come: what was
+// scheduled ends at once with a canceled error (a task still in a queue
+// is removed from it), and nothing more starts.
+func (s *clusterScopes) drop(clusters []string) {
+	for _, c := range clusters {
+		s.dropped[c] = true
+		if cancel, ok := s.cancels[c]; ok {
+			cancel()
+		}
+	}
+}
+
+// scoped returns the context to schedule an activity on cluster in: its
+// scope, or ctx when the runner keeps none.
+func (r *runner) scoped(ctx workflow.Context, cluster string) workflow.Context {
+	if r.scopes == nil {
+		return ctx
+	}
+	return r.scopes.of(cluster)
+}
+
+// gone reports whether cluster's work was dropped.
+func (r *runner) gone(cluster string) bool { return r.scopes != nil && r.scopes.dropped[cluster] }
+
+// removedMessage says why a dropped cluster's deployments were not made.
+func removedMessage(cluster string) string {
+	return "cluster " + cluster + " was removed; its work was canceled"
 }

@@ -21,7 +21,7 @@ func TestOutOfContact(t *testing.T) {
 		{Modified, WaitApplied, lost + "Modified"},
 		// What these say is still true.
 		{ErrApplied, ErrApplied, "was"},
-		{WaitApplied, WaitApplied, "was"},
+		{WaitApplied, WaitApplied, "was; cluster edge-1 is out of contact (last seen 2026-11-29T09:00:00Z): its agent sent no heartbeat"},
 		{OutOfSync, OutOfSync, "was"},
 		{Pending, Pending, "was"},
 	} {
