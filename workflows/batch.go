@@ -230,7 +230,7 @@ func (d *dispatcher) startBatches(works []clusterWork) {
 			// rollout, so the rollout never waits on a lost batch.
 			for _, w := range chunk {
 				for _, b := range w.Deploy {
-					if d.r.sched.Running(b.Name, w.Cluster) {
+					if d.r.s.Running(b.Name, w.Cluster) {
 						d.r.fold(ctx, clusterReport{Cluster: w.Cluster, GaveUp: true, Final: true, Bundles: []string{b.Name}})
 					}
 				}
@@ -282,22 +282,26 @@ func batchSummary(works []clusterWork) string {
 	return fmt.Sprintf("%s %d cluster(s): %s … %s", kind, len(works), first, last)
 }
 
+// scheduled reports whether the rollout's units are scheduled: its plan
+// is made and it has rollout strategies.
+func (r *rolloutRun) scheduled() bool { return r.s != nil && r.s.Scheduled() }
+
 // approve releases partitions waiting for approval.
 func (r *rolloutRun) approve(ctx workflow.Context, a protocol.Approve) (protocol.ApproveResult, error) {
-	if r.sched == nil {
+	if !r.scheduled() {
 		// Sent while the rollout renders: it applies once the plan is
 		// made (or fails if nothing is deployed).
-		if err := workflow.Await(ctx, func() bool { return r.sched != nil || r.st.Phase == phaseDone }); err != nil {
+		if err := workflow.Await(ctx, func() bool { return r.scheduled() || r.st.Phase == phaseDone }); err != nil {
 			return protocol.ApproveResult{}, err
 		}
-		if r.sched == nil {
+		if !r.scheduled() {
 			return protocol.ApproveResult{}, fmt.Errorf("rollout %s deploys nothing: %s", r.id, r.st.Error)
 		}
 		if err := r.validateApproval(ctx, a); err != nil {
 			return protocol.ApproveResult{}, err
 		}
 	}
-	approved := r.sched.Approve(a.Bundle, a.Partition)
+	approved := r.s.Approve(a.Bundle, a.Partition)
 	if len(approved) > 0 {
 		r.changed++
 		workflow.GetLogger(ctx).Info("Partitions approved", "partitions", approved)
@@ -306,13 +310,13 @@ func (r *rolloutRun) approve(ctx workflow.Context, a protocol.Approve) (protocol
 }
 
 func (r *rolloutRun) validateApproval(ctx workflow.Context, a protocol.Approve) error {
-	if r.sched == nil {
+	if !r.scheduled() {
 		if r.st.Phase == phaseDone {
 			return fmt.Errorf("rollout %s deploys nothing: %s", r.id, r.st.Error)
 		}
 		return nil // checked once the plan is made
 	}
-	if !r.sched.HasPartition(a.Bundle, a.Partition) {
+	if !r.s.HasPartition(a.Bundle, a.Partition) {
 		what := "no partition requires approval"
 		if a.Partition != "" {
 			what = "no partition " + a.Partition + " requires approval"

@@ -1,6 +1,9 @@
 package workflows
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +73,11 @@ func TestClusterWorkflow_ContactToldToGitRepos(t *testing.T) {
 	r.at(3*time.Minute+time.Second, func() { assert.Nil(t, queryRecord(t, r).Unreachable) })
 	r.run(pushCluster(), 4*time.Minute)
 
+	// The test environment runs the signals of one workflow task in no
+	// set order.
+	slices.SortFunc(*told, func(a, b toldContact) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), strings.Compare(a.GitRepo, b.GitRepo))
+	})
 	assert.Equal(t, []toldContact{
 		{time.Minute, protocol.GitRepoID("fleet", "alpha"), true},
 		{time.Minute, protocol.GitRepoID("fleet", "zeta"), true},

@@ -109,6 +109,9 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (RolloutResult, erro
 		ch := workflow.GetSignalChannel(ctx, protocol.SignalSupersede)
 		ch.Receive(ctx, nil)
 		r.superseded = true
+		if r.s != nil {
+			r.s.Supersede()
+		}
 		r.changed++
 		stop()
 		for {
@@ -141,18 +144,14 @@ func (r *rolloutRun) report(ctx workflow.Context, rep RolloutReport) bool {
 }
 
 type rolloutRun struct {
-	// offline are the clusters whose agent stopped heartbeating when the
-	// rollout resolved its targets: their deploys wait in their queues.
-	offline    map[string]bool
 	in         RolloutInput
 	id         string
 	st         status.Rollout
 	superseded bool
 	inventory  []InventoryEntry
-	// track folds outcomes into st.Deployments and the inventory once the
-	// plan is made.
-	track *rollout.Tracker
-	sched *rollout.Scheduler
+	// s is the rollout's state once the plan is made: deployments,
+	// inventory, and what may start next (rollout.State).
+	s *rollout.State
 	// changed counts state changes; the orchestration loop wakes on it.
 	changed int
 	// batching: cluster work runs in RolloutBatchWorkflow children.
@@ -165,10 +164,6 @@ type rolloutRun struct {
 	state, shown string
 	// warnings are the rendered bundles' warnings.
 	warnings []string
-	// live are the watches' last reports by deployment; with vouch, a
-	// deployment they vouch for is not deployed again (rollout.Vouched).
-	live  map[status.Key]*status.LiveReport
-	vouch bool
 	// pickup is the controller's cluster pickup timeout
 	// (versionPickupTimeout; zero before it).
 	pickup time.Duration
@@ -181,14 +176,14 @@ type rolloutRun struct {
 }
 
 func (r *rolloutRun) result() RolloutResult {
-	if r.track != nil {
-		r.inventory, r.st.Deployments = r.track.Inventory, r.track.Deployments
+	if r.s != nil {
+		r.inventory, r.st.Deployments = r.s.Inventory(), r.s.Deployments()
 	}
 	res := RolloutResult{Commit: r.in.Commit, Generation: r.in.Generation, Inventory: r.inventory,
 		Deployments: r.st.Deployments, Superseded: r.superseded, Error: r.st.Error,
 		Halts: r.st.Halts, Waits: r.st.Waits, Warnings: r.warnings}
-	if r.sched != nil {
-		res.Approvals = r.sched.Approvals()
+	if r.s != nil {
+		res.Approvals = r.s.Approvals()
 	}
 	return res
 }
@@ -284,7 +279,10 @@ func (r *rolloutRun) plan(ctx workflow.Context, targets activities.TargetsResult
 		rollout.MarkRepairs(&targets, r.inventory)
 	}
 	p := rollout.MakePlan(targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
-	r.track = rollout.NewTracker(p, targets.Backoff)
+	r.s = rollout.NewState(p, targets.Backoff)
+	if r.superseded {
+		r.s.Supersede() // while it rendered
+	}
 	r.inventory, r.st.Deployments = p.Inventory, p.Deployments
 	if r.in.ReportTo != "" {
 		// Known to the GitRepo before anything changes on a cluster: a
@@ -378,34 +376,7 @@ func (r *rolloutRun) waitingAgents() []string {
 // fold applies a cluster's report to the rollout's state.
 func (r *rolloutRun) fold(ctx workflow.Context, rep clusterReport) {
 	r.changed++
-	r.track.Record(rep.Deployments, workflow.Now(ctx))
-	r.track.Forget(rep.Cluster, rep.Removed)
-	if r.sched == nil {
-		return
-	}
-	for _, d := range rep.Deployments {
-		if d.State == status.OutOfSync {
-			continue // a rollback's report: deploys never report OutOfSync
-		}
-		r.sched.Finish(d, rep.Final)
-	}
-	if rep.GaveUp {
-		if !r.superseded {
-			// Not reached: retried on the failure backoff (a superseded
-			// rollout gave up for the newer change, which deploys anew).
-			r.track.GaveUp(rep.Cluster, rep.Bundles, rep.Message, workflow.Now(ctx))
-		}
-		for _, b := range rep.Bundles {
-			r.sched.GiveUp(b, rep.Cluster)
-		}
-	}
-	if r.superseded {
-		// A newer change cut the work short (ready waits canceled,
-		// clusters given up): no failure to halt on, and the newer
-		// rollout decides what happens next.
-		return
-	}
-	for _, h := range r.sched.CheckFailures() {
+	for _, h := range r.s.Report(rep, workflow.Now(ctx)) {
 		workflow.GetLogger(ctx).Warn("Rollout halted", "bundle", h.Bundle, "reason", h.Message)
 	}
 }
@@ -427,14 +398,16 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 	windows := &windowTimer{stopCtx: stopCtx, cancel: func() {}}
 	defer func() { windows.cancel() }()
 	for {
-		dec := r.sched.Next(workflow.Now(ctx), r.track.StateOf)
-		r.st.Waits, r.st.Partitions = dec.Waits, dec.Partitions
-		for _, o := range dec.Outside {
-			r.track.SetState(o.Key, status.OutOfSync, o.Message)
+		step := r.s.Next(workflow.Now(ctx))
+		dec, vouched := step.Decision, step.Vouched
+		r.st.Waits, r.st.Partitions, r.st.Halts = dec.Waits, dec.Partitions, step.Halts
+		if vouched {
+			r.changed++
 		}
-		r.st.Halts = r.sched.Halts(r.track.Deployment)
-		start, vouched := r.settleVouched(ctx, dec.Start)
-		d.dispatch(r.works(start, agents))
+		for _, h := range step.Halted {
+			workflow.GetLogger(ctx).Warn("Rollout halted", "bundle", h.Bundle, "reason", h.Message)
+		}
+		d.dispatch(r.works(step.Start, agents))
 		r.upsertState(ctx)
 		r.details(ctx)
 		if r.superseded {
@@ -443,7 +416,7 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 		if vouched {
 			continue // settled at once: later partitions may start now
 		}
-		if !r.sched.Busy() && d.inflight == 0 {
+		if !r.s.Busy() && d.inflight == 0 {
 			// Bundles that halted since the last rollback are rolled back
 			// once nothing runs.
 			if works := r.rollbackWorks(agents); len(works) > 0 {
@@ -460,7 +433,7 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 		windows.fired()
 	}
 	d.wait(ctx)
-	r.st.Halts = r.sched.Halts(r.track.Deployment)
+	r.st.Halts = r.s.Halts()
 }
 
 // prepare builds the scheduler of a plan, shows the units held back,
@@ -468,36 +441,21 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 // returns the clusters served by agents.
 func (r *rolloutRun) prepare(ctx workflow.Context, p rollout.Plan, targets activities.TargetsResult) map[string]bool {
 	r.ctx = ctx
-	r.sched = rollout.NewScheduler(p, targets.Strategies, r.inventory, workflow.Now(ctx))
-	if workflow.GetVersion(ctx, versionWindowsGateEveryStart, workflow.DefaultVersion, 1) == 1 {
-		r.sched.GateEveryStart()
-	}
+	st := rollout.Strategy{Strategies: targets.Strategies, Approvals: r.in.Approvals, Offline: targets.Offline, Inventory: r.inventory}
+	st.GateEveryStart = workflow.GetVersion(ctx, versionWindowsGateEveryStart, workflow.DefaultVersion, 1) == 1
 	if workflow.GetVersion(ctx, versionPickupTimeout, workflow.DefaultVersion, 1) == 1 {
 		r.pickup = cmp.Or(targets.PickupTimeout, rollout.DefaultPickupTimeout)
-		r.sched.RetryUnreachable()
+		st.RetryUnreachable, st.Pickup = true, r.pickup
 	}
-	if kept := r.sched.Restore(r.in.Approvals); len(kept) > 0 {
+	st.Vouch = workflow.GetVersion(ctx, versionVouchedNoop, workflow.DefaultVersion, 1) == 1
+	if kept := r.s.Schedule(p, st, workflow.Now(ctx)); len(kept) > 0 {
 		workflow.GetLogger(ctx).Info("Approvals kept from the rollout this one replaces", "partitions", kept)
-	}
-	for _, h := range r.sched.Holds() {
-		if h.Reason != "" {
-			r.track.SetState(status.Key{Bundle: h.Bundle.Name, Cluster: h.Cluster}, status.OutOfSync, h.Reason)
-		} else {
-			r.track.Hold(h)
-		}
 	}
 	agents := map[string]bool{}
 	for _, a := range targets.Agents {
 		agents[a] = true
 	}
 	r.agentNames = sortedKeys(agents)
-	r.offline = map[string]bool{}
-	for _, c := range targets.Offline {
-		r.offline[c] = true
-	}
-	if r.vouch = workflow.GetVersion(ctx, versionVouchedNoop, workflow.DefaultVersion, 1) == 1; r.vouch {
-		r.live = rollout.LiveReports(r.inventory)
-	}
 	r.batching = len(p.Work) > inlineClusterLimit
 	if r.batching {
 		// Batches of older code signal each outcome; newer ones what they
@@ -571,51 +529,15 @@ func waitsForEvent(waits []status.Wait) bool {
 	return false
 }
 
-// settleVouched records the started units the clusters' watches vouch
-// for as they are (rollout.Vouched), without a deploy, and returns the
-// others; vouched reports whether any was settled. An offline agent's
-// watch vouches for nothing.
-func (r *rolloutRun) settleVouched(ctx workflow.Context, start []rollout.Unit) ([]rollout.Unit, bool) {
-	if !r.vouch {
-		return start, false
-	}
-	rest := start[:0:0]
-	var settled []status.Deployment
-	for _, u := range start {
-		key := status.Key{Bundle: u.Bundle.Name, Cluster: u.Cluster}
-		prev, _ := r.track.Deployment(key)
-		if d, ok := rollout.Vouched(u, r.live[key], prev); ok && !r.offline[u.Cluster] {
-			settled = append(settled, d)
-			continue
-		}
-		rest = append(rest, u)
-	}
-	for _, d := range settled {
-		r.fold(ctx, clusterReport{Cluster: d.Cluster, Deployments: []status.Deployment{d}, Final: true})
-	}
-	return rest, len(settled) > 0
-}
-
 // works groups started units by cluster, in cluster order, and marks
-// them WaitApplied.
+// them started.
 func (r *rolloutRun) works(start []rollout.Unit, agents map[string]bool) []clusterWork {
 	return groupByCluster(start, agents, func(w *clusterWork, u rollout.Unit) {
 		w.Deploy = append(w.Deploy, u.Bundle)
-		if t := r.sched.ReadyTimeout(u.Bundle.Name); t > w.ReadyTimeout {
+		if t := r.s.ReadyTimeout(u.Bundle.Name); t > w.ReadyTimeout {
 			w.ReadyTimeout = t
 		}
-		if u.PrevID == u.Bundle.DeploymentID {
-			return // runs its ID already: a no-op deploy confirms its state
-		}
-		msg := ""
-		if r.offline[u.Cluster] {
-			msg = "cluster " + u.Cluster + ": agent offline; the deploy waits in task queue " + protocol.ClusterQueue(u.Cluster) + " until the agent is back"
-			if r.pickup > 0 {
-				msg = "cluster " + u.Cluster + ": agent offline; the deploy waits up to " + r.pickup.String() + " in task queue " +
-					protocol.ClusterQueue(u.Cluster) + ", then is tried again when the agent is back"
-			}
-		}
-		r.track.Starting(status.Key{Bundle: u.Bundle.Name, Cluster: u.Cluster}, msg)
+		r.s.Start(u)
 	})
 }
 
@@ -644,7 +566,7 @@ func groupByCluster(units []rollout.Unit, agents map[string]bool, add func(w *cl
 // rollbackWorks lists the rollbacks of halted bundles that asked for them
 // and were not rolled back yet.
 func (r *rolloutRun) rollbackWorks(agents map[string]bool) []clusterWork {
-	return groupByCluster(r.sched.Rollbacks(workflow.Now(r.ctx)), agents, func(w *clusterWork, u rollout.Unit) {
+	return groupByCluster(r.s.Rollbacks(workflow.Now(r.ctx)), agents, func(w *clusterWork, u rollout.Unit) {
 		w.Rollback = append(w.Rollback, activities.RollbackRelease{Bundle: u.Bundle.Name, Release: u.Bundle.Release,
 			Namespace: u.Bundle.Namespace, From: u.Bundle.DeploymentID, To: u.PrevID})
 	})
@@ -691,11 +613,7 @@ func (r *rolloutRun) details(ctx workflow.Context) {
 // mark sets the state of cluster's deployments in flight (every bundle's,
 // or those named).
 func (r *rolloutRun) mark(cluster string, bundles []string, st status.State, class outcome.Class, msg string) {
-	var running func(bundle, cluster string) bool
-	if r.sched != nil {
-		running = r.sched.Running
-	}
-	r.track.Mark(cluster, bundles, running, st, class, msg)
+	r.s.Mark(cluster, bundles, st, class, msg)
 }
 
 // clusterError turns an activity failure on a cluster into a message that

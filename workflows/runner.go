@@ -9,25 +9,13 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
 // clusterReport is the outcome of one clusterWork, folded into the
-// rollout's state (directly, or signalled by a batch).
-type clusterReport struct {
-	Cluster     string              `json:"cluster"`
-	Deployments []status.Deployment `json:"deployments,omitempty"`
-	// Final: the deployments will not change any more in this rollout
-	// (Ready, failed, or the ready wait ended).
-	Final bool `json:"final,omitempty"`
-	// GaveUp: the cluster could not be reached; Bundles names the
-	// deployments that were not made.
-	GaveUp  bool     `json:"gaveUp,omitempty"`
-	Bundles []string `json:"bundles,omitempty"`
-	// Removed are cleaned releases ("<namespace>/<release>").
-	Removed []string `json:"removed,omitempty"`
-	Message string   `json:"message,omitempty"`
-}
+// rollout's state (rollout.Report; batches signal it).
+type clusterReport = rollout.Report
 
 // runner runs clusterWork: deploy (retrying an unreachable cluster),
 // wait for readiness, clean up, roll back. It is shared by the rollout,
