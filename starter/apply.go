@@ -181,7 +181,8 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 			Annotations: cl.Metadata.Annotations, TemplateValues: cl.Spec.TemplateValues, Paused: &paused}
 		if cl.Spec.HasAgentSettings() {
 			a.AgentSettings = &protocol.AgentSettings{Namespace: cl.Spec.AgentNamespace, Env: cl.Spec.AgentEnvVars,
-				Tolerations: cl.Spec.AgentTolerations, Affinity: cl.Spec.AgentAffinity, Resources: cl.Spec.AgentResources}
+				Tolerations: cl.Spec.AgentTolerations, Affinity: cl.Spec.AgentAffinity, Resources: cl.Spec.AgentResources,
+				UpgradeWindows: cl.Spec.AgentUpgradeWindows}
 		}
 		rec, err := applyCluster(ctx, c, g.TaskQueue, cl.Metadata.Name, a)
 		return verb(rec.Generation == 1, true), err

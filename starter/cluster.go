@@ -272,5 +272,8 @@ func agentMode(r protocol.ClusterRecord, now time.Time) (mode, state, lastSeen s
 	if a.Error != "" {
 		state += " (install failed: " + a.Error + ")"
 	}
+	if a.UpgradeWaits != "" {
+		state += " (" + a.UpgradeWaits + ")"
+	}
 	return mode, state, lastSeen
 }

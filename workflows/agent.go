@@ -1,13 +1,17 @@
 package workflows
 
 import (
+	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/strategy"
 )
 
 // Agent liveness: an agent that sent no heartbeat for offlineAfterBeats
@@ -181,6 +185,9 @@ func (w *agentWatch) ensure(ctx workflow.Context) {
 	var aa *activities.AgentActivities
 	for {
 		_ = workflow.Await(ctx, func() bool { return w.ensureDue && w.managed() && !w.rec.Removed })
+		if w.waitForWindow(ctx) {
+			continue // decide again: the window opened, or the cluster changed
+		}
 		w.ensureDue, w.busy = false, true
 		in := activities.EnsureAgentInput{Cluster: w.rec.Name, KubeconfigHash: w.rec.KubeconfigHash, Config: w.rec.Agent.Config}
 		var res activities.EnsureAgentResult
@@ -202,4 +209,63 @@ func (w *agentWatch) ensure(ctx workflow.Context) {
 		w.rec.Agent = &a
 		w.busy, w.recheck = false, false
 	}
+}
+
+// waitForWindow holds an upgrade of the managed agent while its upgrade
+// windows are closed (versionAgentUpgradeWindows): the record says which
+// window it waits for, and the wait ends when that window opens, the
+// cluster changes or it is removed. It reports whether it waited. The
+// first install does not wait: there is nothing to interrupt.
+func (w *agentWatch) waitForWindow(ctx workflow.Context) bool {
+	a := w.rec.Agent
+	if a.DeploymentID == "" || a.Config == nil || len(a.Config.UpgradeWindows) == 0 {
+		return w.clearUpgradeWaits()
+	}
+	if workflow.GetVersion(ctx, versionAgentUpgradeWindows, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return false
+	}
+	ws := fleetWindows(a.Config.UpgradeWindows)
+	now := workflow.Now(ctx)
+	st, err := strategy.WindowAt(ws, now)
+	if err != nil || st.Open || st.Next.IsZero() {
+		// Windows that do not parse are refused when applied.
+		return w.clearUpgradeWaits()
+	}
+	win := ws[st.Window]
+	next := *a
+	next.UpgradeWaits = fmt.Sprintf("agent upgrade waits for window %q (%s%s), which opens %s", win.Schedule, win.Duration,
+		zoneSuffix(win.TimeZone), st.Next.UTC().Format(time.RFC3339))
+	w.rec.Agent = &next
+	workflow.GetLogger(ctx).Info("Managed agent upgrade waits for its window", "cluster", w.rec.Name, "opens", st.Next)
+	gen := w.rec.Generation
+	_, _ = workflow.AwaitWithTimeout(ctx, st.Next.Sub(now), func() bool { return w.rec.Removed || w.rec.Generation != gen })
+	return true
+}
+
+// clearUpgradeWaits forgets that an upgrade waited; it reports false (no
+// wait).
+func (w *agentWatch) clearUpgradeWaits() bool {
+	if w.rec.Agent.UpgradeWaits != "" {
+		next := *w.rec.Agent
+		next.UpgradeWaits = ""
+		w.rec.Agent = &next
+	}
+	return false
+}
+
+// fleetWindows are ws as fleet.yaml's windows, which internal/strategy
+// reads.
+func fleetWindows(ws []api.Window) []fleetyaml.Window {
+	out := make([]fleetyaml.Window, len(ws))
+	for i, w := range ws {
+		out[i] = fleetyaml.Window(w)
+	}
+	return out
+}
+
+func zoneSuffix(tz string) string {
+	if tz == "" {
+		return ""
+	}
+	return ", " + tz
 }

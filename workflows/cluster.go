@@ -14,6 +14,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/fleetyaml"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/seal"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
@@ -149,10 +150,8 @@ func (c *clusterEntity) validateApply(ctx workflow.Context, a protocol.ClusterAp
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cluster %q is %s; a registration token cannot take over an existing cluster: remove it first (flotilla cluster remove %s)",
 			rec.Name, how, rec.Name), "InvalidSpec", nil)
 	}
-	managed := rec.Agent != nil && rec.Agent.Managed || a.Agent != nil && a.Agent.Managed
-	if a.AgentSettings != nil && !managed {
-		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": agentNamespace, agentEnvVars, agentTolerations, agentAffinity and agentResources "+
-			"configure the agent Flotilla installs; add the cluster with `flotilla cluster add "+rec.Name+" --kubeconfig FILE --install-agent` first", "InvalidSpec", nil)
+	if err := validateAgentSettings(rec, a); err != nil {
+		return err
 	}
 	if a.Agent != nil && a.Agent.Managed && a.KubeconfigHash == "" && rec.KubeconfigHash == "" {
 		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a managed agent is installed through the cluster's kubeconfig; add it with --kubeconfig", "InvalidSpec", nil)
@@ -161,6 +160,24 @@ func (c *clusterEntity) validateApply(ctx workflow.Context, a protocol.ClusterAp
 		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": a sealed kubeconfig comes with its hash", "InvalidSpec", nil)
 	}
 	return validateLabels(rec.Name, a.Labels)
+}
+
+// validateAgentSettings accepts agent settings only for a cluster whose
+// agent Flotilla installs, and upgrade windows that parse.
+func validateAgentSettings(rec protocol.ClusterRecord, a protocol.ClusterApply) error {
+	managed := rec.Agent != nil && rec.Agent.Managed || a.Agent != nil && a.Agent.Managed
+	if a.AgentSettings != nil && !managed {
+		return temporal.NewNonRetryableApplicationError("cluster "+rec.Name+": agentNamespace, agentEnvVars, agentTolerations, agentAffinity, agentResources and agentUpgradeWindows "+
+			"configure the agent Flotilla installs; add the cluster with `flotilla cluster add "+rec.Name+" --kubeconfig FILE --install-agent` first", "InvalidSpec", nil)
+	}
+	if a.AgentSettings != nil {
+		for i, w := range a.AgentSettings.UpgradeWindows {
+			if _, err := fleetyaml.Window(w).Parse(); err != nil {
+				return temporal.NewNonRetryableApplicationError(fmt.Sprintf("cluster %s: agentUpgradeWindows[%d]: %v", rec.Name, i, err), "InvalidSpec", nil)
+			}
+		}
+	}
+	return nil
 }
 
 // downstreamOptions: a controller reads and seals the Secrets and

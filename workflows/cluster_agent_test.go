@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
@@ -450,4 +452,39 @@ func TestClusterWorkflow_AgentSettings(t *testing.T) {
 	assert.Contains(t, rejected.Error(), "cluster c1")
 	assert.Contains(t, rejected.Error(), "--install-agent")
 	assert.Empty(t, r.ensures)
+}
+
+// An upgrade of a managed agent waits for the cluster's
+// agentUpgradeWindows and says so on the record; the first install does
+// not wait; windows that do not parse are refused.
+func TestClusterWorkflow_ManagedAgentUpgradeWaitsForWindow(t *testing.T) {
+	r := newAgentRig(t)
+	start := time.Date(2025, 1, 6, 12, 0, 0, 0, time.UTC)
+	r.env.SetStartTime(start)
+	cfg := &protocol.AgentConfig{Namespace: "agents", UpgradeWindows: []api.Window{{Schedule: "0 14 * * *", Duration: "1h"}}}
+	r.ensure = func(n int, _ activities.EnsureAgentInput) (activities.EnsureAgentResult, error) {
+		return activities.EnsureAgentResult{DeploymentID: fmt.Sprintf("agent:%d", n), DefaultsHash: fmt.Sprintf("d%d", n), Deployed: true}, nil
+	}
+	var refused error
+	r.at(time.Minute, func() {
+		r.apply(protocol.ClusterApply{KubeconfigHash: "h", Agent: &protocol.AgentApply{Managed: true, Config: cfg}}, nil)
+		r.apply(protocol.ClusterApply{AgentSettings: &protocol.AgentSettings{UpgradeWindows: []api.Window{{Schedule: "0 25 * * *", Duration: "1h"}}}}, &refused)
+	})
+	r.at(2*time.Minute, func() {
+		require.Len(t, r.ensures, 1, "the first install does not wait for a window")
+		r.env.SignalWorkflow(protocol.SignalAgentDefaults, protocol.AgentDefaults{Hash: "new"})
+	})
+	r.at(time.Hour, func() {
+		assert.Len(t, r.ensures, 1, "the upgrade waits: the window opens at 14:00")
+		assert.Equal(t, `agent upgrade waits for window "0 14 * * *" (1h), which opens 2025-01-06T14:00:00Z`, r.record().Agent.UpgradeWaits)
+	})
+	r.at(2*time.Hour+time.Minute, func() {
+		assert.Len(t, r.ensures, 2, "upgraded once the window opened")
+		rec := r.record()
+		assert.Empty(t, rec.Agent.UpgradeWaits)
+		assert.Equal(t, "agent:2", rec.Agent.DeploymentID)
+	})
+	r.run(protocol.ClusterRecord{Name: "c1"}, 3*time.Hour)
+	require.Error(t, refused)
+	assert.Contains(t, refused.Error(), "agentUpgradeWindows[0]")
 }

@@ -210,6 +210,9 @@ const (
 	// loses and regains contact, so their status stops calling its
 	// deployments Ready.
 	versionContact = "cluster-contact"
+	// versionAgentUpgradeWindows: an upgrade of a managed agent waits for
+	// the cluster's agentUpgradeWindows.
+	versionAgentUpgradeWindows = "agent-upgrade-windows"
 )
 
 // rolloutCheckInterval is how often a GitRepo run that adopted a rollout

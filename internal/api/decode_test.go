@@ -83,6 +83,7 @@ spec:
       requiredDuringSchedulingIgnoredDuringExecution:
         nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [system]}]}]
   agentResources: {limits: {memory: 256Mi}}
+  agentUpgradeWindows: [{schedule: "0 22 * * 1-5", duration: 2h, timeZone: Europe/Berlin}]
 `
 	docs, err := api.Decode(strings.NewReader(in), "cluster.yaml")
 	require.NoError(t, err)
@@ -94,7 +95,9 @@ spec:
 	assert.Equal(t, "dedicated", spec.AgentTolerations[0].Key)
 	require.NotNil(t, spec.AgentAffinity.NodeAffinity)
 	assert.Equal(t, "256Mi", spec.AgentResources.Limits.Memory().String())
+	assert.Equal(t, []api.Window{{Schedule: "0 22 * * 1-5", Duration: "2h", TimeZone: "Europe/Berlin"}}, spec.AgentUpgradeWindows)
 	assert.False(t, api.ClusterSpec{}.HasAgentSettings())
+	assert.True(t, api.ClusterSpec{AgentUpgradeWindows: spec.AgentUpgradeWindows}.HasAgentSettings())
 }
 
 func TestDecode_Defaults(t *testing.T) {

@@ -157,12 +157,26 @@ type ClusterSpec struct {
 	AgentTolerations []corev1.Toleration          `json:"agentTolerations,omitempty"`
 	AgentAffinity    *corev1.Affinity             `json:"agentAffinity,omitempty"`
 	AgentResources   *corev1.ResourceRequirements `json:"agentResources,omitempty"`
+	// AgentUpgradeWindows are the times the controller may upgrade the
+	// cluster's managed agent in (Flotilla's own, in the form of
+	// fleet.yaml's rolloutStrategy.windows). Outside all of them an
+	// upgrade waits for the next opening; the first install does not.
+	AgentUpgradeWindows []Window `json:"agentUpgradeWindows,omitempty"`
+}
+
+// Window is a recurring period: it opens at every activation of Schedule
+// (five-field cron or a descriptor such as @daily, read in TimeZone,
+// default UTC) and stays open for Duration (a Go duration such as "2h").
+type Window struct {
+	Schedule string `json:"schedule"`
+	Duration string `json:"duration"`
+	TimeZone string `json:"timeZone,omitempty"`
 }
 
 // HasAgentSettings reports whether the spec sets any agent setting.
 func (s ClusterSpec) HasAgentSettings() bool {
 	return s.AgentNamespace != "" || len(s.AgentEnvVars) > 0 || len(s.AgentTolerations) > 0 ||
-		s.AgentAffinity != nil || s.AgentResources != nil
+		s.AgentAffinity != nil || s.AgentResources != nil || len(s.AgentUpgradeWindows) > 0
 }
 
 // ClusterGroup is a named label selector over clusters.

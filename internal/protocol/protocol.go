@@ -288,6 +288,9 @@ type AgentRecord struct {
 	Deploys int `json:"deploys,omitempty"`
 	// Error is the last failure to install the managed agent.
 	Error string `json:"error,omitempty"`
+	// UpgradeWaits says, while an upgrade of the managed agent waits for
+	// one of its UpgradeWindows, which one and when it opens.
+	UpgradeWaits string `json:"upgradeWaits,omitempty"`
 	// SealKey is the agent's own public key, from its heartbeats: the
 	// controller seals the Secrets a bundle copies to the cluster to it
 	// (UpdateDownstream). Agents hold no controller key.
@@ -312,6 +315,10 @@ type AgentConfig struct {
 	Resources         corev1.ResourceRequirements `json:"resources,omitempty"`
 	Env               []corev1.EnvVar             `json:"env,omitempty"`
 	PriorityClassName string                      `json:"priorityClassName,omitempty"`
+	// UpgradeWindows are the times the controller may upgrade the agent
+	// in; none: at any time. They are not part of the agent's
+	// configuration hash: changing them redeploys nothing.
+	UpgradeWindows []api.Window `json:"upgradeWindows,omitempty"`
 }
 
 // AgentApply changes a cluster's agent: Managed with Config for
@@ -403,6 +410,9 @@ type AgentSettings struct {
 	Tolerations []corev1.Toleration          `json:"tolerations,omitempty"`
 	Affinity    *corev1.Affinity             `json:"affinity,omitempty"`
 	Resources   *corev1.ResourceRequirements `json:"resources,omitempty"`
+	// UpgradeWindows gate the managed agent's upgrades
+	// (AgentConfig.UpgradeWindows).
+	UpgradeWindows []api.Window `json:"upgradeWindows,omitempty"`
 }
 
 // Apply returns cfg with the settings that are set replacing its own.
@@ -425,6 +435,9 @@ func (s AgentSettings) Apply(cfg *AgentConfig) *AgentConfig {
 	}
 	if s.Resources != nil {
 		out.Resources = *s.Resources
+	}
+	if len(s.UpgradeWindows) > 0 {
+		out.UpgradeWindows = s.UpgradeWindows
 	}
 	return &out
 }
