@@ -211,6 +211,11 @@ func (w *agentWatch) ensure(ctx workflow.Context) {
 	}
 }
 
+// windowAtOptions: reading windows (activities.WindowAt) is quick and
+// local; one that fails does not hold an upgrade.
+var windowAtOptions = workflow.LocalActivityOptions{StartToCloseTimeout: 10 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 3}}
+
 // waitForWindow holds an upgrade of the managed agent while its upgrade
 // windows are closed (versionAgentUpgradeWindows): the record says which
 // window it waits for, and the wait ends when that window opens, the
@@ -226,8 +231,10 @@ func (w *agentWatch) waitForWindow(ctx workflow.Context) bool {
 	}
 	ws := fleetWindows(a.Config.UpgradeWindows)
 	now := workflow.Now(ctx)
-	st, err := strategy.WindowAt(ws, now)
-	if err != nil || st.Open || st.Next.IsZero() {
+	var st strategy.WindowState
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, windowAtOptions), activities.WindowAt,
+		activities.WindowAtInput{Windows: ws, Now: now}).Get(ctx, &st)
+	if err != nil || st.Open || st.Next.IsZero() || st.Window < 0 || st.Window >= len(ws) {
 		// Windows that do not parse are refused when applied.
 		return w.clearUpgradeWaits()
 	}
