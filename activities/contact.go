@@ -14,12 +14,15 @@ import (
 // unreachable, and once a probe succeeds again that it is back. An API
 // server that stops answering is reported within about 7 s plus the
 // probes' own timeouts (5 s each).
-var defaultContactProbe = contactProbe{every: 5 * time.Second, retry: 2 * time.Second, failures: 2}
+var defaultContactProbe = contactProbe{every: 5 * time.Second, retry: 2 * time.Second, failures: 2, successes: 2}
 
-// contactProbe is how a watch probes its API server.
+// contactProbe is how a watch probes its API server: every so often, a
+// retry apart while the answer changes; failures failed probes in a row
+// lose contact, successes good ones in a row regain it (a server that
+// answers now and then does not flap).
 type contactProbe struct {
-	every, retry time.Duration
-	failures     int
+	every, retry        time.Duration
+	failures, successes int
 }
 
 // maxContactReason bounds the probe error kept in workflow state.
@@ -35,9 +38,9 @@ type prober interface {
 // (protocol.SignalContact) when the watch loses and regains contact with
 // the API server. It starts from what the workflow believes
 // (unreachable), so a steady cluster costs no signal.
-func (c *ClusterActivities) probeContact(ctx context.Context, p contactProbe, k prober, unreachable bool) {
+func (c *ClusterActivities) probeContact(ctx context.Context, p contactProbe, k prober, unreachable bool, token string) {
 	var last time.Time
-	failures := 0
+	failures, successes := 0, 0
 	for {
 		err := k.Reachable(ctx)
 		if ctx.Err() != nil {
@@ -46,14 +49,14 @@ func (c *ClusterActivities) probeContact(ctx context.Context, p contactProbe, k 
 		now := time.Now()
 		var tell *protocol.Contact
 		if err == nil {
-			last, failures = now, 0
-			if unreachable {
-				tell = &protocol.Contact{Reachable: true, LastContact: now}
+			last, failures, successes = now, 0, successes+1
+			if unreachable && successes >= p.successes {
+				tell = &protocol.Contact{Reachable: true, LastContact: now, Watch: token}
 			}
 		} else {
-			failures++
+			failures, successes = failures+1, 0
 			if !unreachable && failures >= p.failures {
-				tell = &protocol.Contact{LastContact: last, Reason: truncate(err.Error(), maxContactReason)}
+				tell = &protocol.Contact{LastContact: last, Reason: truncate(err.Error(), maxContactReason), Watch: token}
 			}
 		}
 		if tell != nil {
@@ -64,8 +67,8 @@ func (c *ClusterActivities) probeContact(ctx context.Context, p contactProbe, k 
 			}
 		}
 		wait := p.every
-		if failures > 0 && !unreachable {
-			wait = p.retry
+		if failures > 0 && !unreachable || successes > 0 && unreachable {
+			wait = p.retry // the answer changed: confirm it soon
 		}
 		select {
 		case <-ctx.Done():

@@ -71,7 +71,7 @@ func (r *contactRecorder) reachable() []bool {
 // in a row (one failed probe is not a lost cluster), of a return at once,
 // each once, and retries a report that could not be sent.
 func TestProbeContact(t *testing.T) {
-	fast := contactProbe{every: 5 * time.Millisecond, retry: time.Millisecond, failures: 2}
+	fast := contactProbe{every: 5 * time.Millisecond, retry: time.Millisecond, failures: 2, successes: 2}
 	for _, tc := range []struct {
 		name        string
 		script      []bool
@@ -82,6 +82,7 @@ func TestProbeContact(t *testing.T) {
 		{"steady", []bool{true}, false, 0, nil},
 		{"one failure is no loss", []bool{true, false, true}, false, 0, nil},
 		{"lost then back", []bool{true, false, false, false, true}, false, 0, []bool{false, true}},
+		{"one answer is no return", []bool{true, false, false, true, false}, false, 0, []bool{false}},
 		{"lost for good", []bool{true, false}, false, 0, []bool{false}},
 		{"believed lost, reachable", []bool{true}, true, 0, []bool{true}},
 		{"believed lost, still lost", []bool{false}, true, 0, nil},
@@ -93,7 +94,7 @@ func TestProbeContact(t *testing.T) {
 			p := &scriptedProber{script: tc.script}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
-			go func() { defer close(done); c.probeContact(ctx, fast, p, tc.unreachable) }()
+			go func() { defer close(done); c.probeContact(ctx, fast, p, tc.unreachable, "run/1") }()
 			require.Eventually(t, func() bool {
 				p.mu.Lock()
 				defer p.mu.Unlock()
@@ -103,6 +104,7 @@ func TestProbeContact(t *testing.T) {
 			<-done
 			assert.Equal(t, tc.want, rec.reachable())
 			for _, s := range rec.sent {
+				assert.Equal(t, "run/1", s.Watch, "reports name their watch")
 				if !s.Reachable {
 					assert.Contains(t, s.Reason, "connection refused")
 				}

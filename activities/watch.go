@@ -24,6 +24,8 @@ type WatchInput struct {
 	// Unreachable is what the cluster's workflow believes of its contact:
 	// the watch reports a change of it (probeContact).
 	Unreachable bool `json:"unreachable,omitempty"`
+	// Token names this watch in its contact reports.
+	Token string `json:"token,omitempty"`
 }
 
 // WatchRun is how long one Watch runs before it returns for its workflow
@@ -78,7 +80,7 @@ func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 			}
 		}
 	}()
-	go c.probeContact(run, defaultContactProbe, k, in.Unreachable)
+	go c.probeContact(run, defaultContactProbe, k, in.Unreachable, in.Token)
 	scheduled := activity.GetInfo(ctx).ScheduledTime
 	if err := c.watches.Follow(run, cfg, k.Identity(), scheduled, c.watchTargets(ctx, in)); err != nil && run.Err() == nil {
 		return err

@@ -237,13 +237,36 @@ func formatLabels(l map[string]string) string {
 func clusterMode(r protocol.ClusterRecord, now time.Time) (mode, state, lastSeen string) {
 	mode, state, lastSeen = agentMode(r, now)
 	if u := r.Unreachable; u != nil && (r.Agent == nil || !r.Agent.Offline) {
-		// The drift watch cannot reach the API server.
-		state = "Offline (unreachable: " + u.Reason + ")"
+		// The drift watch cannot reach the API server (`-o json` has the
+		// whole reason).
+		state = "Offline (unreachable: " + shorten(u.Reason, 80) + ")" + agentNotes(r.Agent)
 		if !u.LastContact.IsZero() {
 			lastSeen = ago(now, u.LastContact)
 		}
 	}
 	return mode, state, lastSeen
+}
+
+// agentNotes are what a table row adds about the managed agent.
+func agentNotes(a *protocol.AgentRecord) string {
+	if a == nil {
+		return ""
+	}
+	notes := ""
+	if a.Error != "" {
+		notes += " (install failed: " + a.Error + ")"
+	}
+	if a.UpgradeWaits != "" {
+		notes += " (" + a.UpgradeWaits + ")"
+	}
+	return notes
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // ago says how long ago t was.
@@ -269,11 +292,5 @@ func agentMode(r protocol.ClusterRecord, now time.Time) (mode, state, lastSeen s
 	if a.Offline {
 		state = "Offline"
 	}
-	if a.Error != "" {
-		state += " (install failed: " + a.Error + ")"
-	}
-	if a.UpgradeWaits != "" {
-		state += " (" + a.UpgradeWaits + ")"
-	}
-	return mode, state, lastSeen
+	return mode, state + agentNotes(a), lastSeen
 }

@@ -34,9 +34,8 @@ type ClusterInput struct {
 	// Kubeconfig is the cluster's sealed kubeconfig (push mode or a
 	// managed agent), carried across continue-as-new.
 	Kubeconfig *seal.Box `json:"kubeconfig,omitempty"`
-	// ContactLost and ContactTold carry what the GitRepos were told of the
-	// cluster's contact (contactWatch) across continue-as-new.
-	ContactLost bool     `json:"contactLost,omitempty"`
+	// ContactTold carries the GitRepos told the cluster is out of contact
+	// (contactWatch) across continue-as-new.
 	ContactTold []string `json:"contactTold,omitempty"`
 }
 
@@ -49,7 +48,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	c.e = entity{notifyDue: !in.Notified, waitFor: workflow.GetInfo(ctx).WorkflowExecution.ID}
 	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent, notify: func() { c.e.notifyDue = true }}
 	c.w = &clusterWatch{name: in.Record.Name, rec: &c.rec, sets: in.Watch, silent: c.ag.watchSilent}
-	c.ct = &contactWatch{rec: &c.rec, sets: &c.w.sets, toldLost: in.ContactLost, told: in.ContactTold}
+	c.ct = &contactWatch{rec: &c.rec, sets: &c.w.sets, watch: &c.w.token, told: in.ContactTold}
 	c.e.busy = func() bool { return c.ag.pending() || c.w.pending() || c.ct.pending() }
 	if targetingMemo(ctx) {
 		// GitRepos are told of a change once visibility shows it in the
@@ -85,12 +84,17 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 			upsertTargeting(ctx, c.rec)
 		}
 	})
+	if removed {
+		// GitRepos told the cluster was lost hear it is gone: a cluster
+		// added again under its name starts afresh.
+		c.ct.flush(ctx)
+	}
 	if err != nil || removed {
 		return err
 	}
 	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: c.rec},
 		Notified: !c.e.notifyDue, EnsureAgent: c.ag.ensureDue, Watch: c.w.sets, Kubeconfig: c.kubeconfig,
-		ContactLost: c.ct.toldLost, ContactTold: c.ct.told})
+		ContactTold: c.ct.told})
 }
 
 // clusterEntity is the state of one ClusterWorkflow run.
@@ -133,6 +137,9 @@ func (c *clusterEntity) apply(ctx workflow.Context, a protocol.ClusterApply) (pr
 	}
 	kubeconfigChanged := next.KubeconfigHash != c.rec.KubeconfigHash
 	c.e.change(ctx, &c.rec, next)
+	if kubeconfigChanged && workflow.GetVersion(ctx, versionContact, workflow.DefaultVersion, 1) == 1 {
+		c.w.gen++ // the watch (and its probe) connects anew
+	}
 	if a.Agent != nil && a.Agent.Managed || settingsApplied || kubeconfigChanged && c.ag.managed() {
 		c.ag.ensureDue = true
 	}

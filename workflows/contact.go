@@ -14,20 +14,28 @@ import (
 )
 
 // contactWatch keeps a cluster's contact state and tells the GitRepos
-// that run releases there about it.
+// that run releases there about it: while the cluster is out of contact
+// every such GitRepo is told it is lost, and told it is back when contact
+// returns, when it stops running releases there, or when the cluster is
+// removed (so that a GitRepo never keeps a cluster out of contact that
+// came back under the same name).
 type contactWatch struct {
 	rec *protocol.ClusterRecord
 	// sets are the GitRepos' watch sets (clusterWatch.sets): who runs
 	// releases on the cluster.
 	sets *[]protocol.WatchSet
-	// toldLost is the contact state last told, and told the GitRepos told
-	// of a loss, sorted.
-	toldLost bool
-	told     []string
+	// watch names the drift watch running now (clusterWatch.token): a
+	// report from a watch canceled since is stale.
+	watch *string
+	// told are the GitRepos that were told the cluster is lost and not
+	// told since that it is back, sorted.
+	told []string
 	// sending is set while signals are out: the run must not continue as
 	// new meanwhile.
 	sending bool
 	ch      workflow.ReceiveChannel
+	// off: the run is from before versionContact and tells nothing.
+	off bool
 }
 
 // pending reports whether signals are out or a contact report waits.
@@ -42,11 +50,25 @@ func (w *contactWatch) start(ctx workflow.Context) {
 			w.take(ctx, c)
 		}
 	})
-	workflow.Go(ctx, w.tell)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			if err := workflow.Await(ctx, w.due); err != nil {
+				return
+			}
+			if !w.tell(ctx) {
+				w.off = true
+				return
+			}
+		}
+	})
 }
 
-// take records what the drift watch's probe found.
+// take records what the drift watch's probe found; a report of a watch
+// that was canceled since is ignored.
 func (w *contactWatch) take(ctx workflow.Context, c protocol.Contact) {
+	if c.Watch != "" && w.watch != nil && c.Watch != *w.watch {
+		return
+	}
 	switch {
 	case c.Reachable && w.rec.Unreachable != nil:
 		w.rec.Unreachable = nil
@@ -70,54 +92,67 @@ func (w *contactWatch) repos() []string {
 	return out
 }
 
-// due reports whether a GitRepo is to be told: the state changed, or a
-// GitRepo came to run releases on a cluster out of contact.
-func (w *contactWatch) due() bool {
-	lost, _, _ := w.rec.OutOfContact()
-	if lost != w.toldLost {
-		return true
+// lostTo returns the GitRepos that should believe the cluster lost: every
+// one that runs releases there while it is out of contact, none
+// otherwise or once it is removed.
+func (w *contactWatch) lostTo() []string {
+	if lost, _, _ := w.rec.OutOfContact(); !lost || w.rec.Removed {
+		return nil
 	}
-	return lost && slices.ContainsFunc(w.repos(), func(r string) bool { return !slices.Contains(w.told, r) })
+	return w.repos()
 }
 
-// tell signals the GitRepos whenever due. The signals are not retried: a
-// GitRepo that no longer exists needs no telling.
-func (w *contactWatch) tell(ctx workflow.Context) {
-	for {
-		if err := workflow.Await(ctx, w.due); err != nil {
-			return
-		}
-		if workflow.GetVersion(ctx, versionContact, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
-			return
-		}
-		lost, seen, reason := w.rec.OutOfContact()
-		var to []string
-		switch {
-		case lost != w.toldLost && !lost:
-			to, w.told = w.told, nil
-		case lost != w.toldLost:
-			to = w.repos()
-			w.told = slices.Clone(to)
-		default:
-			for _, r := range w.repos() {
-				if !slices.Contains(w.told, r) {
-					to = append(to, r)
-				}
-			}
-			w.told = append(w.told, to...)
-			slices.Sort(w.told)
-		}
-		w.toldLost, w.sending = lost, true
-		sig := status.LiveSignal{Cluster: w.rec.Name, Contact: &status.ClusterContact{Cluster: w.rec.Name, Lost: lost, LastSeen: seen, Reason: reason}}
-		fs := make([]workflow.Future, len(to))
-		for i, r := range to {
-			fs[i] = workflow.SignalExternalWorkflow(ctx, activities.ParseGitRepoRef(r).WorkflowID(), "", protocol.SignalLive, sig)
-		}
-		for _, f := range fs {
-			_ = f.Get(ctx, nil)
-		}
-		w.sending = false
+// due reports whether a GitRepo is to be told, or the cluster's contact
+// state is to be forgotten: nothing runs there any more, so nothing
+// probes it.
+func (w *contactWatch) due() bool {
+	return !slices.Equal(w.lostTo(), w.told) || len(*w.sets) == 0 && w.rec.Unreachable != nil
+}
+
+// tell signals each GitRepo whose belief differs from lostTo. The
+// signals are not retried: a GitRepo that no longer exists needs no
+// telling. It reports false on runs from before versionContact.
+func (w *contactWatch) tell(ctx workflow.Context) bool {
+	if workflow.GetVersion(ctx, versionContact, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return false
 	}
+	if len(*w.sets) == 0 && w.rec.Unreachable != nil {
+		w.rec.Unreachable = nil
+		upsertCluster(ctx, *w.rec)
+	}
+	want := w.lostTo()
+	_, seen, reason := w.rec.OutOfContact()
+	var sigs []workflow.Future
+	send := func(repo string, lost bool) {
+		c := &status.ClusterContact{Cluster: w.rec.Name, Lost: lost}
+		if lost {
+			c.LastSeen, c.Reason = seen, reason
+		}
+		sigs = append(sigs, workflow.SignalExternalWorkflow(ctx, activities.ParseGitRepoRef(repo).WorkflowID(), "", protocol.SignalLive,
+			status.LiveSignal{Cluster: w.rec.Name, Contact: c}))
+	}
+	for _, r := range w.told {
+		if !slices.Contains(want, r) {
+			send(r, false)
+		}
+	}
+	for _, r := range want {
+		if !slices.Contains(w.told, r) {
+			send(r, true)
+		}
+	}
+	w.told, w.sending = want, true
+	for _, f := range sigs {
+		_ = f.Get(ctx, nil)
+	}
+	w.sending = false
+	return true
+}
+
+// flush waits until every GitRepo is told what it should believe (on
+// removal: that the cluster is gone), so the run may end.
+func (w *contactWatch) flush(ctx workflow.Context) {
+	_ = workflow.Await(ctx, func() bool { return w.off || !w.sending && !w.due() })
 }
 
 // heartbeatTimedOut reports whether err is an activity's heartbeat

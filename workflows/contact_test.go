@@ -99,7 +99,7 @@ func TestClusterWorkflow_ContactSurvivesContinueAsNew(t *testing.T) {
 	told, _ := recordContacts(r)
 	in := pushCluster()
 	in.Record.Unreachable = &protocol.Unreachable{Reason: "connection refused"}
-	in.ContactLost, in.ContactTold = true, []string{"fleet/alpha"}
+	in.ContactTold = []string{"fleet/alpha"}
 	in.Watch = []protocol.WatchSet{watchSet("fleet/alpha", "s-a:1")}
 	r.at(time.Minute, func() { r.env.SignalWorkflow(protocol.SignalContact, protocol.Contact{Reachable: true}) })
 	r.run(in, 2*time.Minute)
@@ -194,4 +194,48 @@ func TestGitRepoWorkflow_OutOfContactClusterNotReady(t *testing.T) {
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 7*time.Second)
 	runGitRepo(t, env)
+}
+
+// A GitRepo told a cluster is lost is told it is back when it stops
+// running releases there, and when the cluster is removed, so that a
+// cluster added again under the name starts afresh; with nothing left to
+// watch (and so nothing probing it) the cluster forgets it was
+// unreachable; a report of a watch canceled since is ignored.
+func TestClusterWorkflow_ContactForgottenWhenGone(t *testing.T) {
+	r := newWatchRig(t, nil)
+	told, _ := recordContacts(r)
+	lost := protocol.Contact{Reason: "API server https://10.0.0.1:6443 unreachable: connection refused"}
+	r.at(time.Second, func() {
+		r.watch(watchSet("fleet/alpha", "s-a:1"))
+		r.watch(watchSet("fleet/beta", "s-b:1"))
+	})
+	r.at(time.Minute, func() { r.env.SignalWorkflow(protocol.SignalContact, lost) })
+	r.at(2*time.Minute, func() { r.watch(protocol.WatchSet{GitRepo: "fleet/beta"}) }) // beta leaves
+	r.at(3*time.Minute, func() { r.watch(protocol.WatchSet{GitRepo: "fleet/alpha"}) })
+	r.at(3*time.Minute+time.Second, func() {
+		assert.Nil(t, queryRecord(t, r).Unreachable, "nothing probes a cluster that runs nothing: its state is forgotten")
+		r.watch(watchSet("fleet/alpha", "s-a:2"))
+	})
+	r.at(4*time.Minute, func() {
+		stale := lost
+		stale.Watch = "an-old-run/1"
+		r.env.SignalWorkflow(protocol.SignalContact, stale)
+	})
+	r.at(4*time.Minute+time.Second, func() {
+		assert.Nil(t, queryRecord(t, r).Unreachable, "a canceled watch's report is stale")
+		r.env.SignalWorkflow(protocol.SignalContact, lost)
+	})
+	r.run(pushCluster(), 5*time.Minute) // removed at 5m
+
+	slices.SortFunc(*told, func(a, b toldContact) int {
+		return cmp.Or(cmp.Compare(a.At, b.At), strings.Compare(a.GitRepo, b.GitRepo))
+	})
+	assert.Equal(t, []toldContact{
+		{time.Minute, protocol.GitRepoID("fleet", "alpha"), true},
+		{time.Minute, protocol.GitRepoID("fleet", "beta"), true},
+		{2 * time.Minute, protocol.GitRepoID("fleet", "beta"), false},
+		{3 * time.Minute, protocol.GitRepoID("fleet", "alpha"), false},
+		{4*time.Minute + time.Second, protocol.GitRepoID("fleet", "alpha"), true},
+		{5 * time.Minute, protocol.GitRepoID("fleet", "alpha"), false},
+	}, *told)
 }

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,10 @@ type clusterWatch struct {
 	// silent is told when a pull-mode watch stopped heartbeating: the
 	// agent that ran it is gone (versionContact).
 	silent func(workflow.Context)
+	// token names the watch started last (its run and number), which its
+	// contact reports carry; starts counts the watches started.
+	token  string
+	starts int
 }
 
 // pending reports whether a Watch runs or a watch signal waits: the run
@@ -109,8 +114,13 @@ func (w *clusterWatch) loop(ctx workflow.Context) {
 			rp.MaximumAttempts = 1
 			opts.RetryPolicy = &rp
 		}
-		f := workflow.ExecuteActivity(onCluster(actx, w.name, pull, opts), a.Watch,
-			activities.WatchInput{Cluster: w.name, Sets: w.sets, Unreachable: contact && w.rec.Unreachable != nil})
+		in := activities.WatchInput{Cluster: w.name, Sets: w.sets}
+		if contact {
+			w.starts++
+			w.token = workflow.GetInfo(ctx).WorkflowExecution.RunID + "/" + strconv.Itoa(w.starts)
+			in.Unreachable, in.Token = w.rec.Unreachable != nil, w.token
+		}
+		f := workflow.ExecuteActivity(onCluster(actx, w.name, pull, opts), a.Watch, in)
 		// A cluster that gets an agent (or loses it) is watched from its
 		// new queue at once.
 		_ = workflow.Await(ctx, func() bool { return f.IsReady() || w.gen != gen || stopping(ctx) || w.rec.PullMode() != pull })

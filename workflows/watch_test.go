@@ -137,7 +137,8 @@ func TestClusterWorkflow_WatchFollowsSets(t *testing.T) {
 	})
 	r.at(2*time.Minute, func() {
 		require.Len(t, r.starts, 1)
-		assert.Equal(t, activities.WatchInput{Cluster: "c1", Sets: []protocol.WatchSet{zeta}}, r.starts[0].In)
+		assert.Equal(t, activities.WatchInput{Cluster: "c1", Sets: []protocol.WatchSet{zeta}, Token: "default-test-run-id/1"}, r.starts[0].In,
+			"each watch is named, for its contact reports")
 		assert.Empty(t, r.cancels)
 		r.watch(alpha)
 	})

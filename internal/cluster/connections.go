@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -146,12 +149,41 @@ func (k *Conn) Reachable(ctx context.Context) error {
 		return err
 	}
 	if _, err := dc.RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err != nil {
+		host := redactHost(cfg.Host)
 		if deployer.Classify(err) == outcome.Unauthorized {
-			return fmt.Errorf("API server %s refused the credentials: %w", cfg.Host, err)
+			return &reachError{msg: "API server " + host + " refused the credentials", err: err}
 		}
-		return fmt.Errorf("API server %s unreachable: %w", cfg.Host, err)
+		return &reachError{msg: "API server " + host + " unreachable", err: err}
 	}
 	return nil
+}
+
+// reachError is Reachable's error: its message names the server (without
+// credentials in its URL) and the cause, but never quotes what the server
+// answered (a proxy's error page, say), which spreads to status and
+// history; it wraps the client's error, so it classifies as that does.
+type reachError struct {
+	msg string
+	err error
+}
+
+func (e *reachError) Error() string {
+	var se *apierrors.StatusError
+	if errors.As(e.err, &se) {
+		return fmt.Sprintf("%s: HTTP %d %s", e.msg, se.ErrStatus.Code, se.ErrStatus.Reason)
+	}
+	return e.msg + ": " + e.err.Error()
+}
+
+func (e *reachError) Unwrap() error { return e.err }
+
+// redactHost is host with any user information in its URL masked.
+func redactHost(host string) string {
+	u, err := url.Parse(host)
+	if err != nil || u.User == nil {
+		return host
+	}
+	return u.Redacted()
 }
 
 // configKey identifies a REST config's server and credentials.

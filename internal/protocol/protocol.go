@@ -237,6 +237,9 @@ type Contact struct {
 	Reachable   bool      `json:"reachable"`
 	LastContact time.Time `json:"lastContact,omitempty"`
 	Reason      string    `json:"reason,omitempty"`
+	// Watch is the token of the watch that probed (WatchInput.Token): a
+	// report of a watch canceled since is ignored.
+	Watch string `json:"watch,omitempty"`
 }
 
 // OutOfContact reports whether nothing is known of the cluster's releases
