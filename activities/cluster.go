@@ -453,7 +453,16 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in 
 		return err
 	}
 	if r.DeleteNamespace && !r.KeepResources {
-		if err := c.Deployer.DeleteNamespace(ctx, getter, r.Namespace); err != nil {
+		err := c.Deployer.DeleteNamespace(ctx, getter, deployer.NamespaceDeletion{Namespace: r.Namespace, Release: r.Release,
+			Labels: map[string]string{LabelBundle: r.Bundle}})
+		var kept *deployer.NamespaceKeptError
+		switch {
+		case errors.As(err, &kept):
+			// The release is removed; its namespace stays, and a retry
+			// would keep it again.
+			c.Logger.Warn("Kept namespace", zap.String("bundle", r.Bundle), zap.String("cluster", k.Name()),
+				zap.String("namespace", r.Namespace), zap.String("reason", string(kept.Reason)), zap.String("message", kept.Error()))
+		case err != nil:
 			return err
 		}
 	}

@@ -219,7 +219,7 @@ func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *con
 			Config: func(string) (*rest.Config, error) { return cfg, nil },
 			Only:   o.Cluster,
 		}),
-		Deployer:   deployer.New(deployer.Options{Logger: logger.Named("helm")}),
+		Deployer:   deployer.New(deployer.Options{Logger: logger.Named("helm"), ProtectedNamespaces: ownNamespace()}),
 		Content:    cs,
 		Logger:     logger,
 		Signal:     signaller(c),
@@ -369,4 +369,17 @@ func queryStatus(ctx context.Context, c client.Client, id string, out any) error
 		return err
 	}
 	return v.Get(out)
+}
+
+// serviceAccountNamespace is where a pod finds its namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// ownNamespace is the namespace this process runs in as a pod (none
+// outside one): deleteNamespace never deletes it.
+func ownNamespace() []string {
+	b, err := os.ReadFile(serviceAccountNamespace)
+	if ns := strings.TrimSpace(string(b)); err == nil && ns != "" {
+		return []string{ns}
+	}
+	return nil
 }

@@ -77,7 +77,7 @@ func registerController(w, watches worker.Worker, c client.Client, dc converter.
 	w.RegisterActivity(ctrl)
 	ca := &activities.ClusterActivities{
 		Clusters:   cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),
-		Deployer:   deployer.New(deployer.Options{Logger: logger.Named("helm")}),
+		Deployer:   deployer.New(deployer.Options{Logger: logger.Named("helm"), ProtectedNamespaces: ownNamespace()}),
 		Content:    st.content,
 		Refill:     activities.Refill(ctrl), // content another controller rendered
 		Logger:     logger,
@@ -104,7 +104,7 @@ func (o *options) agentActivities(st *stores, logger *zap.Logger) (*activities.A
 	t := o.Temporal
 	return &activities.AgentActivities{
 		Config:   st.sealing.Vault.RESTConfig,
-		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm")}),
+		Deployer: deployer.New(deployer.Options{Logger: logger.Named("helm"), ProtectedNamespaces: ownNamespace()}),
 		Defaults: defaults,
 		Controller: agentcfg.Controller{
 			Version: buildinfo.Get().Version, TemporalAddress: t.Address, TemporalNamespace: t.Namespace,

@@ -7,7 +7,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 )
@@ -41,38 +40,6 @@ func (d *Deployer) Forget(ctx context.Context, getter genericclioptions.RESTClie
 		}
 	}
 	return nil
-}
-
-// DeleteNamespace asks the cluster to delete namespace and everything in it
-// (Fleet's deleteNamespace) and returns without waiting for the namespace
-// controller to finish. A namespace that is missing or already terminating
-// is not an error. The namespaces Kubernetes itself relies on (default,
-// kube-system, kube-public, kube-node-lease) are never deleted: for them
-// DeleteNamespace does nothing and returns nil.
-func (d *Deployer) DeleteNamespace(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace string) error {
-	switch namespace {
-	case "":
-		return errors.New("delete namespace: name is empty")
-	case metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, "kube-node-lease":
-		return nil
-	}
-	cs, err := newClientset(getter)
-	if err != nil {
-		return err
-	}
-	err = cs.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{})
-	if err == nil || apierrors.IsNotFound(err) {
-		return nil
-	}
-	// Deleting a terminating namespace is a conflict ("the system is
-	// ensuring all content is removed"): the request is already granted.
-	if apierrors.IsConflict(err) {
-		ns, getErr := cs.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
-		if apierrors.IsNotFound(getErr) || (getErr == nil && ns.DeletionTimestamp != nil) {
-			return nil
-		}
-	}
-	return fmt.Errorf("delete namespace %s: %w", namespace, err)
 }
 
 // newClientset returns a typed client for the cluster behind getter.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 )
@@ -40,33 +39,5 @@ func testCleanup(t *testing.T, f *fixture) {
 		assert.Equal(t, map[string]string{"value": "three"}, f.configMap(ctx, t, "forget", "app").Data)
 	})
 
-	// The cluster runs no namespace controller: a deleted namespace stays
-	// Terminating, which is all DeleteNamespace promises.
-	t.Run("DeleteNamespace requests deletion and is idempotent", func(t *testing.T) {
-		t.Parallel()
-		ctx := testContext(t)
-		d := newDeployer(t)
-		mustDeploy(ctx, t, d, f, "doomed", "id-1", "one")
-
-		require.NoError(t, d.DeleteNamespace(ctx, f.getter, "doomed"))
-
-		ns, err := f.cs.CoreV1().Namespaces().Get(ctx, "doomed", metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.NotNil(t, ns.DeletionTimestamp, "namespace is terminating")
-		require.NoError(t, d.DeleteNamespace(ctx, f.getter, "doomed"), "DeleteNamespace of a terminating namespace")
-		require.NoError(t, d.DeleteNamespace(ctx, f.getter, "never-created"), "DeleteNamespace of a missing namespace")
-	})
-
-	t.Run("DeleteNamespace leaves system namespaces alone", func(t *testing.T) {
-		t.Parallel()
-		ctx := testContext(t)
-		d := newDeployer(t)
-		for _, name := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
-			require.NoError(t, d.DeleteNamespace(ctx, f.getter, name), name)
-
-			ns, err := f.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-			require.NoError(t, err, name)
-			assert.Nil(t, ns.DeletionTimestamp, "%s must not be terminating", name)
-		}
-	})
+	t.Run("DeleteNamespace", func(t *testing.T) { testDeleteNamespace(t, f) })
 }

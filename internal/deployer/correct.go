@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/release"
@@ -97,7 +96,11 @@ type CorrectOptions struct {
 // the ServiceAccount the release's newest record names, if any.
 func (d *Deployer) Correct(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name, deploymentID string,
 	opts CorrectOptions) (int, error) {
-	defer d.lock(namespace, name)()
+	unlock, err := d.lock(ctx, getter, namespace, name)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	cfg, sa, err := d.releaseConfiguration(getter, namespace, name)
 	if err != nil {
 		return 0, err
@@ -183,16 +186,4 @@ func (d *Deployer) restore(cfg *action.Configuration, deployed *release.Release,
 		}
 	}
 	return nil
-}
-
-// releaseLocks serialise Deploy and Correct on one release within a
-// process: a correction never races a deploy of the same release.
-var releaseLocks sync.Map // "namespace/name" -> *sync.Mutex
-
-// lock locks release namespace/name and returns its unlock.
-func (d *Deployer) lock(namespace, name string) func() {
-	m, _ := releaseLocks.LoadOrStore(namespace+"/"+name, new(sync.Mutex))
-	mu := m.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
 }

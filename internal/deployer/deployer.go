@@ -47,14 +47,23 @@ type Options struct {
 	Logger *zap.Logger
 	// Timeout bounds one Helm action. Optional: default 5m.
 	Timeout time.Duration
+	// ProtectedNamespaces are namespaces DeleteNamespace never deletes (the
+	// agent's, when it is configured), in addition to
+	// DefaultProtectedNamespaces and Kubernetes' own. Optional.
+	ProtectedNamespaces []string
 }
 
-// Deployer runs Helm actions. It is safe for concurrent use on different
-// releases; callers serialise work on one release (a release lives on one
-// cluster and Temporal runs one deploy activity per release at a time).
+// Deployer runs Helm actions. It is safe for concurrent use. Deploy,
+// Correct and Rollback of one release (a namespace and name on one API
+// server) wait for each other within the process; those of different
+// releases run in parallel, the same bundle's releases on different
+// clusters included.
 type Deployer struct {
 	log     *zap.Logger
 	timeout time.Duration
+	// protected are the namespaces DeleteNamespace keeps, Kubernetes' own
+	// included.
+	protected map[string]KeepReason
 	// fields remembers the objects whose fields a cluster's schema knew.
 	fields *fieldVerdicts
 }
@@ -72,7 +81,8 @@ func New(opts Options) *Deployer {
 			kube.ManagedFieldsManager = FieldManager
 		}
 	})
-	return &Deployer{log: opts.Logger, timeout: opts.Timeout, fields: newFieldVerdicts()}
+	return &Deployer{log: opts.Logger, timeout: opts.Timeout, fields: newFieldVerdicts(),
+		protected: protectedNamespaces(opts.ProtectedNamespaces)}
 }
 
 // FieldManager is the field manager of everything Helm writes for
@@ -206,7 +216,11 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 	if err := validate(rel); err != nil {
 		return Result{}, err
 	}
-	defer d.lock(rel.Namespace, rel.Name)()
+	unlock, err := d.lock(ctx, getter, rel.Namespace, rel.Name)
+	if err != nil {
+		return Result{}, err
+	}
+	defer unlock()
 	values, digest, err := resolveValues(ctx, getter, rel)
 	if err != nil {
 		return Result{}, err

@@ -51,7 +51,13 @@
 // readiness (Status, WaitReady, judged by kstatus from sigs.k8s.io/cli-utils
 // with Fleet's waitForJobs and ignore.conditions, see ReadyOptions), forgets a
 // release while keeping its objects (Forget, Fleet's keepResources) and
-// deletes a release namespace (DeleteNamespace, Fleet's deleteNamespace).
+// deletes a release namespace (DeleteNamespace, Fleet's deleteNamespace),
+// unless it is Kubernetes', Flotilla's or an agent's, or holds another
+// release's objects: then it keeps it and says why (NamespaceKeptError).
+//
+// Deploy, Correct and Rollback of one release on one API server wait for
+// each other within a process; the same release name on other clusters
+// does not wait.
 //
 // The package does not log "Deployed bundle": it reports Result.Changed and
 // the caller (an activity, which knows the workflow) logs once per real

@@ -21,7 +21,11 @@ var ErrNoRevision = errors.New("no revision carries the deployment ID")
 // runs from — a newer rollout already changed it — or already runs to.
 // It acts as the ServiceAccount the release's newest record names, if any.
 func (d *Deployer) Rollback(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name, from, to string) (int, error) {
-	defer d.lock(namespace, name)()
+	unlock, err := d.lock(ctx, getter, namespace, name)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	cfg, sa, err := d.releaseConfiguration(getter, namespace, name)
 	if err != nil {
 		return 0, err
