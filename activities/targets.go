@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -54,6 +55,7 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 		}
 		activity.RecordHeartbeat(ctx, c.Name)
 	}
+	t.missing(clusters)
 	if err := t.shared.Push(ctx); err != nil {
 		return TargetsResult{}, fmt.Errorf("store the options of agents' bundles: %w", err)
 	}
@@ -172,6 +174,21 @@ func (t *targeting) cluster(ctx context.Context, c protocol.ClusterRecord) error
 		t.out.Matched = append(t.out.Matched, tc)
 	}
 	return nil
+}
+
+// missing lists what the bundles' targets name that does not exist: the
+// rollout removes nothing while one does (rollout.Targets.Missing).
+func (t *targeting) missing(clusters []protocol.ClusterRecord) {
+	tc := make([]target.Cluster, 0, len(clusters))
+	for _, c := range clusters {
+		tc = append(tc, target.Cluster{Name: c.Name, Labels: c.Labels})
+	}
+	known := target.NewKnown(tc, t.groups)
+	for _, p := range t.compiled {
+		t.out.Missing = append(t.out.Missing, p.Missing(known)...)
+	}
+	slices.Sort(t.out.Missing)
+	t.out.Missing = slices.Compact(t.out.Missing)
 }
 
 // bundleCluster is a registered cluster as bundles target and template

@@ -135,23 +135,8 @@ in place. By default the command waits until the cluster's workflow has ended.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			id := protocol.ClusterID(name)
-			return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
-				if err := c.SignalWorkflow(ctx, id, "", protocol.SignalDelete, nil); err != nil {
-					return notFound(err, "cluster "+name)
-				}
-				if !wait {
-					fmt.Fprintf(cmd.OutOrStdout(), "cluster/%s removal requested\n", name)
-					return nil
-				}
-				if err := c.GetWorkflow(ctx, id, "").Get(ctx, nil); err != nil {
-					if ctx.Err() != nil {
-						return fmt.Errorf("cluster %s: removal requested, but its workflow %s did not end within %s: %w", name, id, timeout, err)
-					}
-					return fmt.Errorf("cluster %s: %w", name, err)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "cluster/%s removed\n", name)
-				return nil
-			})
+			return endEntity(cmd, g, ending{id: id, title: "cluster " + name, ref: "cluster/" + name, done: "removed", requested: "removal requested"},
+				wait, timeout)
 		},
 	}
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until the cluster's workflow has ended")

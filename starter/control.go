@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -19,11 +20,14 @@ func newSignalCommand(g *globals, name, signal, short string, waitByDefault bool
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   name + " NAME|helmop/NAME",
+		Use:   name + " NAME|helmop/NAME" + map[bool]string{true: "|clustergroup/NAME"}[signal == protocol.SignalDelete],
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			repo := args[0]
+			if group, ok := clusterGroupArg(repo); ok && signal == protocol.SignalDelete {
+				return deleteClusterGroup(cmd, g, group, wait, timeout)
+			}
 			e := parseEntity(g.Namespace, repo)
 			id := e.id()
 			return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
@@ -67,4 +71,49 @@ func pastTense(verb string) string {
 		return "paused"
 	}
 	return verb + "d"
+}
+
+// clusterGroupArg reads "clustergroup/NAME" (or clustergroups/).
+func clusterGroupArg(arg string) (string, bool) {
+	for _, p := range []string{"clustergroup/", "clustergroups/"} {
+		if name, ok := strings.CutPrefix(arg, p); ok && name != "" {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// deleteClusterGroup removes a cluster group; with wait, it returns once
+// its workflow ended and the GitRepos were told. GitRepos whose targets
+// name it then remove nothing there: they hold those uninstalls
+// (DeletionHeld) until the group exists again or no target names it.
+func deleteClusterGroup(cmd *cobra.Command, g *globals, name string, wait bool, timeout time.Duration) error {
+	return endEntity(cmd, g, ending{id: protocol.ClusterGroupID(name), title: "ClusterGroup " + name, ref: "clustergroup/" + name,
+		done: "deleted", requested: "deletion requested"}, wait, timeout)
+}
+
+// ending is an entity workflow that a delete signal ends: its ID, how
+// messages name it, and what is printed once it ended or was asked to.
+type ending struct{ id, title, ref, done, requested string }
+
+// endEntity signals e's workflow to end and, with wait, waits (at most
+// timeout) until it has.
+func endEntity(cmd *cobra.Command, g *globals, e ending, wait bool, timeout time.Duration) error {
+	return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
+		if err := c.SignalWorkflow(ctx, e.id, "", protocol.SignalDelete, nil); err != nil {
+			return notFound(err, e.title)
+		}
+		if !wait {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", e.ref, e.requested)
+			return nil
+		}
+		if err := c.GetWorkflow(ctx, e.id, "").Get(ctx, nil); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %s, but its workflow %s did not end within %s: %w", e.title, e.requested, e.id, timeout, err)
+			}
+			return fmt.Errorf("%s: %w", e.title, err)
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", e.ref, e.done)
+		return nil
+	})
 }

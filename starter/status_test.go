@@ -122,7 +122,7 @@ func TestPrintStatus_JSONAndYAMLCarryTheDerivedFields(t *testing.T) {
 	want.Finish()
 	assert.Equal(t, want, got)
 	assert.Equal(t, "1/2", got.Display.ReadyClusters)
-	assert.Len(t, got.Conditions, 5)
+	assert.Len(t, got.Conditions, 6)
 
 	buf.Reset()
 	require.NoError(t, printStatus(&buf, output.YAML, shop()))

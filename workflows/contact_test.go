@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,15 +26,19 @@ type toldContact struct {
 }
 
 // recordContacts records the contact signals the cluster's workflow
-// sends, and the FlotillaState values it upserts.
+// sends, and the FlotillaState values it upserts. The test environment
+// delivers the signals of one workflow task on goroutines of their own.
 func recordContacts(r *watchRig) (told *[]toldContact, states *[]string) {
 	told, states = &[]toldContact{}, &[]string{}
+	var mu sync.Mutex
 	r.env.OnSignalExternalWorkflow(mock.Anything, mock.Anything, "", protocol.SignalLive, mock.Anything).Return(
 		func(_, id, _, _ string, arg any) error {
 			sig := arg.(status.LiveSignal)
 			require.NotNil(r.t, sig.Contact)
 			assert.Equal(r.t, "c1", sig.Cluster)
+			mu.Lock()
 			*told = append(*told, toldContact{At: r.env.Now().Sub(watchEpoch), GitRepo: id, Lost: sig.Contact.Lost})
+			mu.Unlock()
 			if sig.Contact.Lost {
 				assert.Contains(r.t, sig.Contact.Reason, "connection refused")
 			}

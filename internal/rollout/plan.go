@@ -2,8 +2,10 @@ package rollout
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -21,13 +23,20 @@ type Plan struct {
 	Dropped []InventoryEntry
 	// Deployments is the initial status of every desired deployment.
 	Deployments []status.Deployment
+	// Held are releases the plan would uninstall but keeps, and Holds say
+	// why (status.WaitDeletionHeld): a target names something missing.
+	Held  []InventoryEntry
+	Holds []status.Wait
 }
 
 // planner carries MakePlan's intermediate state.
 type planner struct {
 	registered, paused, agent map[string]bool
-	work                      map[string]*ClusterWork
-	desired                   map[status.Key]InventoryEntry
+	// missing is what the targets name that does not exist: nothing is
+	// uninstalled meanwhile.
+	missing []string
+	work    map[string]*ClusterWork
+	desired map[status.Key]InventoryEntry
 	// held are bundles that failed to compute for a cluster (a template
 	// error): the cluster keeps whatever it runs, an error never
 	// uninstalls.
@@ -40,7 +49,8 @@ type planner struct {
 // Each matched cluster lists the bundles it gets, with its own options.
 func MakePlan(targets Targets, inv []InventoryEntry, keepAll bool) Plan {
 	pl := &planner{registered: set(targets.Registered), paused: map[string]bool{}, agent: set(targets.Agents),
-		work: map[string]*ClusterWork{}, desired: map[status.Key]InventoryEntry{}, held: map[status.Key]bool{}}
+		work: map[string]*ClusterWork{}, desired: map[status.Key]InventoryEntry{}, held: map[status.Key]bool{},
+		missing: targets.Missing}
 	for _, d := range targets.Errors {
 		pl.held[d.Key()] = true
 		pl.p.Deployments = append(pl.p.Deployments, d)
@@ -50,7 +60,25 @@ func MakePlan(targets Targets, inv []InventoryEntry, keepAll bool) Plan {
 	}
 	kept := pl.keep(inv, keepAll)
 	pl.finish(kept)
+	pl.holds()
 	return pl.p
+}
+
+// holds says why the held uninstalls are held, and where.
+func (pl *planner) holds() {
+	if len(pl.p.Held) == 0 {
+		return
+	}
+	var clusters []string
+	for _, e := range pl.p.Held {
+		clusters = append(clusters, e.Cluster)
+	}
+	slices.Sort(clusters)
+	clusters = slices.Compact(clusters)
+	list, more := status.LimitClusters(clusters)
+	pl.p.Holds = []status.Wait{{Kind: status.WaitDeletionHeld, Clusters: list,
+		Message: fmt.Sprintf("%d uninstall(s) held on %s: %s; nothing is removed until it exists or no target names it",
+			len(pl.p.Held), status.JoinClusters(list, more), strings.Join(pl.missing, ", "))}}
 }
 
 func set(names []string) map[string]bool {
@@ -115,6 +143,11 @@ func (pl *planner) keep(inv []InventoryEntry, keepAll bool) map[ReleaseRef]Inven
 			// that could not be computed for the cluster.
 		case moved && deploying[placed{e.Cluster, e.Namespace, e.Release}]:
 			continue // replaced by the bundle that now deploys this release
+		case moved && len(pl.missing) > 0:
+			// Absence is never a reason to remove: a target names a
+			// group or cluster that is not found (a typo, a group not
+			// created yet or missing from a listing).
+			pl.p.Held = append(pl.p.Held, e)
 		case moved:
 			if keepAll {
 				e.KeepResources = true

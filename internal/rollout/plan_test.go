@@ -220,3 +220,32 @@ func TestMergeInventory(t *testing.T) {
 	assert.Len(t, known, 1, "the input is not changed")
 	assert.Equal(t, known, MergeInventory(known, nil))
 }
+
+// Absence is never a reason to remove: while a target names a group or
+// cluster that is not found, the releases it no longer selects stay and
+// the plan says why; what is still targeted deploys.
+func TestMakePlan_MissingTargetHoldsUninstalls(t *testing.T) {
+	inv := []InventoryEntry{entry("a", "c1"), entry("a", "c2"), entry("b", "c3")}
+	tr := each(targets([]string{"c1", "c2", "c3"}, "c3"), bundles("b"))
+	tr.Missing = []string{`clusterGroup "prod" not found`}
+	p := MakePlan(tr, inv, false)
+	for _, w := range p.Work {
+		assert.Empty(t, w.Cleanup, "nothing is uninstalled on %s", w.Cluster)
+	}
+	require.Len(t, p.Work, 1)
+	assert.Equal(t, "c3", p.Work[0].Cluster, "what is targeted still deploys")
+	assert.Len(t, p.Held, 2)
+	assert.Equal(t, []status.Wait{{Kind: status.WaitDeletionHeld, Clusters: []string{"c1", "c2"},
+		Message: `2 uninstall(s) held on c1, c2: clusterGroup "prod" not found; nothing is removed until it exists or no target names it`}}, p.Holds)
+	assert.Len(t, p.Inventory, 3, "the held releases stay in the inventory")
+
+	tr.Missing = nil
+	p = MakePlan(tr, inv, false)
+	assert.Empty(t, p.Held, "once nothing is missing, untargeting uninstalls as before")
+	assert.Empty(t, p.Holds)
+	assert.Len(t, p.Work, 3)
+
+	s := NewState(MakePlan(func() Targets { tr.Missing = []string{"x"}; return tr }(), inv, false), Backoff{})
+	s.Schedule(MakePlan(tr, inv, false), Strategy{Strategies: []BundleStrategy{{Bundle: "b", Plan: limits(100, part("all", 100, "c3"))}}}, t0)
+	assert.Contains(t, s.Next(t0).Waits[0].Message, "uninstall(s) held", "the rollout shows the hold")
+}

@@ -30,6 +30,8 @@ type State struct {
 	// deployments are settled without a deploy (nil: they are not).
 	live       map[status.Key]*status.LiveReport
 	superseded bool
+	// holds say why uninstalls are held (Plan.Holds).
+	holds []status.Wait
 }
 
 // Report is what one cluster's work reported: the rollout's own runner,
@@ -52,7 +54,7 @@ type Report struct {
 // NewState starts tracking plan p; backoff paces the retries of the
 // failures it records.
 func NewState(p Plan, backoff Backoff) *State {
-	return &State{track: NewTracker(p, backoff)}
+	return &State{track: NewTracker(p, backoff), holds: p.Holds}
 }
 
 // Strategy says how the rollout's units are scheduled (Schedule).
@@ -183,6 +185,7 @@ func (s *State) Next(now time.Time) Step {
 	for _, o := range dec.Outside {
 		s.track.SetState(o.Key, status.OutOfSync, o.Message)
 	}
+	dec.Waits = append(dec.Waits, s.holds...)
 	step := Step{Decision: dec, Halts: s.Halts()}
 	step.Start = dec.Start
 	if s.live == nil {

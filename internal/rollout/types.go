@@ -75,6 +75,10 @@ type Targets struct {
 	// answer) before the rollout stops waiting for it (the controller's
 	// --cluster-pickup-timeout); zero: DefaultPickupTimeout.
 	PickupTimeout time.Duration `json:"pickupTimeout,omitempty"`
+	// Missing is what the targets name that does not exist
+	// ("clusterGroup \"prod\" not found"): while anything is missing,
+	// nothing is uninstalled (TargetBundles only).
+	Missing []string `json:"missing,omitempty"`
 }
 
 // DefaultPickupTimeout is the default --cluster-pickup-timeout.

@@ -83,11 +83,14 @@ const (
 	// ConditionWaitingForApproval: a partition waits for `flotilla
 	// approve`.
 	ConditionWaitingForApproval = "WaitingForApproval"
+	// ConditionDeletionHeld: uninstalls are held (WaitDeletionHeld); the
+	// message says how many, where and why.
+	ConditionDeletionHeld = "DeletionHeld"
 )
 
 // ConditionTypes lists the condition types in order.
 var ConditionTypes = []string{ConditionReady, ConditionAccepted, ConditionStalled, ConditionRolloutHalted,
-	ConditionWaitingForApproval}
+	ConditionWaitingForApproval, ConditionDeletionHeld}
 
 // Healthy reports whether the condition is in its happy state: True for
 // Ready and Accepted, False for the others.
@@ -178,7 +181,7 @@ func (g *GitRepo) Finish() {
 	}
 
 	g.Conditions = []Condition{g.readyCondition(), g.acceptedCondition(), g.stalledCondition(halts),
-		haltedCondition(haltMsg), g.approvalCondition()}
+		haltedCondition(haltMsg), g.approvalCondition(), g.deletionHeldCondition()}
 
 	if g.Progress == "" && (len(g.Partitions) > 0 || len(g.Waits) > 0) {
 		g.Progress = Progress(deps, g.Partitions, g.Waits)
@@ -266,6 +269,21 @@ func haltedCondition(msg string) Condition {
 		return Condition{Type: ConditionRolloutHalted, Status: ConditionFalse}
 	}
 	return Condition{Type: ConditionRolloutHalted, Status: ConditionTrue, Reason: "FailureThreshold", Message: msg}
+}
+
+// deletionHeldCondition says which uninstalls are held and why.
+func (g *GitRepo) deletionHeldCondition() Condition {
+	var msgs []string
+	for _, w := range g.Waits {
+		if w.Kind == WaitDeletionHeld {
+			msgs = append(msgs, w.Message)
+		}
+	}
+	if len(msgs) == 0 {
+		return Condition{Type: ConditionDeletionHeld, Status: ConditionFalse}
+	}
+	sort.Strings(msgs)
+	return Condition{Type: ConditionDeletionHeld, Status: ConditionTrue, Reason: "TargetNotFound", Message: strings.Join(slices.Compact(msgs), "; ")}
 }
 
 // approvalCondition names, per partition waiting for approval, its

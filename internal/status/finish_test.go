@@ -60,6 +60,7 @@ func TestFinish_Mix(t *testing.T) {
 		{Type: "Stalled", Status: "False"},
 		{Type: "RolloutHalted", Status: "False"},
 		{Type: "WaitingForApproval", Status: "False"},
+		{Type: "DeletionHeld", Status: "False"},
 	}, g.Conditions)
 	ready, ok := g.Condition(status.ConditionReady)
 	require.True(t, ok)
@@ -134,6 +135,7 @@ func TestFinish_ErrorHaltsAndApprovals(t *testing.T) {
 		{Type: "RolloutHalted", Status: "True", Reason: "FailureThreshold", Message: halt},
 		{Type: "WaitingForApproval", Status: "True", Reason: "ApprovalRequired",
 			Message: "bundles app, db partition prod waits for approval; run: flotilla approve shop --partition prod"},
+		{Type: "DeletionHeld", Status: "False"},
 	}, g.Conditions)
 	assert.Equal(t, "1/1 clusters ready, waiting for approval, held back by maxUnavailable", g.Progress,
 		"filled from the waits when the workflow left it empty")
@@ -187,7 +189,7 @@ func TestFinish_JSON(t *testing.T) {
 	bundles := m["bundles"].([]any)
 	assert.Equal(t, float64(1), bundles[0].(map[string]any)["counts"].(map[string]any)["errApplied"])
 	assert.Equal(t, float64(0), bundles[0].(map[string]any)["counts"].(map[string]any)["modified"], "zero counts present")
-	assert.Len(t, m["conditions"], 5)
+	assert.Len(t, m["conditions"], 6)
 
 	var back status.GitRepo
 	require.NoError(t, json.Unmarshal(b, &back))
@@ -209,4 +211,18 @@ func TestFinish_ApprovalCommandNamesANonDefaultNamespace(t *testing.T) {
 	c, _ := g.Condition(status.ConditionWaitingForApproval)
 	assert.Equal(t, "bundle db waits for approval; run: flotilla approve shop -n team-a; "+
 		"bundle web partition canary waits for approval; run: flotilla approve shop -n team-a --partition canary", c.Message)
+}
+
+// Held uninstalls show as the DeletionHeld condition and in the
+// progress line.
+func TestFinish_DeletionHeld(t *testing.T) {
+	g := status.GitRepo{Name: "shop", Commit: "abc", Deployments: []status.Deployment{{Bundle: "app", Cluster: "c1", State: status.Ready}},
+		Waits: []status.Wait{{Kind: status.WaitDeletionHeld, Clusters: []string{"c2"},
+			Message: `1 uninstall(s) held on c2: clusterGroup "prod" not found; nothing is removed until it exists or no target names it`}}}
+	g.Finish()
+	c, ok := g.Condition(status.ConditionDeletionHeld)
+	require.True(t, ok)
+	assert.Equal(t, status.Condition{Type: "DeletionHeld", Status: "True", Reason: "TargetNotFound", Message: g.Waits[0].Message}, c)
+	assert.False(t, c.Healthy())
+	assert.Equal(t, "1/1 clusters ready, uninstalls held", g.Progress)
 }

@@ -56,11 +56,14 @@ const (
 	WaitDependsOn = "DependsOn"
 	// WaitPaused: the GitRepo or the clusters are paused.
 	WaitPaused = "Paused"
+	// WaitDeletionHeld: uninstalls the plan would make are held (a
+	// target names a cluster group or cluster that does not exist).
+	WaitDeletionHeld = "DeletionHeld"
 )
 
 // WaitKinds lists the kinds of Wait in the order Progress names them.
 var WaitKinds = []string{WaitPaused, WaitDependsOn, WaitWindow, WaitApproval, WaitMaxUnavailablePartitions,
-	WaitMaxUnavailable, WaitPartitionMaxUnavailable}
+	WaitMaxUnavailable, WaitPartitionMaxUnavailable, WaitDeletionHeld}
 
 // PartitionStatus is the state of one partition of a bundle's rollout.
 type PartitionStatus struct {

@@ -178,6 +178,8 @@ func waitPhrases(waits []Wait, told map[string]bool) []string {
 			phrases = append(phrases, "held back by maxUnavailable")
 		case WaitPartitionMaxUnavailable:
 			phrases = append(phrases, "held back by the partition's maxUnavailable")
+		case WaitDeletionHeld:
+			phrases = append(phrases, "uninstalls held")
 		}
 	}
 	var other []string

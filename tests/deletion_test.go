@@ -1,0 +1,101 @@
+package tests
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// TestDeletionGuards checks that absence is never a reason to remove
+// (fleet#5406), on one fleet (cluster-1 and cluster-2 env=dev, cluster-3
+// env=prod):
+//   - MissingGroupHoldsUninstalls: a GitRepo targets clusterGroup dev;
+//     the group is deleted and a commit lands: nothing is uninstalled,
+//     status names the missing group (DeletionHeld), the commit deploys
+//     nowhere new; the group applied again, the commit deploys. The same
+//     with the target edited to name a group that was never created.
+func TestDeletionGuards(t *testing.T) {
+	f := startFleet(t, 3, 3)
+	t.Run("MissingGroupHoldsUninstalls", func(t *testing.T) { testMissingGroupHoldsUninstalls(t, f) })
+}
+
+func clusterGroupDoc(name, key, value string) string {
+	return fmt.Sprintf("apiVersion: flotilla.dev/v1alpha1\nkind: ClusterGroup\nmetadata:\n  name: %s\nspec:\n  selector:\n    matchLabels:\n      %s: %s\n",
+		name, key, value)
+}
+
+func groupTarget(group string) string { return "  targets:\n  - clusterGroup: " + group + "\n" }
+
+// heldFor returns a status condition check: DeletionHeld names what is
+// missing.
+func heldFor(missing string) func(status.GitRepo) bool {
+	return func(st status.GitRepo) bool {
+		c, ok := st.Condition(status.ConditionDeletionHeld)
+		return st.Settled && ok && c.Status == status.ConditionTrue && strings.Contains(c.Message, missing)
+	}
+}
+
+func testMissingGroupHoldsUninstalls(t *testing.T, f *fleet) {
+	const name, ns = "guarded", "guarded-ns"
+	const release = name + "-app"
+	dev := []string{"cluster-1", "cluster-2"}
+	f.apply(t, clusterGroupDoc("dev", "env", "dev"))
+	repo := f.git.CreateRepo(t, name, map[string]string{
+		"app/fleet.yaml": fleetYAML(ns),
+		"app/cm.yaml":    configMapDoc("app-config", "v1"),
+	})
+	f.apply(t, gitRepoDoc(name, repo.URL(), groupTarget("dev")))
+	defer f.remove(t, name)
+	f.waitFor(t, name, "app Ready on both dev clusters", settledAt(repo.Head(t), 2))
+
+	stillThere := func(why, value string) {
+		t.Helper()
+		for _, cl := range dev {
+			cm, ok := f.configMap(t, cl, ns, "app-config")
+			if assert.True(t, ok, "%s: app stays on %s", why, cl) {
+				assert.Equal(t, value, cm.Data["value"], "%s: %s", why, cl)
+			}
+			assert.Equal(t, 1, f.releaseRevisions(t, cl, ns, release), "%s: nothing happened to the release on %s", why, cl)
+		}
+	}
+
+	// The group goes (deleted by mistake), then a commit lands.
+	assert.Contains(t, f.cli(t, "delete", "clustergroup/dev"), "clustergroup/dev deleted")
+	second := repo.Commit(t, map[string]string{"app/cm.yaml": configMapDoc("app-config", "v2")}, "v2")
+	f.cli(t, "sync", name)
+	st := f.waitForWithin(t, name, "the uninstalls held, naming the missing group", 90*time.Second, func(st status.GitRepo) bool {
+		return st.Commit == second && heldFor(`clusterGroup "dev" not found`)(st)
+	})
+	c, _ := st.Condition(status.ConditionDeletionHeld)
+	t.Logf("held: %s", c.Message)
+	assert.Contains(t, c.Message, "2 uninstall(s) held on cluster-1, cluster-2")
+	assert.Contains(t, st.Progress, "uninstalls held")
+	stillThere("group deleted", "v1")
+
+	// The group is back: the commit deploys there.
+	f.apply(t, clusterGroupDoc("dev", "env", "dev"))
+	f.waitForWithin(t, name, "commit 2 Ready on both dev clusters", 90*time.Second, func(st status.GitRepo) bool {
+		c, _ := st.Condition(status.ConditionDeletionHeld)
+		return settledAt(second, 2)(st) && c.Status == status.ConditionFalse
+	})
+	for _, cl := range dev {
+		cm, ok := f.configMap(t, cl, ns, "app-config")
+		require.True(t, ok, cl)
+		assert.Equal(t, "v2", cm.Data["value"], cl)
+	}
+
+	// A typo in the target: a group that was never created.
+	f.apply(t, gitRepoDoc(name, repo.URL(), groupTarget("dve")))
+	f.waitForWithin(t, name, "the typo holds the uninstalls", 90*time.Second, heldFor(`clusterGroup "dve" not found`))
+	for _, cl := range dev {
+		_, ok := f.configMap(t, cl, ns, "app-config")
+		assert.True(t, ok, "a typo uninstalls nothing from %s", cl)
+		assert.Equal(t, 2, f.releaseRevisions(t, cl, ns, release), cl)
+	}
+}
