@@ -10,11 +10,12 @@ import (
 )
 
 // Contact probing: a watch asks its cluster's API server for /version
-// every 5 s; after 2 failed probes in a row (2 s apart) it tells the cluster's workflow the cluster is
-// unreachable, and once a probe succeeds again that it is back. An API
-// server that stops answering is reported within about 7 s plus the
-// probes' own timeouts (5 s each).
-var defaultContactProbe = contactProbe{every: 5 * time.Second, retry: 2 * time.Second, failures: 2, successes: 2}
+// every 10 s (a thousand clusters cost a controller 100 small requests a
+// second); after 2 failed probes in a row (2 s apart) it tells the
+// cluster's workflow the cluster is unreachable, and after 2 good ones in
+// a row that it is back. An API server that stops answering is reported
+// within about 12 s plus the probes' own timeouts (5 s each): under 30 s.
+var defaultContactProbe = contactProbe{every: 10 * time.Second, retry: 2 * time.Second, failures: 2, successes: 2}
 
 // contactProbe is how a watch probes its API server: every so often, a
 // retry apart while the answer changes; failures failed probes in a row
