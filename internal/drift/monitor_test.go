@@ -319,38 +319,24 @@ func TestMonitor_Cluster(t *testing.T) {
 	require.NoError(t, err)
 	e := &monitorEnv{dyn: dyn, base: base, deployer: deployer.New(deployer.Options{Timeout: time.Minute})}
 
-	t.Run("detects modified, missing and orphaned objects", func(t *testing.T) {
-		t.Parallel()
-		testMonitorDetects(t, e)
-	})
-	t.Run("corrects drift", func(t *testing.T) {
-		t.Parallel()
-		testMonitorCorrects(t, e)
-	})
-	t.Run("gives up on an object a controller keeps changing", func(t *testing.T) {
-		t.Parallel()
-		testMonitorConflict(t, e)
-	})
-	t.Run("backs off failed corrections", func(t *testing.T) {
-		t.Parallel()
-		testMonitorBackoff(t, e)
-	})
-	t.Run("detects drift of a Secret", func(t *testing.T) {
-		t.Parallel()
-		testMonitorSecret(t, e)
-	})
-	t.Run("reports changed valuesFrom sources", func(t *testing.T) {
-		t.Parallel()
-		testMonitorValuesFrom(t, e)
-	})
-	t.Run("corrects drift inside deployment windows only", func(t *testing.T) {
-		t.Parallel()
-		testMonitorWindows(t, e)
-	})
-	t.Run("corrects at any time when the windows do not parse", func(t *testing.T) {
-		t.Parallel()
-		testMonitorBadWindows(t, e)
-	})
+	for _, tc := range []struct {
+		name string
+		run  func(*testing.T, *monitorEnv)
+	}{
+		{"detects modified, missing and orphaned objects", testMonitorDetects},
+		{"corrects drift", testMonitorCorrects},
+		{"gives up on an object a controller keeps changing", testMonitorConflict},
+		{"backs off failed corrections", testMonitorBackoff},
+		{"detects drift of a Secret", testMonitorSecret},
+		{"reports changed valuesFrom sources", testMonitorValuesFrom},
+		{"corrects drift inside deployment windows only", testMonitorWindows},
+		{"corrects at any time when the windows do not parse", testMonitorBadWindows},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t, e)
+		})
+	}
 }
 
 // clean accepts the report of the undrifted release with n ready objects.
