@@ -55,6 +55,10 @@ type Activities struct {
 	// its work (rollouts get it with their targets). Optional: default
 	// rollout.DefaultPickupTimeout.
 	PickupTimeout time.Duration
+	// DeletionGuard caps the share of a GitRepo's releases one rollout
+	// may uninstall without approval (rollouts get it with their
+	// targets). Optional: default off.
+	DeletionGuard rollout.DeletionGuard
 
 	// refills deduplicates the renders and GitRepo queries of refills.
 	refills refills

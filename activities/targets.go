@@ -41,7 +41,8 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 	t := &targeting{a: a, in: in, restrict: in.Spec.EffectiveTargets(), groups: targetGroups(groups),
 		local: a.Content.WithRemote(nil), shared: a.Content.NewOptionsBatch(), bundles: make([]bundle.Bundle, len(in.Bundles)),
 		targeted: make([][]bundle.Cluster, len(in.Bundles)),
-		out:      TargetsResult{Registered: []string{}, Matched: []TargetCluster{}, Backoff: a.Retry, PickupTimeout: a.PickupTimeout}}
+		out: TargetsResult{Registered: []string{}, Matched: []TargetCluster{}, Backoff: a.Retry, PickupTimeout: a.PickupTimeout,
+			DeletionGuard: a.DeletionGuard}}
 	t.compiled = make([]*target.Compiled, len(in.Bundles))
 	for i, rb := range in.Bundles {
 		if t.bundles[i], err = a.bundle(ctx, in, rb); err != nil {

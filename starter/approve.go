@@ -18,6 +18,7 @@ import (
 // the answer says what was released or why nothing could be.
 func newApproveCommand(g *globals) *cobra.Command {
 	var partition, bundle string
+	var deletions bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "approve NAME",
@@ -26,42 +27,88 @@ func newApproveCommand(g *globals) *cobra.Command {
 rolloutStrategy sets requireApproval: true. Without --partition it releases
 every partition that is waiting for approval now; with --partition it
 releases that partition (also ahead of time, before the rollout reaches it).
---bundle restricts the approval to one bundle.`,
+--bundle restricts the approval to one bundle.
+
+With --deletions it instead lets the uninstalls the deletion guard holds
+go (the DeletionHeld condition, reason DeletionGuard: one rollout would
+have removed more than the controller's --deletion-guard share of the
+GitRepo's releases). It approves exactly the uninstalls held now; a new
+rollout removes them. Uninstalls held because a target names a cluster
+group or cluster that does not exist are not approvable: create it, or
+edit the target.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			repo := args[0]
-			return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
-				st, err := gitRepoStatus(ctx, c, g.Namespace, repo)
-				if err != nil {
-					return err
+			if deletions {
+				if partition != "" || bundle != "" {
+					return fmt.Errorf("--deletions approves held uninstalls; it takes no --partition or --bundle")
 				}
-				if st.Rollout == "" {
-					return fmt.Errorf("GitRepo %s/%s has no rollout running; nothing waits for approval", g.Namespace, repo)
-				}
-				h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
-					WorkflowID:   st.Rollout,
-					UpdateName:   protocol.UpdateApprove,
-					Args:         []any{protocol.Approve{Partition: partition, Bundle: bundle}},
-					WaitForStage: client.WorkflowUpdateStageCompleted,
+				return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
+					return approveDeletions(ctx, c, cmd, g.Namespace, repo)
 				})
-				if err != nil {
-					return fmt.Errorf("rollout %s: %w", st.Rollout, unwrapUpdate(err))
-				}
-				var res protocol.ApproveResult
-				if err := h.Get(ctx, &res); err != nil {
-					return fmt.Errorf("rollout %s: %w", st.Rollout, unwrapUpdate(err))
-				}
-				if len(res.Approved) == 0 {
-					fmt.Fprintf(cmd.OutOrStdout(), "rollout %s: no partition is waiting for approval\n", st.Rollout)
-					return nil
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "rollout %s: approved %s\n", st.Rollout, strings.Join(res.Approved, ", "))
-				return nil
+			}
+			return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
+				return approvePartitions(ctx, c, cmd, g.Namespace, repo, protocol.Approve{Partition: partition, Bundle: bundle})
 			})
 		},
 	}
 	cmd.Flags().StringVar(&partition, "partition", "", "the partition to approve (default: every partition waiting for approval)")
 	cmd.Flags().StringVar(&bundle, "bundle", "", "approve only this bundle's partition")
+	cmd.Flags().BoolVar(&deletions, "deletions", false, "let the uninstalls the deletion guard holds go (see the DeletionHeld condition)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
 	return cmd
+}
+
+// approveDeletions sends the approve-deletions update to GitRepo repo's
+// workflow and prints what it let go.
+func approveDeletions(ctx context.Context, c client.Client, cmd *cobra.Command, namespace, repo string) error {
+	e := parseEntity(namespace, repo)
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   e.id(),
+		UpdateName:   protocol.UpdateApproveDeletions,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", e.title(), unwrapUpdate(err))
+	}
+	var res protocol.ApproveResult
+	if err := h.Get(ctx, &res); err != nil {
+		return fmt.Errorf("%s: %w", e.title(), unwrapUpdate(err))
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: approved %d uninstall(s); a rollout removes them:\n", e.title(), len(res.Approved))
+	for _, a := range res.Approved {
+		fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", a)
+	}
+	return nil
+}
+
+// approvePartitions sends the approve update to GitRepo repo's running
+// rollout and prints the partitions it released.
+func approvePartitions(ctx context.Context, c client.Client, cmd *cobra.Command, namespace, repo string, a protocol.Approve) error {
+	st, err := gitRepoStatus(ctx, c, namespace, repo)
+	if err != nil {
+		return err
+	}
+	if st.Rollout == "" {
+		return fmt.Errorf("GitRepo %s/%s has no rollout running; nothing waits for approval", namespace, repo)
+	}
+	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID:   st.Rollout,
+		UpdateName:   protocol.UpdateApprove,
+		Args:         []any{a},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	if err != nil {
+		return fmt.Errorf("rollout %s: %w", st.Rollout, unwrapUpdate(err))
+	}
+	var res protocol.ApproveResult
+	if err := h.Get(ctx, &res); err != nil {
+		return fmt.Errorf("rollout %s: %w", st.Rollout, unwrapUpdate(err))
+	}
+	if len(res.Approved) == 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "rollout %s: no partition is waiting for approval\n", st.Rollout)
+		return nil
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "rollout %s: approved %s\n", st.Rollout, strings.Join(res.Approved, ", "))
+	return nil
 }

@@ -20,9 +20,14 @@ import (
 //     status names the missing group (DeletionHeld), the commit deploys
 //     nowhere new; the group applied again, the commit deploys. The same
 //     with the target edited to name a group that was never created.
+//   - GuardHoldsMassUninstall: a commit removes 3 of a GitRepo's 4
+//     bundles from the 3 clusters: the deletion guard (default 25 %, at
+//     least 5) holds the 9 uninstalls, DeletionHeld names them, the
+//     bundle kept deploys; `flotilla approve --deletions` removes them.
 func TestDeletionGuards(t *testing.T) {
 	f := startFleet(t, 3, 3)
 	t.Run("MissingGroupHoldsUninstalls", func(t *testing.T) { testMissingGroupHoldsUninstalls(t, f) })
+	t.Run("GuardHoldsMassUninstall", func(t *testing.T) { testGuardHoldsMassUninstall(t, f) })
 }
 
 func clusterGroupDoc(name, key, value string) string {
@@ -98,4 +103,59 @@ func testMissingGroupHoldsUninstalls(t *testing.T, f *fleet) {
 		assert.True(t, ok, "a typo uninstalls nothing from %s", cl)
 		assert.Equal(t, 2, f.releaseRevisions(t, cl, ns, release), cl)
 	}
+}
+
+func testGuardHoldsMassUninstall(t *testing.T, f *fleet) {
+	const name, ns = "mass", "mass-ns"
+	all := []string{"cluster-1", "cluster-2", "cluster-3"}
+	files := map[string]string{}
+	for _, b := range []string{"a", "b", "c", "d"} {
+		files[b+"/fleet.yaml"] = fleetYAML(ns)
+		files[b+"/cm.yaml"] = configMapDoc("cm-"+b, "v1")
+	}
+	repo := f.git.CreateRepo(t, name, files)
+	f.apply(t, gitRepoDoc(name, repo.URL(), allClusters))
+	defer f.remove(t, name)
+	f.waitFor(t, name, "4 bundles Ready on 3 clusters", settledAt(repo.Head(t), 12))
+
+	// One commit drops b, c and d and changes a.
+	files = map[string]string{"a/cm.yaml": configMapDoc("cm-a", "v2")}
+	repo.Commit(t, files, "a v2")
+	second := repo.Delete(t, "drop b, c, d", "b/fleet.yaml", "b/cm.yaml", "c/fleet.yaml", "c/cm.yaml", "d/fleet.yaml", "d/cm.yaml")
+	f.cli(t, "sync", name)
+	st := f.waitForWithin(t, name, "9 uninstalls held by the deletion guard", 90*time.Second, func(st status.GitRepo) bool {
+		c, ok := st.Condition(status.ConditionDeletionHeld)
+		return st.Settled && st.Commit == second && ok && c.Status == status.ConditionTrue && c.Reason == status.ReasonDeletionGuard
+	})
+	c, _ := st.Condition(status.ConditionDeletionHeld)
+	t.Logf("held: %s", c.Message)
+	assert.Contains(t, c.Message, "9 of 12 release(s) would be uninstalled (more than 25%) on cluster-1, cluster-2, cluster-3 (bundle removed)")
+	assert.Contains(t, c.Message, "flotilla approve "+name+" --deletions")
+	assert.Contains(t, st.Progress, "uninstalls held by the deletion guard")
+	for _, cl := range all {
+		cm, ok := f.configMap(t, cl, ns, "cm-a")
+		if assert.True(t, ok, cl) {
+			assert.Equal(t, "v2", cm.Data["value"], "the bundle kept deploys on %s", cl)
+		}
+		for _, b := range []string{"b", "c", "d"} {
+			_, ok := f.configMap(t, cl, ns, "cm-"+b)
+			assert.True(t, ok, "bundle %s stays on %s until approved", b, cl)
+		}
+	}
+
+	out := f.cli(t, "approve", name, "--deletions")
+	assert.Contains(t, out, "approved 9 uninstall(s)")
+	f.waitForWithin(t, name, "the approved uninstalls done", 90*time.Second, func(st status.GitRepo) bool {
+		c, _ := st.Condition(status.ConditionDeletionHeld)
+		return settledAt(second, 3)(st) && c.Status == status.ConditionFalse
+	})
+	for _, cl := range all {
+		for _, b := range []string{"b", "c", "d"} {
+			_, ok := f.configMap(t, cl, ns, "cm-"+b)
+			assert.False(t, ok, "bundle %s removed from %s once approved", b, cl)
+		}
+	}
+	_, stderr, err := f.cliErr(t, "approve", name, "--deletions")
+	require.Error(t, err, "nothing is held any more")
+	assert.Contains(t, stderr, "the deletion guard holds no uninstall")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"path/filepath"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
@@ -21,7 +20,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
-	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/workflows"
 )
@@ -60,7 +58,7 @@ func openStores(dir string, mirrors map[string]string, registry registryFlags) (
 // cluster, that must neither wait for a slot nor hold one a deploy needs.
 // Both workers share one ClusterActivities, which keeps the clusters'
 // monitors.
-func registerController(w, watches worker.Worker, c client.Client, dc converter.DataConverter, st *stores, agents *activities.AgentActivities, retry rollout.Backoff, pickup time.Duration, logger *zap.Logger) {
+func registerController(w, watches worker.Worker, c client.Client, dc converter.DataConverter, st *stores, agents *activities.AgentActivities, policy rolloutPolicy, logger *zap.Logger) {
 	w.RegisterWorkflow(workflows.GitRepoWorkflow)
 	w.RegisterWorkflow(workflows.HelmOpWorkflow)
 	w.RegisterWorkflow(workflows.RolloutWorkflow)
@@ -73,7 +71,7 @@ func registerController(w, watches worker.Worker, c client.Client, dc converter.
 	w.RegisterWorkflow(workflows.KeysWorkflow)
 	w.RegisterWorkflow(workflows.ResealWorkflow)
 	w.RegisterActivity(agents)
-	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: retry, PickupTimeout: pickup, Logger: logger}
+	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: policy.Retry, PickupTimeout: policy.PickupTimeout, DeletionGuard: policy.DeletionGuard, Logger: logger}
 	w.RegisterActivity(ctrl)
 	ca := &activities.ClusterActivities{
 		Clusters:   cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),

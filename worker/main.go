@@ -182,7 +182,7 @@ func startControllerWorkers(c client.Client, o options, st *stores, agents *acti
 		WorkflowTaskPollerBehavior: worker.NewPollerBehaviorAutoscaling(worker.PollerBehaviorAutoscalingOptions{}),
 	})
 	watches := worker.New(c, protocol.WatchQueue(o.TaskQueue), worker.Options{MaxConcurrentActivityExecutionSize: maxWatches})
-	registerController(w, watches, c, dc, st, agents, o.Retry, o.PickupTimeout, logger)
+	registerController(w, watches, c, dc, st, agents, o.rolloutPolicy(), logger)
 	if err := w.Start(); err != nil {
 		return nil, fmt.Errorf("start worker on task queue %s: %w", o.TaskQueue, err)
 	}

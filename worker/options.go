@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -47,6 +48,10 @@ type options struct {
 	// PickupTimeout: how long a rollout waits for a cluster to take up its
 	// work.
 	PickupTimeout time.Duration
+	// DeletionGuard and DeletionGuardMin: --deletion-guard and
+	// --deletion-guard-min (rollout.DeletionGuard).
+	DeletionGuard    string
+	DeletionGuardMin int
 
 	TaskQueue                  string
 	MaxConcurrentActivities    int
@@ -69,6 +74,8 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Retry.Initial, "retry-backoff", rollout.DefaultBackoffInitial, "wait before retrying a bundle that failed on a cluster (ErrApplied) or a cluster that refused the credentials; doubles with each failure in a row")
 	fs.DurationVar(&o.Retry.Max, "retry-backoff-max", rollout.DefaultBackoffMax, "longest wait between retries of a failed bundle; it is retried at this pace for as long as it fails")
 	fs.DurationVar(&o.PickupTimeout, "cluster-pickup-timeout", rollout.DefaultPickupTimeout, "how long a rollout waits for a cluster to take up its work (an agent that is offline, an API server that does not answer) before it shows the cluster's deployments WaitApplied and goes on without it; the cluster is tried again on the failure backoff and gets the newest deployment once it is back")
+	fs.StringVar(&o.DeletionGuard, "deletion-guard", fmt.Sprintf("%d%%", rollout.DefaultDeletionGuardPercent), "a rollout that would uninstall more than this share of a GitRepo's releases (and at least --deletion-guard-min) holds those uninstalls, deploys everything else and shows the DeletionHeld condition until `flotilla approve NAME --deletions`; \"off\" disables it. Deleting a GitRepo is never guarded")
+	fs.IntVar(&o.DeletionGuardMin, "deletion-guard-min", rollout.DefaultDeletionGuardMin, "the deletion guard holds a rollout's uninstalls only when at least this many would go")
 	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
 	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (go tool pprof http://ADDR/debug/pprof/profile)")
 	o.Webhook.bindFlags(fs)
@@ -79,6 +86,32 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 // mirrors parses --chart-mirror.
 func (o *options) mirrors() (map[string]string, error) {
 	return chartfetch.ParseMirrors(o.ChartMirrors)
+}
+
+// deletionGuard parses --deletion-guard and --deletion-guard-min.
+func (o *options) deletionGuard() (rollout.DeletionGuard, error) {
+	on, percent, err := rollout.ParseDeletionGuardPercent(o.DeletionGuard)
+	if err != nil {
+		return rollout.DeletionGuard{}, err
+	}
+	if o.DeletionGuardMin < 1 {
+		return rollout.DeletionGuard{}, errors.New("--deletion-guard-min must be ≥ 1")
+	}
+	return rollout.DeletionGuard{On: on, Percent: percent, Min: o.DeletionGuardMin}, nil
+}
+
+// rolloutPolicy is what rollouts get with their targets from the
+// controller's flags (validated).
+func (o *options) rolloutPolicy() rolloutPolicy {
+	g, _ := o.deletionGuard()
+	return rolloutPolicy{Retry: o.Retry, PickupTimeout: o.PickupTimeout, DeletionGuard: g}
+}
+
+// rolloutPolicy is the controller's configuration of rollouts.
+type rolloutPolicy struct {
+	Retry         rollout.Backoff
+	PickupTimeout time.Duration
+	DeletionGuard rollout.DeletionGuard
 }
 
 // devMode reports whether the worker starts its own Temporal server.
@@ -96,6 +129,9 @@ func (o *options) validate() error {
 		errs = append(errs, errors.New("--max-concurrent-activities must be ≥ 1 and --max-concurrent-workflow-tasks ≥ 2"))
 	}
 	if _, err := o.mirrors(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := o.deletionGuard(); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, o.Webhook.validate(), o.Codec.validate(o.Temporal.PayloadKeys, o.HTTPListen), o.Temporal.Validate())

@@ -93,6 +93,13 @@ type GitRepoState struct {
 	// contact, sorted by cluster: their deployments are shown as not known
 	// to be Ready (status.WithContacts) until contact returns.
 	OutOfContact []status.ClusterContact `json:"outOfContact,omitempty"`
+	// Guarded are the uninstalls the deletion guard held in the last
+	// rollout; DeletionsApproved those `flotilla approve --deletions`
+	// let go, the DeletionApprovals-th approval, until a rollout started
+	// after it ends.
+	Guarded           []rollout.ReleaseRef `json:"guarded,omitempty"`
+	DeletionsApproved []rollout.ReleaseRef `json:"deletionsApproved,omitempty"`
+	DeletionApprovals int                  `json:"deletionApprovals,omitempty"`
 }
 
 // RunningRollout is a rollout carried across continue-as-new.
@@ -105,6 +112,9 @@ type RunningRollout struct {
 	// a sync started it (RolloutInput.Repair).
 	LiveSeq int64 `json:"liveSeq,omitempty"`
 	Repair  bool  `json:"repair,omitempty"`
+	// DeletionApprovals is the GitRepo's DeletionApprovals when the
+	// rollout started.
+	DeletionApprovals int `json:"deletionApprovals,omitempty"`
 }
 
 // Polling intervals: a GitRepo that receives webhooks polls hourly (as a
@@ -260,6 +270,10 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		}
 	} else if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, g.apply,
 		workflow.UpdateHandlerOptions{Validator: g.validate}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApproveDeletions, g.approveDeletions,
+		workflow.UpdateHandlerOptions{Validator: g.validateApproveDeletions}); err != nil {
 		return err
 	}
 	plain := func(f func()) func(workflow.Context, any) { return func(workflow.Context, any) { f() } }

@@ -125,6 +125,9 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	if g.s.ApprovalsCommit == commit {
 		in.Approvals = g.s.Approvals
 	}
+	if !del {
+		in.ApprovedDeletions = g.s.DeletionsApproved
+	}
 	id := protocol.RolloutID(g.ref.Namespace, g.ref.Name, commit, g.s.Generation)
 	if g.helmOp() {
 		id = "rollout/helmop/" + strings.TrimPrefix(id, "rollout/")
@@ -158,7 +161,8 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	}
 	g.running, g.superseding, g.started = id, false, false
 	g.owned, g.closed = true, false
-	g.cur = RunningRollout{ID: id, Commit: commit, Generation: g.s.Generation, LiveSeq: g.s.LiveSeq, Repair: in.Repair}
+	g.cur = RunningRollout{ID: id, Commit: commit, Generation: g.s.Generation, LiveSeq: g.s.LiveSeq, Repair: in.Repair,
+		DeletionApprovals: g.s.DeletionApprovals}
 	g.await(ctx, id)
 	if !g.longLived {
 		child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), RolloutWorkflow, in)
@@ -326,6 +330,7 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 		g.keepLive(prev, since)
 		defer g.sendWatch(ctx)
 		g.s.Halts, g.s.Waits, g.s.Warnings = res.Halts, res.Waits, res.Warnings
+		g.deletionsDone(res)
 		if len(res.Halts) > 0 && !res.Superseded {
 			// Polling does not redeploy what just failed and was rolled
 			// back; a new commit, spec or sync does.

@@ -41,6 +41,9 @@ type RolloutInput struct {
 	// Approvals are the partitions approved in an earlier rollout of the
 	// same commit; those that deploy the same are approved again.
 	Approvals []rollout.Approval `json:"approvals,omitempty"`
+	// ApprovedDeletions are uninstalls the deletion guard held that
+	// `flotilla approve --deletions` let go.
+	ApprovedDeletions []rollout.ReleaseRef `json:"approvedDeletions,omitempty"`
 }
 
 // RolloutReport is a rollout's report to its GitRepo: its planned
@@ -79,6 +82,8 @@ type RolloutResult struct {
 	Reported bool `json:"reported,omitempty"`
 	// Approvals are the partitions approved when the rollout ended.
 	Approvals []rollout.Approval `json:"approvals,omitempty"`
+	// Guarded are the uninstalls the deletion guard held.
+	Guarded []rollout.ReleaseRef `json:"guarded,omitempty"`
 }
 
 // Rollout phases, reported by the status query.
@@ -170,6 +175,8 @@ type rolloutRun struct {
 	// scopes are the clusters' contexts of the rollout's own cluster
 	// work; disp hands work out, to batches when batching; agentNames
 	// are the planned clusters served by agents, sorted.
+	// guarded are the uninstalls the deletion guard held.
+	guarded    []rollout.ReleaseRef
 	scopes     *clusterScopes
 	disp       *dispatcher
 	agentNames []string
@@ -185,6 +192,7 @@ func (r *rolloutRun) result() RolloutResult {
 	if r.s != nil {
 		res.Approvals = r.s.Approvals()
 	}
+	res.Guarded = r.guarded
 	return res
 }
 
@@ -211,7 +219,7 @@ func (r *rolloutRun) run(ctx, stopCtx workflow.Context) (RolloutResult, error) {
 		return r.result(), nil
 	}
 	// Step 3: plan (pure).
-	p := r.plan(ctx, targets)
+	p := r.plan(ctx, targets, bundles)
 	// Step 4: work the clusters as the rollout strategy allows.
 	r.st.Phase = phaseDeploying
 	r.work(ctx, stopCtx, p, targets)
@@ -273,12 +281,31 @@ func (r *rolloutRun) resolveTargets(ctx workflow.Context, bundles []activities.B
 }
 
 // plan decides what to deploy and clean where, and starts tracking it.
-func (r *rolloutRun) plan(ctx workflow.Context, targets activities.TargetsResult) rollout.Plan {
+func (r *rolloutRun) plan(ctx workflow.Context, targets activities.TargetsResult, bundles []activities.Bundle) rollout.Plan {
 	r.typed = workflow.GetVersion(ctx, versionTypedOutcomes, workflow.DefaultVersion, 1) == 1
 	if r.in.Repair {
 		rollout.MarkRepairs(&targets, r.inventory)
 	}
-	p := rollout.MakePlan(targets, r.inventory, r.in.Delete && r.in.Spec.KeepResources)
+	opts := rollout.PlanOptions{KeepAll: r.in.Delete && r.in.Spec.KeepResources, Name: r.in.GitRepo.Name}
+	if !r.in.Delete {
+		// Deleting the GitRepo is explicit: it is not guarded.
+		opts.Guard = targets.DeletionGuard
+		opts.Bundles = make([]string, 0, len(bundles))
+		for _, b := range bundles {
+			opts.Bundles = append(opts.Bundles, b.Name)
+		}
+		opts.Approved = make(map[rollout.ReleaseRef]bool, len(r.in.ApprovedDeletions))
+		for _, ref := range r.in.ApprovedDeletions {
+			opts.Approved[ref] = true
+		}
+	}
+	p := rollout.MakePlan(targets, r.inventory, opts)
+	for _, e := range p.Guarded {
+		r.guarded = append(r.guarded, e.Ref())
+	}
+	if len(p.Guarded) > 0 {
+		workflow.GetLogger(ctx).Warn("Deletion guard holds uninstalls", "count", len(p.Guarded), "guard", targets.DeletionGuard.String())
+	}
 	r.s = rollout.NewState(p, targets.Backoff)
 	if r.superseded {
 		r.s.Supersede() // while it rendered

@@ -43,6 +43,10 @@ const (
 	UpdateLabel = "label"
 	// UpdateApprove releases rollout partitions that require approval.
 	UpdateApprove = "approve"
+	// UpdateApproveDeletions lets the uninstalls the deletion guard holds
+	// go (sent to the GitRepo's workflow; its argument is nil, its
+	// result an ApproveResult naming them).
+	UpdateApproveDeletions = "approve-deletions"
 	// UpdateRegister registers an agent's cluster with a registration
 	// token (sent to the token's workflow).
 	UpdateRegister = "register"

@@ -23,10 +23,31 @@ type Plan struct {
 	Dropped []InventoryEntry
 	// Deployments is the initial status of every desired deployment.
 	Deployments []status.Deployment
-	// Held are releases the plan would uninstall but keeps, and Holds say
-	// why (status.WaitDeletionHeld): a target names something missing.
-	Held  []InventoryEntry
-	Holds []status.Wait
+	// Held are releases the plan would uninstall but keeps because a
+	// target names something missing (status.WaitDeletionHeld); Guarded
+	// those it keeps because the deletion guard tripped
+	// (status.WaitDeletionGuard). Holds say why.
+	Held    []InventoryEntry
+	Guarded []InventoryEntry
+	Holds   []status.Wait
+}
+
+// PlanOptions are the choices MakePlan makes beyond targets and
+// inventory.
+type PlanOptions struct {
+	// KeepAll forces keepResources on cleanups (a GitRepo deleted with
+	// keepResources set after the releases were made).
+	KeepAll bool
+	// Guard is the deletion guard (off when deleting the GitRepo: that
+	// is explicit).
+	Guard DeletionGuard
+	// Approved are uninstalls `flotilla approve --deletions` let go.
+	Approved map[ReleaseRef]bool
+	// Bundles are the names of the commit's bundles, so the guard can
+	// tell a bundle removed from one untargeted; nil: not known.
+	Bundles []string
+	// Name is the GitRepo's, for the approve command the guard names.
+	Name string
 }
 
 // planner carries MakePlan's intermediate state.
@@ -41,16 +62,16 @@ type planner struct {
 	// error): the cluster keeps whatever it runs, an error never
 	// uninstalls.
 	held map[status.Key]bool
+	opts PlanOptions
 	p    Plan
 }
 
-// MakePlan decides a rollout. keepAll forces keepResources on cleanups (a
-// GitRepo deleted with keepResources set after the releases were made).
-// Each matched cluster lists the bundles it gets, with its own options.
-func MakePlan(targets Targets, inv []InventoryEntry, keepAll bool) Plan {
+// MakePlan decides a rollout. Each matched cluster lists the bundles it
+// gets, with its own options.
+func MakePlan(targets Targets, inv []InventoryEntry, opts PlanOptions) Plan {
 	pl := &planner{registered: set(targets.Registered), paused: map[string]bool{}, agent: set(targets.Agents),
 		work: map[string]*ClusterWork{}, desired: map[status.Key]InventoryEntry{}, held: map[status.Key]bool{},
-		missing: targets.Missing}
+		missing: targets.Missing, opts: opts}
 	for _, d := range targets.Errors {
 		pl.held[d.Key()] = true
 		pl.p.Deployments = append(pl.p.Deployments, d)
@@ -58,7 +79,7 @@ func MakePlan(targets Targets, inv []InventoryEntry, keepAll bool) Plan {
 	for _, tc := range targets.Matched {
 		pl.addMatched(tc)
 	}
-	kept := pl.keep(inv, keepAll)
+	kept := pl.keep(inv)
 	pl.finish(kept)
 	pl.holds()
 	return pl.p
@@ -76,9 +97,9 @@ func (pl *planner) holds() {
 	slices.Sort(clusters)
 	clusters = slices.Compact(clusters)
 	list, more := status.LimitClusters(clusters)
-	pl.p.Holds = []status.Wait{{Kind: status.WaitDeletionHeld, Clusters: list,
+	pl.p.Holds = append(pl.p.Holds, status.Wait{Kind: status.WaitDeletionHeld, Clusters: list,
 		Message: fmt.Sprintf("%d uninstall(s) held on %s: %s; nothing is removed until it exists or no target names it",
-			len(pl.p.Held), status.JoinClusters(list, more), strings.Join(pl.missing, ", "))}}
+			len(pl.p.Held), status.JoinClusters(list, more), strings.Join(pl.missing, ", "))})
 }
 
 func set(names []string) map[string]bool {
@@ -118,8 +139,9 @@ func (pl *planner) addMatched(tc TargetCluster) {
 }
 
 // keep decides the fate of each inventory entry: kept as is, kept and
-// cleaned up, or replaced by a bundle that now deploys its release.
-func (pl *planner) keep(inv []InventoryEntry, keepAll bool) map[ReleaseRef]InventoryEntry {
+// cleaned up (unless held), or replaced by a bundle that now deploys its
+// release.
+func (pl *planner) keep(inv []InventoryEntry) map[ReleaseRef]InventoryEntry {
 	// Releases the rollout deploys: an old entry for the same release (a
 	// bundle renamed, releaseName kept) is replaced, never uninstalled
 	// after the new bundle deployed it.
@@ -130,6 +152,7 @@ func (pl *planner) keep(inv []InventoryEntry, keepAll bool) map[ReleaseRef]Inven
 		deploying[placed{e.Cluster, e.Namespace, e.Release}] = true
 	}
 	kept := map[ReleaseRef]InventoryEntry{}
+	var cleanups []cleanup
 	for _, e := range inv {
 		want, ok := pl.desired[e.Key()]
 		moved := !ok || want.Release != e.Release || want.Namespace != e.Namespace
@@ -149,12 +172,15 @@ func (pl *planner) keep(inv []InventoryEntry, keepAll bool) map[ReleaseRef]Inven
 			// created yet or missing from a listing).
 			pl.p.Held = append(pl.p.Held, e)
 		case moved:
-			if keepAll {
+			if pl.opts.KeepAll {
 				e.KeepResources = true
 			}
-			pl.get(e.Cluster).Cleanup = append(pl.get(e.Cluster).Cleanup, e)
+			cleanups = append(cleanups, cleanup{entry: e, cause: pl.causeOf(e)})
 		}
 		kept[e.Ref()] = e
+	}
+	for _, e := range pl.guard(cleanups, len(inv)) {
+		pl.get(e.Cluster).Cleanup = append(pl.get(e.Cluster).Cleanup, e)
 	}
 	return kept
 }

@@ -105,7 +105,7 @@ func TestMakePlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := MakePlan(each(tt.targets, tt.bundles), tt.inv, tt.keepAll)
+			p := MakePlan(each(tt.targets, tt.bundles), tt.inv, PlanOptions{KeepAll: tt.keepAll})
 			deploy, cleanup := map[string][]string{}, map[string][]string{}
 			for _, w := range p.Work {
 				for _, b := range w.Deploy {
@@ -133,7 +133,7 @@ func TestMakePlan(t *testing.T) {
 func TestMakePlan_KeepsAppliedIDAndPausedClusters(t *testing.T) {
 	tr := targets([]string{"c1", "c2"}, "c1", "c2")
 	tr.Matched[1].Paused = true
-	p := MakePlan(each(tr, bundles("a")), []InventoryEntry{entry("a", "c1"), entry("a", "c2"), entry("b", "c2")}, false)
+	p := MakePlan(each(tr, bundles("a")), []InventoryEntry{entry("a", "c1"), entry("a", "c2"), entry("b", "c2")}, PlanOptions{})
 	require.Len(t, p.Work, 2)
 	assert.Equal(t, "c2", p.Work[1].Cluster)
 	assert.Empty(t, p.Work[1].Deploy, "a paused cluster gets no deploys")
@@ -156,7 +156,7 @@ func TestMakePlan_PerClusterOptionsAndTemplateErrors(t *testing.T) {
 	tr.Matched[1].Bundles = nil
 	tr.Errors = []status.Deployment{{Bundle: "a", Cluster: "c2", Release: "a", Namespace: "prod", State: status.ErrApplied,
 		Message: "bundle a: cluster c2: helm.values: template failed"}}
-	p := MakePlan(tr, []InventoryEntry{entry("a", "c2")}, false)
+	p := MakePlan(tr, []InventoryEntry{entry("a", "c2")}, PlanOptions{})
 	require.Len(t, p.Work, 1, "nothing to do on c2: the failed bundle keeps what runs there")
 	assert.Equal(t, "c1", p.Work[0].Cluster)
 	assert.Equal(t, "s-a:dev", p.Work[0].Deploy[0].DeploymentID)
@@ -193,7 +193,7 @@ func TestMakePlan_CarriesFailure(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := targets([]string{"c1"}, "c1")
 			tr.Matched[0].Bundles, tr.Matched[0].Paused = []Bundle{tt.bundle}, tt.paused
-			p := MakePlan(tr, []InventoryEntry{failed}, false)
+			p := MakePlan(tr, []InventoryEntry{failed}, PlanOptions{})
 			want := []InventoryEntry{tt.want}
 			if tt.cleaned {
 				want = []InventoryEntry{failed, tt.want}
@@ -228,7 +228,7 @@ func TestMakePlan_MissingTargetHoldsUninstalls(t *testing.T) {
 	inv := []InventoryEntry{entry("a", "c1"), entry("a", "c2"), entry("b", "c3")}
 	tr := each(targets([]string{"c1", "c2", "c3"}, "c3"), bundles("b"))
 	tr.Missing = []string{`clusterGroup "prod" not found`}
-	p := MakePlan(tr, inv, false)
+	p := MakePlan(tr, inv, PlanOptions{})
 	for _, w := range p.Work {
 		assert.Empty(t, w.Cleanup, "nothing is uninstalled on %s", w.Cluster)
 	}
@@ -240,12 +240,12 @@ func TestMakePlan_MissingTargetHoldsUninstalls(t *testing.T) {
 	assert.Len(t, p.Inventory, 3, "the held releases stay in the inventory")
 
 	tr.Missing = nil
-	p = MakePlan(tr, inv, false)
+	p = MakePlan(tr, inv, PlanOptions{})
 	assert.Empty(t, p.Held, "once nothing is missing, untargeting uninstalls as before")
 	assert.Empty(t, p.Holds)
 	assert.Len(t, p.Work, 3)
 
-	s := NewState(MakePlan(func() Targets { tr.Missing = []string{"x"}; return tr }(), inv, false), Backoff{})
-	s.Schedule(MakePlan(tr, inv, false), Strategy{Strategies: []BundleStrategy{{Bundle: "b", Plan: limits(100, part("all", 100, "c3"))}}}, t0)
+	s := NewState(MakePlan(func() Targets { tr.Missing = []string{"x"}; return tr }(), inv, PlanOptions{}), Backoff{})
+	s.Schedule(MakePlan(tr, inv, PlanOptions{}), Strategy{Strategies: []BundleStrategy{{Bundle: "b", Plan: limits(100, part("all", 100, "c3"))}}}, t0)
 	assert.Contains(t, s.Next(t0).Waits[0].Message, "uninstall(s) held", "the rollout shows the hold")
 }

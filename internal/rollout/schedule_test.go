@@ -54,7 +54,7 @@ func maxUnavailableWaits(limit int, list string) []status.Wait {
 
 // deployAll plans every bundle on every cluster, as a rollout does.
 func deployAll(bs []Bundle, clusters []string, inv []InventoryEntry) Plan {
-	return MakePlan(each(targets(clusters, clusters...), bs), inv, false)
+	return MakePlan(each(targets(clusters, clusters...), bs), inv, PlanOptions{})
 }
 
 // current is an inventory entry already at the bundle's deployment ID.

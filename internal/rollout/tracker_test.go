@@ -241,7 +241,7 @@ func TestTracker_Forget(t *testing.T) {
 func TestTracker_MarkHoldSetState(t *testing.T) {
 	newTracker := func() *Tracker {
 		tr := targets([]string{"c1", "c2"}, "c1", "c2")
-		p := MakePlan(each(tr, bundles("a", "b", "c")), nil, false)
+		p := MakePlan(each(tr, bundles("a", "b", "c")), nil, PlanOptions{})
 		track := NewTracker(p, Backoff{})
 		track.SetState(status.Key{Bundle: "c", Cluster: "c1"}, status.OutOfSync, "paused")
 		return track
@@ -320,7 +320,7 @@ func TestTracker_MarkHoldSetState(t *testing.T) {
 func TestMakePlan_KnownState(t *testing.T) {
 	inv := []InventoryEntry{{Bundle: "a", Cluster: "c1", Release: "a", Namespace: "default", DeploymentID: "s-a:h", State: status.NotReady},
 		{Bundle: "b", Cluster: "c1", Release: "b", Namespace: "default", DeploymentID: "s-b:old", State: status.Ready}}
-	p := MakePlan(each(targets([]string{"c1"}, "c1"), bundles("a", "b")), inv, false)
+	p := MakePlan(each(targets([]string{"c1"}, "c1"), bundles("a", "b")), inv, PlanOptions{})
 	require.Len(t, p.Deployments, 2)
 	assert.Equal(t, status.NotReady, p.Deployments[0].State, "a runs its ID")
 	assert.Equal(t, "s-a:h", p.Deployments[0].AppliedDeploymentID)
@@ -377,7 +377,7 @@ func TestTracker_RetryKeepsTheFailureShown(t *testing.T) {
 	}
 	b := Bundle{Name: "a", Release: "a", Namespace: "ns", DeploymentID: "m:1"}
 	p := MakePlan(Targets{Registered: []string{"c1", "c2"}, Matched: []TargetCluster{
-		{Name: "c1", Bundles: []Bundle{b}}, {Name: "c2", Bundles: []Bundle{b}}}}, inv, false)
+		{Name: "c1", Bundles: []Bundle{b}}, {Name: "c2", Bundles: []Bundle{b}}}}, inv, PlanOptions{})
 	tr := NewTracker(p, Backoff{})
 	c1 := status.Key{Bundle: "a", Cluster: "c1"}
 	c2 := status.Key{Bundle: "a", Cluster: "c2"}

@@ -79,6 +79,9 @@ type Targets struct {
 	// ("clusterGroup \"prod\" not found"): while anything is missing,
 	// nothing is uninstalled (TargetBundles only).
 	Missing []string `json:"missing,omitempty"`
+	// DeletionGuard is the controller's --deletion-guard (TargetBundles
+	// only; zero: off, as in rollouts before it).
+	DeletionGuard DeletionGuard `json:"deletionGuard,omitzero"`
 }
 
 // DefaultPickupTimeout is the default --cluster-pickup-timeout.
@@ -165,7 +168,8 @@ func (e InventoryEntry) Removal() Release {
 // ReleaseRef identifies one release of a bundle on a cluster.
 type ReleaseRef struct {
 	status.Key
-	Namespace, Release string
+	Namespace string `json:"namespace"`
+	Release   string `json:"release"`
 }
 
 // Failure is a deployment ID's run of failed deploys on one cluster.

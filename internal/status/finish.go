@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -86,6 +87,11 @@ const (
 	// ConditionDeletionHeld: uninstalls are held (WaitDeletionHeld); the
 	// message says how many, where and why.
 	ConditionDeletionHeld = "DeletionHeld"
+	// Reasons of ConditionDeletionHeld: a target names a group or cluster
+	// that does not exist; the deletion guard holds uninstalls until
+	// `flotilla approve --deletions`.
+	ReasonTargetNotFound = "TargetNotFound"
+	ReasonDeletionGuard  = "DeletionGuard"
 )
 
 // ConditionTypes lists the condition types in order.
@@ -274,16 +280,22 @@ func haltedCondition(msg string) Condition {
 // deletionHeldCondition says which uninstalls are held and why.
 func (g *GitRepo) deletionHeldCondition() Condition {
 	var msgs []string
+	reason := ""
 	for _, w := range g.Waits {
-		if w.Kind == WaitDeletionHeld {
+		switch w.Kind {
+		case WaitDeletionHeld:
 			msgs = append(msgs, w.Message)
+			reason = cmp.Or(reason, ReasonTargetNotFound)
+		case WaitDeletionGuard:
+			msgs = append(msgs, w.Message)
+			reason = ReasonDeletionGuard // the one a user acts on
 		}
 	}
 	if len(msgs) == 0 {
 		return Condition{Type: ConditionDeletionHeld, Status: ConditionFalse}
 	}
 	sort.Strings(msgs)
-	return Condition{Type: ConditionDeletionHeld, Status: ConditionTrue, Reason: "TargetNotFound", Message: strings.Join(slices.Compact(msgs), "; ")}
+	return Condition{Type: ConditionDeletionHeld, Status: ConditionTrue, Reason: reason, Message: strings.Join(slices.Compact(msgs), "; ")}
 }
 
 // approvalCondition names, per partition waiting for approval, its

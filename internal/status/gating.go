@@ -59,11 +59,15 @@ const (
 	// WaitDeletionHeld: uninstalls the plan would make are held (a
 	// target names a cluster group or cluster that does not exist).
 	WaitDeletionHeld = "DeletionHeld"
+	// WaitDeletionGuard: uninstalls the plan would make are held by the
+	// deletion guard (too many at once) until `flotilla approve
+	// --deletions`.
+	WaitDeletionGuard = "DeletionGuard"
 )
 
 // WaitKinds lists the kinds of Wait in the order Progress names them.
 var WaitKinds = []string{WaitPaused, WaitDependsOn, WaitWindow, WaitApproval, WaitMaxUnavailablePartitions,
-	WaitMaxUnavailable, WaitPartitionMaxUnavailable, WaitDeletionHeld}
+	WaitMaxUnavailable, WaitPartitionMaxUnavailable, WaitDeletionHeld, WaitDeletionGuard}
 
 // PartitionStatus is the state of one partition of a bundle's rollout.
 type PartitionStatus struct {

@@ -180,6 +180,8 @@ func waitPhrases(waits []Wait, told map[string]bool) []string {
 			phrases = append(phrases, "held back by the partition's maxUnavailable")
 		case WaitDeletionHeld:
 			phrases = append(phrases, "uninstalls held")
+		case WaitDeletionGuard:
+			phrases = append(phrases, "uninstalls held by the deletion guard")
 		}
 	}
 	var other []string
