@@ -15,6 +15,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -33,6 +34,8 @@ type fakeFleet struct {
 	notReady bool
 	// targetings counts TargetBundles calls: one per rollout.
 	targetings int
+	// guard is the controller's deletion guard.
+	guard rollout.DeletionGuard
 }
 
 func newFakeFleet() *fakeFleet {
@@ -63,7 +66,7 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.targetings++
-			res := activities.TargetsResult{Registered: []string{"c1", "c2"}}
+			res := activities.TargetsResult{Registered: []string{"c1", "c2"}, DeletionGuard: f.guard}
 			for _, c := range f.matched {
 				res.Matched = append(res.Matched, activities.TargetCluster{Name: c, Bundles: in.Bundles})
 			}
