@@ -132,6 +132,8 @@ func testGuardHoldsMassUninstall(t *testing.T, f *fleet) {
 	assert.Contains(t, c.Message, "9 of 12 release(s) would be uninstalled (more than 25%) on cluster-1, cluster-2, cluster-3 (bundle removed)")
 	assert.Contains(t, c.Message, "flotilla approve "+name+" --deletions")
 	assert.Contains(t, st.Progress, "uninstalls held by the deletion guard")
+	assert.Contains(t, uiCurrentDetails(t, f.w.client(t), "gitrepo/fleet-default/"+name),
+		"9 uninstall(s) held by the deletion guard until `flotilla approve "+name+" --deletions`", "the Temporal UI's line of the GitRepo")
 	for _, cl := range all {
 		cm, ok := f.configMap(t, cl, ns, "cm-a")
 		if assert.True(t, ok, cl) {

@@ -179,6 +179,8 @@ type gitRepo struct {
 	// pollNow wakes the poller (spec change, sync).
 	pollReset int
 	attrs     searchAttrs
+	// details is the line last shown in the Temporal UI.
+	details string
 	// signals are the channels the workflow serves, drained before it
 	// continues as new so no signal is lost with the old run.
 	signals []signal

@@ -29,17 +29,24 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 		// them.
 		clusters = []string{}
 	}
+	// The Temporal UI shows this line on the GitRepo's page (details
+	// are no command: they change without a trace in the history).
+	details := fmt.Sprintf("%s at %s: %d/%d clusters ready", state, shortCommit(g.s.Commit), sum.ReadyClusters, sum.Clusters)
+	if g.s.Error != "" {
+		details += "; " + g.s.Error
+	}
+	if n := len(g.s.Guarded); n > 0 {
+		details += fmt.Sprintf("; %d uninstall(s) held by the deletion guard until `flotilla approve %s --deletions`", n, g.ref.Name)
+	}
+	if details != g.details {
+		g.details = details
+		workflow.SetCurrentDetails(ctx, details)
+	}
 	want := searchAttrs{state: state, commit: g.s.Commit, clusters: strings.Join(clusters, ",")}
 	if want == g.attrs {
 		return
 	}
 	g.attrs = want
-	// The Temporal UI shows this line on the GitRepo's page.
-	details := fmt.Sprintf("%s at %s: %d/%d clusters ready", state, shortCommit(g.s.Commit), sum.ReadyClusters, sum.Clusters)
-	if g.s.Error != "" {
-		details += "; " + g.s.Error
-	}
-	workflow.SetCurrentDetails(ctx, details)
 	repo := ""
 	if g.s.GitRepo != nil {
 		repo = g.s.GitRepo.Spec.Repo
