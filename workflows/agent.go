@@ -240,8 +240,8 @@ func (w *agentWatch) waitForWindow(ctx workflow.Context) bool {
 	}
 	win := ws[st.Window]
 	next := *a
-	next.UpgradeWaits = fmt.Sprintf("agent upgrade waits for window %q (%s%s), which opens %s", win.Schedule, win.Duration,
-		zoneSuffix(win.TimeZone), st.Next.UTC().Format(time.RFC3339))
+	next.UpgradeWaits = fmt.Sprintf("agent upgrade waits for window %s, which opens %s", fleetyaml.Window(win),
+		st.Next.UTC().Format(time.RFC3339))
 	w.rec.Agent = &next
 	workflow.GetLogger(ctx).Info("Managed agent upgrade waits for its window", "cluster", w.rec.Name, "opens", st.Next)
 	gen := w.rec.Generation
@@ -268,11 +268,4 @@ func fleetWindows(ws []api.Window) []fleetyaml.Window {
 		out[i] = fleetyaml.Window(w)
 	}
 	return out
-}
-
-func zoneSuffix(tz string) string {
-	if tz == "" {
-		return ""
-	}
-	return ", " + tz
 }

@@ -476,7 +476,7 @@ func TestClusterWorkflow_ManagedAgentUpgradeWaitsForWindow(t *testing.T) {
 	})
 	r.at(time.Hour, func() {
 		assert.Len(t, r.ensures, 1, "the upgrade waits: the window opens at 14:00")
-		assert.Equal(t, `agent upgrade waits for window "0 14 * * *" (1h), which opens 2025-01-06T14:00:00Z`, r.record().Agent.UpgradeWaits)
+		assert.Equal(t, `agent upgrade waits for window "0 14 * * *" (1h, UTC), which opens 2025-01-06T14:00:00Z`, r.record().Agent.UpgradeWaits)
 	})
 	r.at(2*time.Hour+time.Minute, func() {
 		assert.Len(t, r.ensures, 2, "upgraded once the window opened")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/strategy"
 )
@@ -43,18 +42,8 @@ func windowWait(t Target, st strategy.WindowState) string {
 	if st.Next.IsZero() || st.Window < 0 {
 		return msg + ", and none opens again: drift is not corrected"
 	}
-	return fmt.Sprintf("%s; drift correction waits until window %s opens %s", msg, describeWindow(t.Windows[st.Window]),
+	return fmt.Sprintf("%s; drift correction waits until window %s opens %s", msg, t.Windows[st.Window],
 		st.Next.UTC().Format(time.RFC3339))
-}
-
-// describeWindow names a window as fleet.yaml gives it: `"0 22 * * 1-5"
-// (6h, Europe/Berlin)`.
-func describeWindow(w bundle.Window) string {
-	zone := w.TimeZone
-	if zone == "" {
-		zone = "UTC"
-	}
-	return fmt.Sprintf("%q (%s, %s)", w.Schedule, w.Duration, zone)
 }
 
 // windowsError says, when t's deployment windows do not parse, that they

@@ -126,6 +126,16 @@ type Window struct {
 	TimeZone string `json:"timeZone,omitempty"`
 }
 
+// String names the window as fleet.yaml gives it, its zone spelled out:
+// `"0 22 * * 1-5" (6h, Europe/Berlin)`.
+func (w Window) String() string {
+	zone := w.TimeZone
+	if zone == "" {
+		zone = "UTC"
+	}
+	return fmt.Sprintf("%q (%s, %s)", w.Schedule, w.Duration, zone)
+}
+
 // ParsedWindow is a Window with its fields parsed.
 type ParsedWindow struct {
 	// Schedule yields the times the window opens; call Next with a time
