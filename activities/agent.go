@@ -103,7 +103,7 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 	by := deployedBy(ctx)
 	res, err := a.Deployer.Deploy(ctx, getter, deployer.Release{
 		Name: agentcfg.ReleaseName, Namespace: eff.Namespace, Chart: a.Chart,
-		Values: eff.Values(secrets), DeploymentID: out.DeploymentID, Description: by,
+		Values: eff.Values(secrets), DeploymentID: out.DeploymentID, Description: by, Owner: agentOwner(in.Cluster),
 	})
 	if err != nil {
 		if errors.Is(err, deployer.ErrInvalidRelease) {
@@ -123,6 +123,12 @@ func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) 
 		a.Logger.Info("Confirmed interrupted agent deploy", append(fields, zap.Int32("attempt", activity.GetInfo(ctx).Attempt))...)
 	}
 	return out, nil
+}
+
+// agentOwner is the owner of cluster's agent release: the controller's
+// agent management, for that cluster.
+func agentOwner(cluster string) deployer.Owner {
+	return deployer.Owner("Flotilla agent of cluster " + cluster)
 }
 
 // removeMoved uninstalls the agent's release from every namespace but
@@ -145,7 +151,7 @@ func (a *AgentActivities) removeMoved(ctx context.Context, getter *deployer.REST
 		if ns == namespace {
 			continue
 		}
-		if err := a.Deployer.Uninstall(ctx, getter, ns, agentcfg.ReleaseName); err != nil {
+		if err := a.Deployer.Uninstall(ctx, getter, ns, agentcfg.ReleaseName, agentOwner(cluster)); err != nil {
 			return removed, fmt.Errorf("cluster %s: remove the agent from namespace %s before installing it in %s: %w", cluster, ns, namespace, err)
 		}
 		a.Logger.Info("Removed agent from its old namespace", zap.String("cluster", cluster),

@@ -137,8 +137,8 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in D
 	res, err := c.Deployer.Deploy(ctx, getter, rel)
 	if err != nil {
 		class := deployer.Classify(err)
-		if errors.Is(err, deployer.ErrInvalidRelease) {
-			class = outcome.Invalid
+		if errors.Is(err, deployer.ErrInvalidRelease) || class == outcome.Invalid {
+			class = outcome.Invalid // nothing was applied: the cluster answered
 		} else if perr := k.Reachable(ctx); perr != nil {
 			return d, perr // the cluster, not the bundle, failed
 		}
@@ -159,7 +159,7 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in D
 		// makes sure no deploy goes unrecorded.
 		c.Logger.Info("Confirmed interrupted deploy", append(fields, zap.Int32("attempt", activity.GetInfo(ctx).Attempt))...)
 	case len(b.Repair) > 0:
-		c.repair(ctx, getter, k.Name(), in.WorkflowID, b, opts)
+		c.repair(ctx, getter, k.Name(), in, b, opts)
 	}
 	d.AppliedDeploymentID = b.DeploymentID
 	seen, err := c.observe(ctx, k, d, render.ReadyOptions(opts))
@@ -175,9 +175,9 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in D
 // sync's deploy of b.Repair): the correction correctDrift makes, logged
 // the same way. A failed repair is logged; the readiness check that
 // follows shows what is still missing.
-func (c *ClusterActivities) repair(ctx context.Context, getter genericclioptions.RESTClientGetter, cluster, workflowID string, b Bundle,
+func (c *ClusterActivities) repair(ctx context.Context, getter genericclioptions.RESTClientGetter, cluster string, in DeployInput, b Bundle,
 	opts bundle.Options) {
-	co := deployer.CorrectOptions{}
+	co := deployer.CorrectOptions{Owner: ownerOf(in.GitRepo, b.Name)}
 	if cd := opts.CorrectDrift; cd != nil {
 		co.Force, co.KeepFailHistory = cd.Force, cd.KeepFailHistory
 	}
@@ -186,7 +186,7 @@ func (c *ClusterActivities) repair(ctx context.Context, getter genericclioptions
 	}
 	fields := []zap.Field{zap.String("bundle", b.Name), zap.String("cluster", cluster), zap.String("release", b.Namespace+"/"+b.Release),
 		zap.String("deploymentID", b.DeploymentID), zap.Strings("objects", b.Repair), zap.String("reason", "sync"),
-		zap.String("workflowID", workflowID)}
+		zap.String("workflowID", in.WorkflowID)}
 	rev, err := c.Deployer.Correct(ctx, getter, b.Namespace, b.Release, b.DeploymentID, co)
 	if err != nil {
 		drift.Corrections.WithLabelValues("failure").Inc()
@@ -263,6 +263,7 @@ func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundl
 	// The plan's release and namespace were computed from the same
 	// options; they win so cleanup and status always agree with it.
 	rel.Name, rel.Namespace = b.Release, b.Namespace
+	rel.Owner = ownerOf(in.GitRepo, b.Name)
 	rel.Labels = map[string]string{LabelBundle: b.Name}
 	rel.Annotations = map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}
 	rel.Description = deployedBy(ctx)
@@ -341,6 +342,17 @@ func refillFailed(err, rerr error) error {
 func optionsOf(in DeployInput, b Bundle) RefillInput {
 	return RefillInput{GitRepo: in.GitRepo, Commit: in.Commit, Bundle: b.Name, BundleKey: b.BundleKey,
 		Cluster: in.Cluster, OptionsHash: b.OptionsHash}
+}
+
+// ownerOf is the owner of bundle's releases in the GitRepo or HelmOp
+// ref: "GitRepo ns/name, bundle b". It is "" (nothing recorded or
+// checked) for input without a GitRepo, as histories from before it was
+// set have none.
+func ownerOf(ref GitRepoRef, bundle string) deployer.Owner {
+	if ref.Name == "" {
+		return ""
+	}
+	return deployer.Owner(ref.Title() + ", bundle " + bundle)
 }
 
 // interrupted reports whether Deploy, called by the activity execution
@@ -441,10 +453,20 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in 
 	if err != nil {
 		return err
 	}
+	owner := ownerOf(in.GitRepo, r.Bundle)
 	if r.KeepResources {
-		err = c.Deployer.Forget(ctx, getter, r.Namespace, r.Release)
+		err = c.Deployer.Forget(ctx, getter, r.Namespace, r.Release, owner)
 	} else {
-		err = c.Deployer.Uninstall(ctx, getter, r.Namespace, r.Release)
+		err = c.Deployer.Uninstall(ctx, getter, r.Namespace, r.Release, owner)
+	}
+	var owned *deployer.OwnedError
+	if errors.As(err, &owned) {
+		// Another GitRepo's release of the same name: never ours to
+		// remove. It leaves this GitRepo's inventory, untouched.
+		c.Logger.Warn("Kept release of another owner", zap.String("bundle", r.Bundle), zap.String("cluster", k.Name()),
+			zap.String("release", r.Namespace+"/"+r.Release), zap.String("owner", string(owned.Owner)),
+			zap.String("workflowID", in.WorkflowID))
+		return nil
 	}
 	if err != nil {
 		return err
@@ -512,7 +534,7 @@ func (c *ClusterActivities) rollbackOne(ctx context.Context, k *cluster.Conn, in
 	if err != nil {
 		return err
 	}
-	rev, err := c.Deployer.Rollback(ctx, getter, r.Namespace, r.Release, r.From, r.To)
+	rev, err := c.Deployer.Rollback(ctx, getter, r.Namespace, r.Release, r.From, r.To, ownerOf(in.GitRepo, r.Bundle))
 	if err != nil {
 		return err
 	}

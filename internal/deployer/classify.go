@@ -17,7 +17,9 @@ import (
 // Classify tells whether err, returned by a call to a cluster's API server
 // (directly or through Helm), means the cluster could not be reached, that
 // it refused the credentials, or that it refused or failed the request
-// itself (BundleFailed). It inspects error values, never messages.
+// itself (BundleFailed). A release of another owner is Invalid, one that
+// another process is changing Unreachable (retried soon). It inspects
+// error values, never messages.
 func Classify(err error) outcome.Class {
 	if err == nil {
 		return outcome.OK
@@ -27,6 +29,20 @@ func Classify(err error) outcome.Class {
 	// a transport timeout.
 	if errors.Is(err, ErrWaitTimeout) {
 		return outcome.BundleFailed
+	}
+	// Another GitRepo's (or HelmOp's) release: a conflict in the
+	// configuration, found before anything was applied, that fails the
+	// same way until one of the two is renamed or removed. ErrApplied,
+	// retried on the failure backoff: once the owner's release is gone,
+	// the retry installs.
+	var owned *OwnedError
+	if errors.As(err, &owned) {
+		return outcome.Invalid
+	}
+	// Another process is changing the release: nothing was tried, and
+	// the rollout's short retry is expected to find it done.
+	if errors.Is(err, ErrReleaseBusy) {
+		return outcome.Unreachable
 	}
 	if status, ok := statusCode(err); ok {
 		switch {

@@ -51,6 +51,9 @@ func TestClassify(t *testing.T) {
 		{"template error", errors.New(`template: probe/templates/a.yaml:3: function "nope" not defined`), outcome.BundleFailed},
 		{"deployer wait timeout", fmt.Errorf("install release ns/app: %w: %w", deployer.ErrWaitTimeout,
 			context.DeadlineExceeded), outcome.BundleFailed},
+		{"owned by another", &deployer.OwnedError{Namespace: "ns", Name: "app", Owner: "GitRepo a/first, bundle b",
+			Caller: "GitRepo a/second, bundle b"}, outcome.Invalid},
+		{"busy", fmt.Errorf("release ns/app: %w: its revision 2 is pending-upgrade", deployer.ErrReleaseBusy), outcome.Unreachable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

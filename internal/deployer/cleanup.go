@@ -16,12 +16,28 @@ import (
 // keepResources. A release that does not exist is not an error. The kept
 // objects still carry Helm's ownership metadata, so a later Deploy of the
 // same release is a fresh install (revision 1) that adopts them. It acts
-// as the ServiceAccount the release was deployed as, if any.
-func (d *Deployer) Forget(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string) error {
+// as the ServiceAccount the release was deployed as, if any. A release of
+// another owner is not forgotten: Forget returns an *OwnedError and
+// changes nothing. One that another process is changing is not either
+// (ErrReleaseBusy).
+func (d *Deployer) Forget(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string, owner Owner) error {
+	unlock, err := d.lock(ctx, getter, namespace, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	cfg, sa, err := d.releaseConfiguration(getter, namespace, name)
 	if err != nil {
 		return err
 	}
+	h, err := d.claim(ctx, cfg, helmGetterOf(getter, namespace, sa), namespace, name, owner)
+	if err != nil {
+		return fmt.Errorf("forget release %s/%s: %w", namespace, name, err)
+	}
+	if h == nil {
+		return nil
+	}
+	defer h.release(ctx)
 	revisions, err := cfg.Releases.History(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil

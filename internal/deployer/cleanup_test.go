@@ -19,7 +19,7 @@ func testCleanup(t *testing.T, f *fixture) {
 		mustDeploy(ctx, t, d, f, "forget", "id-2", "two")
 		before := f.configMap(ctx, t, "forget", "app")
 
-		require.NoError(t, d.Forget(ctx, f.getter, "forget", "app"))
+		require.NoError(t, d.Forget(ctx, f.getter, "forget", "app", ""))
 
 		after := f.configMap(ctx, t, "forget", "app")
 		assert.Equal(t, before.ResourceVersion, after.ResourceVersion, "ConfigMap untouched")
@@ -28,8 +28,8 @@ func testCleanup(t *testing.T, f *fixture) {
 		_, err := d.Status(ctx, f.getter, "forget", "app", deployer.ReadyOptions{})
 		require.ErrorIs(t, err, deployer.ErrNotFound)
 
-		require.NoError(t, d.Forget(ctx, f.getter, "forget", "app"), "second Forget")
-		require.NoError(t, d.Forget(ctx, f.getter, "nowhere", "never-installed"), "Forget of an unknown release")
+		require.NoError(t, d.Forget(ctx, f.getter, "forget", "app", ""), "second Forget")
+		require.NoError(t, d.Forget(ctx, f.getter, "nowhere", "never-installed", ""), "Forget of an unknown release")
 
 		// The kept objects still carry Helm's ownership metadata for the
 		// release, so deploying it again adopts them.

@@ -9,7 +9,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/release"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/resource"
@@ -41,24 +40,35 @@ type Revision struct {
 }
 
 // Deployed returns the release's deployed revision and its objects. It
-// returns an error wrapping ErrNotFound when none is deployed.
+// returns an error wrapping ErrNotFound when none is deployed and none
+// was. A release left without a deployed revision by a rollback that died
+// between its two writes (stateNoDeployed, see repair) reports the
+// revision that rollback superseded, with Pending and PendingRollback set,
+// as if the rollback were still pending: Correct repairs it.
 func (d *Deployer) Deployed(getter genericclioptions.RESTClientGetter, namespace, name string) (Revision, error) {
 	cfg, err := d.configuration(getter, namespace)
 	if err != nil {
 		return Revision{}, err
 	}
-	rel, err := cfg.Releases.Deployed(name)
-	if errors.Is(err, driver.ErrNoDeployedReleases) || errors.Is(err, driver.ErrReleaseNotFound) {
+	o, err := records(cfg, namespace, name)
+	if err != nil {
+		return Revision{}, err
+	}
+	rel := o.deployed
+	var out Revision
+	switch {
+	case rel != nil:
+		if o.last.Version > rel.Version && o.last.Info.Status.IsPending() {
+			out.Pending = true
+			out.PendingRollback = o.last.Info.Status == release.StatusPendingRollback
+		}
+	case o.superseded != nil && (o.last.Info.Status == release.StatusSuperseded || o.last.Info.Status == release.StatusPendingRollback):
+		rel = o.superseded
+		out.Pending, out.PendingRollback = true, true
+	default:
 		return Revision{}, fmt.Errorf("read release %s/%s: %w", namespace, name, ErrNotFound)
 	}
-	if err != nil {
-		return Revision{}, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
-	}
-	out := Revision{DeploymentID: DeploymentIDOf(rel), Version: rel.Version, ValuesFrom: ValuesFromDigests(rel)}
-	if last, err := cfg.Releases.Last(name); err == nil && last.Version > rel.Version && last.Info.Status.IsPending() {
-		out.Pending = true
-		out.PendingRollback = last.Info.Status == release.StatusPendingRollback
-	}
+	out.DeploymentID, out.Version, out.ValuesFrom = DeploymentIDOf(rel), rel.Version, ValuesFromDigests(rel)
 	out.Objects, err = cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
 	if err != nil {
 		return Revision{}, fmt.Errorf("build objects of release %s/%s: %w", namespace, name, err)
@@ -81,6 +91,10 @@ type CorrectOptions struct {
 	KeepFailHistory bool
 	// MaxHistory bounds the release's records; DefaultMaxHistory when 0.
 	MaxHistory int
+	// Owner is who corrects: a release whose newest record names another
+	// owner is not touched (an *OwnedError). Optional: default none,
+	// nothing checked.
+	Owner Owner
 }
 
 // Correct undoes changes made on the cluster to the release's objects: a
@@ -90,7 +104,11 @@ type CorrectOptions struct {
 // opts.MaxHistory and returns the new revision; the deployment ID stays.
 // It returns an error wrapping ErrNotCurrent, and changes nothing, when
 // the deployed revision does not carry deploymentID. A correction an
-// earlier process left pending is dropped first. A failed correction
+// earlier process left pending is dropped first, once its writer is known
+// gone, and a release left without a deployed revision by a correction
+// killed mid-way is repaired (see recoverPending and repair); another
+// process's correction in progress fails it with ErrReleaseBusy, another
+// owner's release with an *OwnedError. A failed correction
 // leaves the revision before it deployed (so the release still runs
 // deploymentID), and its record only with opts.KeepFailHistory. It acts as
 // the ServiceAccount the release's newest record names, if any.
@@ -105,21 +123,15 @@ func (d *Deployer) Correct(ctx context.Context, getter genericclioptions.RESTCli
 	if err != nil {
 		return 0, err
 	}
-	last, err := cfg.Releases.Last(name)
+	o, h, err := d.settle(ctx, cfg, helmGetterOf(getter, namespace, sa), namespace, name, opts.Owner, true)
 	if err != nil {
-		return 0, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
+		return 0, fmt.Errorf("correct release %s/%s: %w", namespace, name, err)
 	}
-	if last.Info.Status.IsPending() && last.Info.Status != release.StatusPendingRollback {
-		// An install or upgrade runs (maybe in another process), or died;
-		// the deploy or its retry settles it, not a correction.
-		return 0, fmt.Errorf("correct release %s/%s: %w: a %s is pending", namespace, name, ErrNotCurrent, last.Info.Status)
-	}
-	if _, err := d.recoverPending(cfg, last); err != nil {
-		return 0, err
-	}
-	deployed, err := cfg.Releases.Deployed(name)
-	if err != nil {
-		return 0, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
+	defer h.release(ctx)
+	deployed := o.deployed
+	if deployed == nil {
+		// A failed install: nothing was ever deployed.
+		return 0, fmt.Errorf("correct release %s/%s: %w %s (none is deployed)", namespace, name, ErrNotCurrent, deploymentID)
 	}
 	if id := DeploymentIDOf(deployed); id != deploymentID {
 		return 0, fmt.Errorf("correct release %s/%s: %w %s (it runs %s)", namespace, name, ErrNotCurrent, deploymentID, id)

@@ -42,14 +42,30 @@ func isCRD(obj *unstructured.Unstructured) bool {
 	return gvk.Group == crdGroup && gvk.Kind == crdKind
 }
 
+// CRDCreatedByAnnotation records, on a CustomResourceDefinition a
+// release's templates render, the release that created it
+// ("namespace/name"): with Release.DeleteCRDResources, only such a CRD is
+// deleted with its release. One that existed before and was adopted
+// (Release.TakeOwnership, or kept by a release since uninstalled) carries
+// none, and keeps helm.sh/resource-policy: keep.
+const CRDCreatedByAnnotation = "flotilla.dev/created-by"
+
 // addedAnnotations returns the annotations the post-renderer sets on obj:
-// the release's, plus Helm's resource-policy "keep" on a CRD unless the
-// release deletes CRDs.
-func addedAnnotations(rel Release, obj *unstructured.Unstructured) map[string]string {
-	if rel.DeleteCRDResources || !isCRD(obj) {
-		return rel.Annotations
+// the release's, plus, on a CRD, Helm's resource-policy "keep" unless the
+// release deletes CRDs and created this one (CRDCreatedByAnnotation, set
+// here on a CRD about to be created).
+func (p *postRenderer) addedAnnotations(obj *unstructured.Unstructured) map[string]string {
+	if !isCRD(obj) {
+		return p.rel.Annotations
 	}
-	return with(rel.Annotations, map[string]string{kube.ResourcePolicyAnno: kube.KeepPolicy})
+	switch {
+	case !p.rel.DeleteCRDResources:
+	case p.crds == nil:
+		return p.rel.Annotations // rendered without a cluster: nothing is created
+	case p.crds.createdHere(obj.GetName()):
+		return with(p.rel.Annotations, map[string]string{CRDCreatedByAnnotation: p.rel.Namespace + "/" + p.rel.Name})
+	}
+	return with(p.rel.Annotations, map[string]string{kube.ResourcePolicyAnno: kube.KeepPolicy})
 }
 
 // crdInstaller makes the CustomResourceDefinitions that a release's
@@ -130,6 +146,27 @@ func (c *crdInstaller) install(crds []*unstructured.Unstructured) error {
 	c.log.Debug("Installed CRDs ahead of their release", zap.Int("crds", len(applied)),
 		zap.Duration("took", time.Since(start)), zap.String("release", c.release), zap.String("namespace", c.namespace))
 	return nil
+}
+
+// createdHere reports whether the CRD called name is this release's own:
+// it does not exist yet (the release creates it), or its
+// CRDCreatedByAnnotation names the release. A CRD that cannot be read
+// counts as adopted: kept.
+func (c *crdInstaller) createdHere(name string) bool {
+	dyn, err := newDynamic(c.getter)
+	if err != nil {
+		return false
+	}
+	live, err := crdClient(dyn, &unstructured.Unstructured{Object: map[string]any{"apiVersion": crdGroup + "/v1"}}).
+		Get(c.ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		c.log.Info("Could not read CRD; keeping it on uninstall", zap.String("crd", name), zap.Error(err))
+		return false
+	}
+	return live.GetAnnotations()[CRDCreatedByAnnotation] == c.namespace+"/"+c.release
 }
 
 // crdClient returns the client for CRDs at crd's API version.

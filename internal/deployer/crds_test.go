@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 )
@@ -198,7 +199,7 @@ func testCRDs(t *testing.T, f *fixture) {
 		mustDeployThings(ctx, t, d, f, k, "crd-keep", "app")
 		f.createThing(ctx, t, k, "crd-keep", "outside")
 
-		require.NoError(t, d.Uninstall(ctx, f.getter, "crd-keep", "app"))
+		require.NoError(t, d.Uninstall(ctx, f.getter, "crd-keep", "app", ""))
 
 		crd := f.getCRD(ctx, t, k)
 		assert.Nil(t, crd.GetDeletionTimestamp(), "CRD is not being deleted")
@@ -234,6 +235,31 @@ func testCRDs(t *testing.T, f *fixture) {
 		assert.Equal(t, before.GetResourceVersion(), after.GetResourceVersion(), "CRD untouched")
 	})
 
+	t.Run("with DeleteCRDResources Uninstall keeps a CRD the release adopted", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		d := newDeployer(t)
+		k := thingKind{group: "adopted.crds.example.com"}
+		// The CRD exists before the release: someone else created it.
+		crd := new(unstructured.Unstructured)
+		require.NoError(t, yaml.Unmarshal([]byte(k.crd()), &crd.Object))
+		_, err := f.dynamic(t).Resource(crds).Create(ctx, crd, metav1.CreateOptions{})
+		require.NoError(t, err)
+		rel := thingRelease(k, "crd-adopted", "app", "id-1", "one")
+		rel.DeleteCRDResources, rel.TakeOwnership = true, true
+		_, err = d.Deploy(ctx, f.getter, rel)
+		require.NoError(t, err)
+		annotations := f.getCRD(ctx, t, k).GetAnnotations()
+		assert.Equal(t, "app", annotations["meta.helm.sh/release-name"], "adopted")
+		assert.Equal(t, "keep", annotations["helm.sh/resource-policy"])
+		assert.NotContains(t, annotations, deployer.CRDCreatedByAnnotation)
+
+		require.NoError(t, d.Uninstall(ctx, f.getter, "crd-adopted", "app", ""))
+
+		crd = f.getCRD(ctx, t, k)
+		assert.Nil(t, crd.GetDeletionTimestamp(), "the adopted CRD is not deleted")
+	})
+
 	t.Run("with DeleteCRDResources Uninstall deletes the CRD and its custom resources", func(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t)
@@ -244,9 +270,10 @@ func testCRDs(t *testing.T, f *fixture) {
 		_, err := d.Deploy(ctx, f.getter, rel)
 		require.NoError(t, err)
 		assert.NotContains(t, f.getCRD(ctx, t, k).GetAnnotations(), "helm.sh/resource-policy")
+		assert.Equal(t, "crd-delete/app", f.getCRD(ctx, t, k).GetAnnotations()[deployer.CRDCreatedByAnnotation])
 		f.createThing(ctx, t, k, "crd-delete", "outside")
 
-		require.NoError(t, d.Uninstall(ctx, f.getter, "crd-delete", "app"))
+		require.NoError(t, d.Uninstall(ctx, f.getter, "crd-delete", "app", ""))
 
 		// The API server removes the custom resources, then the CRD.
 		require.Eventually(t, func() bool {

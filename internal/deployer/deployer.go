@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +50,11 @@ type Options struct {
 	// agent's, when it is configured), in addition to
 	// DefaultProtectedNamespaces and Kubernetes' own. Optional.
 	ProtectedNamespaces []string
+	// LeaseDuration is how long a release's writer lease holds without
+	// renewal (see lease.go): how long other processes wait before they
+	// recover what a killed one left pending. Optional: default
+	// DefaultLeaseDuration; whole seconds, at least one.
+	LeaseDuration time.Duration
 }
 
 // Deployer runs Helm actions. It is safe for concurrent use. Deploy,
@@ -66,6 +70,8 @@ type Deployer struct {
 	protected map[string]KeepReason
 	// fields remembers the objects whose fields a cluster's schema knew.
 	fields *fieldVerdicts
+	// leaseDuration is Options.LeaseDuration.
+	leaseDuration time.Duration
 }
 
 // New returns a Deployer.
@@ -76,13 +82,17 @@ func New(opts Options) *Deployer {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.LeaseDuration <= 0 {
+		opts.LeaseDuration = DefaultLeaseDuration
+	}
+	opts.LeaseDuration = max(opts.LeaseDuration.Round(time.Second), time.Second)
 	setFieldManager.Do(func() {
 		if kube.ManagedFieldsManager == "" {
 			kube.ManagedFieldsManager = FieldManager
 		}
 	})
 	return &Deployer{log: opts.Logger, timeout: opts.Timeout, fields: newFieldVerdicts(),
-		protected: protectedNamespaces(opts.ProtectedNamespaces)}
+		protected: protectedNamespaces(opts.ProtectedNamespaces), leaseDuration: opts.LeaseDuration}
 }
 
 // FieldManager is the field manager of everything Helm writes for
@@ -107,6 +117,11 @@ type Release struct {
 	// DeploymentID identifies chart plus values plus options; a release
 	// already at this ID is left alone.
 	DeploymentID string
+	// Owner names who deploys the release; it is recorded on every
+	// revision (OwnerAnnotation). A release whose newest record names
+	// another owner is not touched: Deploy fails with an *OwnedError.
+	// Optional: default none (nothing recorded, nothing checked).
+	Owner Owner
 	// Wait waits for resources to become ready within the timeout.
 	Wait bool
 	// ForceNamespace confines the release to one namespace (Fleet's
@@ -144,8 +159,11 @@ type Release struct {
 	// Optional: default DefaultMaxHistory.
 	MaxHistory int
 	// DeleteCRDResources lets Uninstall delete the CustomResourceDefinitions
-	// the templates render, and with them every custom resource of theirs
-	// (Fleet's deleteCRDResources). By default the post-renderer annotates
+	// the templates render and the release created, and with them every
+	// custom resource of theirs (Fleet's deleteCRDResources). A CRD that
+	// existed before and was adopted (TakeOwnership, or kept by a release
+	// since uninstalled) is kept all the same: the release records the
+	// CRDs it created on them (CRDCreatedByAnnotation). By default the post-renderer annotates
 	// each such CRD with helm.sh/resource-policy: keep, so that uninstalling
 	// the release, or an upgrade that drops the CRD, leaves it on the
 	// cluster. A kept CRD still carries this release's ownership metadata;
@@ -236,22 +254,17 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 
 // deploy is Deploy once rel's values are resolved (digest records
 // ValuesFrom's data) and Helm's getter chosen (getter itself, or acting as
-// rel.ServiceAccount).
+// rel.ServiceAccount). What it does is decided step by step from the
+// release's state (see determineReleaseState and actionForState).
 func (d *Deployer) deploy(ctx context.Context, getter, helmGetter genericclioptions.RESTClientGetter, rel Release, digest string) (Result, error) {
 	cfg, err := d.configuration(helmGetter, rel.Namespace)
 	if err != nil {
 		return Result{}, err
 	}
-	last, err := cfg.Releases.Last(rel.Name)
-	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
-		return Result{}, fmt.Errorf("read release %s/%s: %w", rel.Namespace, rel.Name, err)
+	leases, err := d.newLeases(helmGetter, rel.Namespace, rel.Name)
+	if err != nil {
+		return Result{}, err
 	}
-	if cur := running(cfg, last); cur != nil && DeploymentIDOf(cur) == rel.DeploymentID && valuesFromOf(cur) == digest {
-		return Result{Revision: cur.Version, Previous: rel.DeploymentID, Description: cur.Info.Description}, nil
-	}
-	// Rendering, post-rendering and checking happen before Helm applies
-	// anything, except for the chart's crds/, which Helm installs first:
-	// check those now, before a release is recovered or created.
 	pr, err := newPostRenderer(helmGetter, rel)
 	if err != nil {
 		return Result{}, err
@@ -263,63 +276,15 @@ func (d *Deployer) deploy(ctx context.Context, getter, helmGetter genericcliopti
 	pr.ns = &namespaceMetadata{ctx: ctx, getter: getter, namespace: rel.Namespace, release: rel.Name,
 		labels: rel.NamespaceLabels, annotations: rel.NamespaceAnnotations, create: rel.ServiceAccount == ""}
 	pr.fields = &fieldChecker{ctx: ctx, getter: helmGetter, mapper: pr.mapper, cache: d.fields, namespace: rel.Namespace}
-	if err := pr.checkCRDFiles(rel.Chart); err != nil {
-		return Result{}, fmt.Errorf("check CRDs of release %s/%s: %w", rel.Namespace, rel.Name, err)
-	}
-	if last != nil {
-		if last, err = d.recoverPending(cfg, last); err != nil {
-			return Result{}, err
-		}
-	}
-	// Previous is what the cluster last ran successfully, not the ID of a
-	// revision that failed or was interrupted.
-	var prev string
-	if deployed, err := cfg.Releases.Deployed(rel.Name); err == nil {
-		prev = DeploymentIDOf(deployed)
-	}
-
 	chrt := stamp(rel.Chart, rel.DeploymentID)
 	setAnnotation(chrt, ServiceAccountAnnotation, rel.ServiceAccount)
 	setAnnotation(chrt, ValuesFromAnnotation, digest)
-	// The cluster's capabilities are shared (see capabilitiesTTL), except
-	// for a chart with a crds/ directory: Helm installs those before it
-	// reads the capabilities, and its templates may ask for them.
-	caps, dc := capabilitiesOf(helmGetter)
-	if caps != nil && len(chrt.CRDObjects()) == 0 {
-		if cfg.Capabilities, err = caps.get(dc); err != nil {
-			return Result{}, fmt.Errorf("cluster capabilities for release %s/%s: %w", rel.Namespace, rel.Name, err)
-		}
-	}
-	var out *release.Release
-	if last == nil {
-		out, err = d.install(ctx, cfg, rel, chrt, pr)
-	} else {
-		out, err = d.upgrade(ctx, cfg, rel, chrt, pr)
-	}
-	if caps != nil && (len(chrt.CRDObjects()) > 0 || pr.crds.installed) {
-		caps.invalidate() // new API versions for the cluster's next deploys
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Revision: out.Version, Changed: true, Previous: prev, Description: out.Info.Description}, nil
-}
-
-// running returns the revision the release runs when last is its newest
-// record: last when deployed, the deployed revision before it when last
-// is a failed drift correction (kept by keepFailHistory), nil otherwise.
-func running(cfg *action.Configuration, last *release.Release) *release.Release {
-	switch {
-	case last == nil:
-		return nil
-	case last.Info.Status == release.StatusDeployed:
-		return last
-	case last.Info.Status == release.StatusFailed && strings.HasPrefix(last.Info.Description, correctionFailed):
-		if cur, err := cfg.Releases.Deployed(last.Name); err == nil {
-			return cur
-		}
-	}
-	return nil
+	setAnnotation(chrt, OwnerAnnotation, string(rel.Owner))
+	setAnnotation(chrt, LeaseAnnotation, "v1")
+	run := &deployRun{d: d, cfg: cfg, rel: rel, chrt: chrt, pr: pr, helmGetter: helmGetter, leases: leases,
+		want: desired{owner: rel.Owner, deploymentID: rel.DeploymentID, valuesFrom: digest}}
+	defer run.close(ctx)
+	return run.run(ctx)
 }
 
 // Current returns the deployment ID the release's deployed revision carries,
@@ -341,12 +306,27 @@ func (d *Deployer) Current(getter genericclioptions.RESTClientGetter, namespace,
 
 // Uninstall removes the release and its objects, acting as the
 // ServiceAccount the release was deployed as, if any. A missing release is
-// not an error, so cleanups can be retried.
-func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string) error {
+// not an error, so cleanups can be retried. A release of another owner is
+// not removed: Uninstall returns an *OwnedError and changes nothing; nor
+// is one that another process is changing (ErrReleaseBusy).
+func (d *Deployer) Uninstall(ctx context.Context, getter genericclioptions.RESTClientGetter, namespace, name string, owner Owner) error {
+	unlock, err := d.lock(ctx, getter, namespace, name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	cfg, sa, err := d.releaseConfiguration(getter, namespace, name)
 	if err != nil {
 		return err
 	}
+	h, err := d.claim(ctx, cfg, helmGetterOf(getter, namespace, sa), namespace, name, owner)
+	if err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
+	if h == nil {
+		return nil
+	}
+	defer h.release(ctx)
 	// Helm's Uninstall takes no context: honour cancellation before starting,
 	// not after a removal that already happened.
 	if err := ctx.Err(); err != nil {
@@ -438,64 +418,6 @@ func (d *Deployer) configuration(getter genericclioptions.RESTClientGetter, name
 	return cfg, nil
 }
 
-func (d *Deployer) install(ctx context.Context, cfg *action.Configuration, rel Release, chrt *chart.Chart, pr *postRenderer) (*release.Release, error) {
-	in := action.NewInstall(cfg)
-	in.PostRenderer = pr
-	in.ReleaseName = rel.Name
-	in.Namespace = rel.Namespace
-	// The post-renderer creates the namespace (see namespaceMetadata).
-	in.CreateNamespace = false
-	in.Timeout = d.timeoutOf(rel)
-	in.Wait = rel.Wait
-	in.WaitForJobs = rel.Wait && rel.WaitForJobs
-	in.Atomic = rel.Atomic
-	in.TakeOwnership = rel.TakeOwnership
-	in.EnableDNS = !rel.DisableDNS
-	in.SkipSchemaValidation = rel.SkipSchemaValidation
-	// The post-renderer's fieldChecker validates against the cluster's
-	// schema instead (see there why).
-	in.DisableOpenAPIValidation = true
-	in.Description = rel.Description
-	out, err := in.RunWithContext(helmContext(ctx), chrt, rel.Values)
-	if err != nil {
-		return nil, actionError(ctx, "install", rel, err)
-	}
-	return out, nil
-}
-
-func (d *Deployer) upgrade(ctx context.Context, cfg *action.Configuration, rel Release, chrt *chart.Chart, pr *postRenderer) (*release.Release, error) {
-	up := action.NewUpgrade(cfg)
-	up.PostRenderer = pr
-	up.Namespace = rel.Namespace
-	up.Timeout = d.timeoutOf(rel)
-	up.Wait = rel.Wait
-	up.WaitForJobs = rel.Wait && rel.WaitForJobs
-	up.Atomic = rel.Atomic
-	up.Force = rel.Force
-	up.TakeOwnership = rel.TakeOwnership
-	up.EnableDNS = !rel.DisableDNS
-	up.SkipSchemaValidation = rel.SkipSchemaValidation
-	up.DisableOpenAPIValidation = true // see install
-	up.Description = rel.Description
-	up.MaxHistory = rel.MaxHistory
-	if up.MaxHistory <= 0 {
-		up.MaxHistory = DefaultMaxHistory
-	}
-	out, err := up.RunWithContext(helmContext(ctx), rel.Name, chrt, rel.Values)
-	if err != nil {
-		if rel.Atomic {
-			// Helm stores the rollback of a failed atomic upgrade without
-			// pruning the history.
-			if capErr := capHistory(cfg, rel.Name, up.MaxHistory); capErr != nil {
-				d.log.Warn("Could not prune release history", zap.String("release", rel.Name),
-					zap.String("namespace", rel.Namespace), zap.Error(capErr))
-			}
-		}
-		return nil, actionError(ctx, "upgrade", rel, err)
-	}
-	return out, nil
-}
-
 // actionError wraps the error of Helm action op on rel. A timeout of
 // Helm's own (its context never ends, see helmContext) also wraps
 // ErrWaitTimeout; so does the CRD installer's, which wraps it itself.
@@ -549,53 +471,4 @@ func (d *Deployer) timeoutOf(rel Release) time.Duration {
 		return rel.Timeout
 	}
 	return d.timeout
-}
-
-// recoverPending handles a release left pending by an interrupted Helm
-// operation. A pending first install is uninstalled (nothing reached a
-// deployed state, so nothing is lost) and nil is returned so the caller
-// installs afresh. The record of a pending upgrade or rollback is dropped
-// and the caller upgrades from the revision before it, so the retried
-// operation takes the interrupted one's revision number: a crash adds no
-// Helm revision (objects the interrupted operation created carry this
-// release's ownership metadata and are adopted). Only when no earlier
-// record exists is the pending one marked failed and upgraded from.
-func (d *Deployer) recoverPending(cfg *action.Configuration, last *release.Release) (*release.Release, error) {
-	if !last.Info.Status.IsPending() {
-		if last.Info.Status == release.StatusUninstalled || last.Info.Status == release.StatusUninstalling {
-			return nil, d.purge(cfg, last)
-		}
-		return last, nil
-	}
-	d.log.Info("Recovering interrupted Helm operation",
-		zap.String("release", last.Name), zap.String("namespace", last.Namespace),
-		zap.String("status", last.Info.Status.String()), zap.Int("revision", last.Version))
-	if last.Info.Status == release.StatusPendingInstall && last.Version == 1 {
-		return nil, d.purge(cfg, last)
-	}
-	if prev, err := cfg.Releases.Get(last.Name, last.Version-1); err == nil && !prev.Info.Status.IsPending() &&
-		prev.Info.Status != release.StatusUninstalled && prev.Info.Status != release.StatusUninstalling {
-		if _, err := cfg.Releases.Delete(last.Name, last.Version); err != nil {
-			return nil, fmt.Errorf("drop interrupted revision %d of %s/%s: %w", last.Version, last.Namespace, last.Name, err)
-		}
-		return prev, nil
-	}
-	last.Info.Status = release.StatusFailed
-	last.Info.Description = "interrupted operation recovered by Flotilla"
-	if err := cfg.Releases.Update(last); err != nil {
-		return nil, fmt.Errorf("mark interrupted release %s/%s failed: %w", last.Namespace, last.Name, err)
-	}
-	return last, nil
-}
-
-// purge uninstalls what a never-deployed release may have created and drops
-// its history.
-func (d *Deployer) purge(cfg *action.Configuration, last *release.Release) error {
-	un := action.NewUninstall(cfg)
-	un.Timeout = d.timeout
-	un.IgnoreNotFound = true
-	if _, err := un.Run(last.Name); err != nil {
-		return fmt.Errorf("remove interrupted install %s/%s: %w", last.Namespace, last.Name, err)
-	}
-	return nil
 }

@@ -113,14 +113,14 @@ func TestDeployer(t *testing.T) {
 		require.NoError(t, err)
 		f.configMap(ctx, t, "uninstall", "app")
 
-		require.NoError(t, d.Uninstall(ctx, f.getter, "uninstall", "app"))
+		require.NoError(t, d.Uninstall(ctx, f.getter, "uninstall", "app", ""))
 
 		f.assertNoConfigMap(ctx, t, "uninstall", "app")
 		assert.Empty(t, f.helmSecrets(ctx, t, "uninstall", "app"), "release history must be gone")
 		f.assertCurrent(t, d, "uninstall", "app", "", 0)
 
-		require.NoError(t, d.Uninstall(ctx, f.getter, "uninstall", "app"), "second Uninstall")
-		require.NoError(t, d.Uninstall(ctx, f.getter, "uninstall", "never-installed"), "Uninstall of an unknown release")
+		require.NoError(t, d.Uninstall(ctx, f.getter, "uninstall", "app", ""), "second Uninstall")
+		require.NoError(t, d.Uninstall(ctx, f.getter, "uninstall", "never-installed", ""), "Uninstall of an unknown release")
 		f.assertCurrent(t, d, "uninstall", "app", "", 0)
 
 		// The name is free again: the next Deploy is a fresh install.
@@ -172,7 +172,7 @@ func TestDeployer(t *testing.T) {
 		assert.Equal(t, map[string]string{"value": "two"}, f.configMap(ctx, t, "target", "app").Data)
 		f.assertNoConfigMap(ctx, t, "other", "app")
 
-		require.NoError(t, d.Uninstall(ctx, getter, "target", "app"))
+		require.NoError(t, d.Uninstall(ctx, getter, "target", "app", ""))
 		f.assertNoConfigMap(ctx, t, "target", "app")
 		assert.Empty(t, f.helmSecrets(ctx, t, "target", "app"))
 	})
@@ -206,9 +206,11 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				require.NoError(t, err)
 				f.setStatus(t, ns, "app", 1, release.StatusPendingInstall)
 			},
-			wantRevision: 1,
+			// Never uninstalled (objects it adopted would go): marked
+			// failed and upgraded.
+			wantRevision: 2,
 			wantPrevious: "",
-			wantHistory:  []release.Status{release.StatusDeployed},
+			wantHistory:  []release.Status{release.StatusSuperseded, release.StatusDeployed},
 		},
 		{
 			name: "pending upgrade at revision 2 after revision 1 deployed",

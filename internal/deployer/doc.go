@@ -4,9 +4,29 @@
 // cluster already runs is a no-op: no Helm upgrade, no new revision. Retries,
 // workflow replays and worker restarts are therefore safe.
 //
+// Deploy decides as fluxcd/helm-controller does: determineReleaseState
+// reads the release's records and writer lease and names one state
+// (state.go: Absent, OwnedByAnother, PendingLive, PendingAbandoned,
+// NoDeployedRevision, Unowned, InSync, OutOfSync, Failed); actionForState
+// maps it to one action, each in its own file (action_install.go,
+// action_upgrade.go, action_recover.go, action_repair.go,
+// action_adopt.go); Deploy repeats until an action finished it. Correct
+// and Rollback settle the release the same way first (settle.go).
+//
+// A release records its Owner (a GitRepo or HelmOp and bundle) on every
+// revision; another owner's Deploy, Correct, Rollback, Uninstall or Forget
+// of it fails with an *OwnedError and changes nothing (owner.go).
+//
 // An interrupted Helm operation (a release left pending-install,
-// pending-upgrade or pending-rollback by a crash) is recovered by the next
-// Deploy instead of blocking the release until a human intervenes.
+// pending-upgrade, pending-rollback or uninstalling by a crash) is
+// recovered by the next Deploy instead of blocking the release until a
+// human intervenes, but only once its writer is known gone: every write
+// happens under the release's writer lease, renewed while Helm works
+// (lease.go), and a live lease of another process fails the call with
+// ErrReleaseBusy. An interrupted first install is upgraded, never
+// uninstalled, so objects it adopted stay; a release left without a
+// deployed revision by a rollback killed between its two writes is
+// repaired by the next Deploy or Correct.
 //
 // Every install and upgrade runs a post-render step over what the chart's
 // templates render, before Helm applies anything: it confines the release

@@ -17,6 +17,7 @@ import (
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	helmtime "helm.sh/helm/v3/pkg/time"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -174,19 +175,25 @@ func (f *fixture) statuses(t *testing.T, namespace, name string) []release.Statu
 }
 
 // setStatus overwrites the stored status of one revision, as a crash or a
-// failed operation would have left it.
+// failed operation would have left it. A pending (or uninstalling) record
+// is dated an hour back: written by a process long gone, whose lease, if
+// any, expired.
 func (f *fixture) setStatus(t *testing.T, namespace, name string, version int, status release.Status) {
 	t.Helper()
 	cfg := f.helm(t, namespace)
 	rel, err := cfg.Releases.Get(name, version)
 	require.NoError(t, err)
 	rel.Info.Status = status
+	if status.IsPending() || status == release.StatusUninstalling {
+		rel.Info.LastDeployed = helmtime.Time{Time: time.Now().Add(-time.Hour)}
+	}
 	require.NoError(t, cfg.Releases.Update(rel))
 }
 
 // createPending stores a new revision copied from revision from, carrying
 // deploymentID and left in status: what Helm has written when a process dies
-// after recording an upgrade or rollback and before finishing it.
+// after recording an upgrade or rollback and before finishing it, an hour
+// ago.
 func (f *fixture) createPending(t *testing.T, namespace, name string, from int, deploymentID string, status release.Status) {
 	t.Helper()
 	cfg := f.helm(t, namespace)
@@ -203,7 +210,7 @@ func (f *fixture) createPending(t *testing.T, namespace, name string, from int, 
 	pending.Version = last.Version + 1
 	pending.Info = &release.Info{
 		FirstDeployed: base.Info.FirstDeployed,
-		LastDeployed:  base.Info.LastDeployed,
+		LastDeployed:  helmtime.Time{Time: time.Now().Add(-time.Hour)},
 		Status:        status,
 		Description:   "interrupted by the test",
 	}

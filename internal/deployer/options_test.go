@@ -205,11 +205,11 @@ func TestDeployOptions(t *testing.T) {
 
 		// And so does the uninstall: refused without the right to delete
 		// the ConfigMap, done with it.
-		err = d.Uninstall(ctx, f.getter, ns, "app")
+		err = d.Uninstall(ctx, f.getter, ns, "app", "")
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "as service account sa-ok/deployer: ")
 		f.role(ctx, t, ns, "deployer", "configmaps", "secrets")
-		require.Eventually(t, func() bool { return d.Uninstall(ctx, f.getter, ns, "app") == nil },
+		require.Eventually(t, func() bool { return d.Uninstall(ctx, f.getter, ns, "app", "") == nil },
 			10*time.Second, 100*time.Millisecond, "Uninstall succeeds once the account may delete ConfigMaps")
 		f.assertNoConfigMap(ctx, t, ns, "app")
 	})

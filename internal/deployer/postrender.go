@@ -38,6 +38,10 @@ type postRenderer struct {
 	// fields checks the objects' fields against the cluster's schema;
 	// nil renders without a cluster.
 	fields *fieldChecker
+	// lease, when set, takes the release's lease once the namespace
+	// exists and before anything else is applied (a first install into a
+	// new namespace; see deployRun.begin).
+	lease func() error
 }
 
 var _ postrender.PostRenderer = (*postRenderer)(nil)
@@ -77,6 +81,11 @@ func (p *postRenderer) Run(rendered *bytes.Buffer) (*bytes.Buffer, error) {
 	}
 	if p.ns != nil {
 		if err := p.ns.apply(); err != nil {
+			return nil, fmt.Errorf("release %s/%s: %w", p.rel.Namespace, p.rel.Name, err)
+		}
+	}
+	if p.lease != nil {
+		if err := p.lease(); err != nil {
 			return nil, fmt.Errorf("release %s/%s: %w", p.rel.Namespace, p.rel.Name, err)
 		}
 	}
@@ -199,7 +208,7 @@ func (p *postRenderer) addMetadata(obj *unstructured.Unstructured) (bool, field.
 		return false, errs
 	}
 	changed := merge(obj, "labels", labels, p.rel.Labels)
-	changed = merge(obj, "annotations", annotations, addedAnnotations(p.rel, obj)) || changed
+	changed = merge(obj, "annotations", annotations, p.addedAnnotations(obj)) || changed
 	return changed, metadataErrors(labels, annotations, labelsPath, annotationsPath)
 }
 

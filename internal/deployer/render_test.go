@@ -75,7 +75,7 @@ func testPostRender(t *testing.T, f *fixture) {
 		assert.Contains(t, manifest, "# Source: probe/templates/extra-0.yaml\n")
 		assert.NotContains(t, manifest, "elsewhere")
 
-		require.NoError(t, d.Uninstall(ctx, f.getter, "forced", "app"))
+		require.NoError(t, d.Uninstall(ctx, f.getter, "forced", "app", ""))
 		f.assertNoConfigMap(ctx, t, "forced", "pinned")
 	})
 

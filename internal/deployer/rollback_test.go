@@ -17,14 +17,14 @@ func testRollback(t *testing.T, f *fixture) {
 		mustDeploy(ctx, t, d, f, "rollback", "id-1", "one")
 		mustDeploy(ctx, t, d, f, "rollback", "id-2", "two")
 
-		rev, err := d.Rollback(ctx, f.getter, "rollback", "app", "id-2", "id-1")
+		rev, err := d.Rollback(ctx, f.getter, "rollback", "app", "id-2", "id-1", "")
 
 		require.NoError(t, err)
 		assert.Equal(t, 3, rev, "a rollback is a new revision")
 		assert.Equal(t, "one", f.configMap(ctx, t, "rollback", "app").Data["value"])
 		f.assertCurrent(t, d, "rollback", "app", "id-1", 3)
 
-		again, err := d.Rollback(ctx, f.getter, "rollback", "app", "id-2", "id-1")
+		again, err := d.Rollback(ctx, f.getter, "rollback", "app", "id-2", "id-1", "")
 		require.NoError(t, err)
 		assert.Equal(t, 3, again, "already at id-1: nothing done")
 	})
@@ -37,7 +37,7 @@ func testRollback(t *testing.T, f *fixture) {
 		mustDeploy(ctx, t, d, f, "rollback-newer", "id-2", "two")
 		mustDeploy(ctx, t, d, f, "rollback-newer", "id-3", "three")
 
-		rev, err := d.Rollback(ctx, f.getter, "rollback-newer", "app", "id-2", "id-1")
+		rev, err := d.Rollback(ctx, f.getter, "rollback-newer", "app", "id-2", "id-1", "")
 
 		require.NoError(t, err)
 		assert.Equal(t, 3, rev)
@@ -50,7 +50,7 @@ func testRollback(t *testing.T, f *fixture) {
 		d := newDeployer(t)
 		mustDeploy(ctx, t, d, f, "rollback-gone", "id-2", "two")
 
-		_, err := d.Rollback(ctx, f.getter, "rollback-gone", "app", "id-2", "id-1")
+		_, err := d.Rollback(ctx, f.getter, "rollback-gone", "app", "id-2", "id-1", "")
 
 		require.ErrorIs(t, err, deployer.ErrNoRevision)
 		assert.Contains(t, err.Error(), "rollback-gone/app")
