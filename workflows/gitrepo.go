@@ -315,8 +315,18 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 // clustersChanged takes a ClustersChanged signal: with no rollout
 // running a rollout is due at once; while one runs, the changes are
 // gathered and supersede it once they pause (see clusterQuiet), or with
-// its end, whichever comes first.
+// its end, whichever comes first. A rollout superseded already is told
+// again at once (versionResupersede).
 func (g *gitRepo) clustersChanged(ctx workflow.Context) {
+	if g.superseding && g.running != "" && workflow.GetVersion(ctx, versionResupersede, workflow.DefaultVersion, 1) == 1 {
+		// Superseded already: it may still wait for a cluster that was
+		// just removed; it looks again (a rollout takes any number of
+		// supersede signals).
+		id := g.running
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			_ = workflow.SignalExternalWorkflow(ctx, id, "", protocol.SignalSupersede, nil).Get(ctx, nil)
+		})
+	}
 	if g.running == "" || workflow.GetVersion(ctx, versionCoalesceClusters, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		g.s.Dirty = true
 		return

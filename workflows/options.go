@@ -213,6 +213,10 @@ const (
 	// versionAgentUpgradeWindows: an upgrade of a managed agent waits for
 	// the cluster's agentUpgradeWindows.
 	versionAgentUpgradeWindows = "agent-upgrade-windows"
+	// versionResupersede: a cluster change while the GitRepo's rollout is
+	// already superseded signals it again, so it looks again for removed
+	// clusters whose queued work it still waits for (dropRemoved).
+	versionResupersede = "resupersede-on-cluster-change"
 )
 
 // rolloutCheckInterval is how often a GitRepo run that adopted a rollout
