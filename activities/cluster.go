@@ -177,7 +177,7 @@ func (c *ClusterActivities) deployOne(ctx context.Context, k *cluster.Conn, in D
 // follows shows what is still missing.
 func (c *ClusterActivities) repair(ctx context.Context, getter genericclioptions.RESTClientGetter, cluster string, in DeployInput, b Bundle,
 	opts bundle.Options) {
-	co := deployer.CorrectOptions{Owner: ownerOf(in.GitRepo, b.Name)}
+	co := deployer.CorrectOptions{Owner: ownerOf(in.GitRepo)}
 	if cd := opts.CorrectDrift; cd != nil {
 		co.Force, co.KeepFailHistory = cd.Force, cd.KeepFailHistory
 	}
@@ -263,7 +263,7 @@ func (c *ClusterActivities) release(ctx context.Context, in DeployInput, b Bundl
 	// The plan's release and namespace were computed from the same
 	// options; they win so cleanup and status always agree with it.
 	rel.Name, rel.Namespace = b.Release, b.Namespace
-	rel.Owner = ownerOf(in.GitRepo, b.Name)
+	rel.Owner, rel.OwnerBundle = ownerOf(in.GitRepo), b.Name
 	rel.Labels = map[string]string{LabelBundle: b.Name}
 	rel.Annotations = map[string]string{AnnotationGitRepo: in.GitRepo.String(), AnnotationCommit: in.Commit}
 	rel.Description = deployedBy(ctx)
@@ -344,15 +344,17 @@ func optionsOf(in DeployInput, b Bundle) RefillInput {
 		Cluster: in.Cluster, OptionsHash: b.OptionsHash}
 }
 
-// ownerOf is the owner of bundle's releases in the GitRepo or HelmOp
-// ref: "GitRepo ns/name, bundle b". It is "" (nothing recorded or
-// checked) for input without a GitRepo, as histories from before it was
-// set have none.
-func ownerOf(ref GitRepoRef, bundle string) deployer.Owner {
+// ownerOf is the owner of the releases of the GitRepo or HelmOp ref:
+// "GitRepo ns/name". Ownership is the GitRepo's, not the bundle's: a
+// bundle renamed with its releaseName kept takes its release over, as
+// the plan intends (the bundle is recorded beside the owner). It is ""
+// (nothing recorded or checked) for input without a GitRepo, as
+// histories from before it was set have none.
+func ownerOf(ref GitRepoRef) deployer.Owner {
 	if ref.Name == "" {
 		return ""
 	}
-	return deployer.Owner(ref.Title() + ", bundle " + bundle)
+	return deployer.Owner(ref.Title())
 }
 
 // interrupted reports whether Deploy, called by the activity execution
@@ -431,7 +433,9 @@ func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (Clean
 		return out, nil
 	}
 	for _, r := range in.Releases {
-		if err := c.cleanupOne(ctx, k, in, r); err != nil {
+		kept, err := c.cleanupOne(ctx, k, in, r)
+		out.Kept = append(out.Kept, kept...)
+		if err != nil {
 			// Each release on its own: the others are still removed.
 			out.Retry, out.Class = true, deployer.Classify(err)
 			out.Message = fmt.Sprintf("cluster %s: release %s/%s: %v", k.Name(), r.Namespace, r.Release, err)
@@ -444,16 +448,18 @@ func (c *ClusterActivities) Cleanup(ctx context.Context, in CleanupInput) (Clean
 	return out, nil
 }
 
-func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in CleanupInput, r Release) error {
+// cleanupOne removes release r from cluster k, and says what it kept on
+// purpose.
+func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in CleanupInput, r Release) (kept []string, err error) {
 	getter, err := k.Getter(r.Namespace)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	id, _, err := c.Deployer.Current(getter, r.Namespace, r.Release)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	owner := ownerOf(in.GitRepo, r.Bundle)
+	owner := ownerOf(in.GitRepo)
 	if r.KeepResources {
 		err = c.Deployer.Forget(ctx, getter, r.Namespace, r.Release, owner)
 	} else {
@@ -466,13 +472,13 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in 
 		c.Logger.Warn("Kept release of another owner", zap.String("bundle", r.Bundle), zap.String("cluster", k.Name()),
 			zap.String("release", r.Namespace+"/"+r.Release), zap.String("owner", string(owned.Owner)),
 			zap.String("workflowID", in.WorkflowID))
-		return nil
+		return []string{fmt.Sprintf("cluster %s: bundle %s: not removed: %v", k.Name(), r.Bundle, owned)}, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := c.removeDownstream(ctx, k, r); err != nil {
-		return err
+		return nil, err
 	}
 	if r.DeleteNamespace && !r.KeepResources {
 		err := c.Deployer.DeleteNamespace(ctx, getter, deployer.NamespaceDeletion{Namespace: r.Namespace, Release: r.Release,
@@ -484,16 +490,24 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in 
 			// would keep it again.
 			c.Logger.Warn("Kept namespace", zap.String("bundle", r.Bundle), zap.String("cluster", k.Name()),
 				zap.String("namespace", r.Namespace), zap.String("reason", string(kept.Reason)), zap.String("message", kept.Error()))
+			c.logRemoved(id, k, in, r)
+			return []string{fmt.Sprintf("cluster %s: bundle %s: %v", k.Name(), r.Bundle, kept)}, nil
 		case err != nil:
-			return err
+			return nil, err
 		}
 	}
+	c.logRemoved(id, k, in, r)
+	return nil, nil
+}
+
+// logRemoved logs the removal of release r, which ran deployment id ("":
+// none was deployed, nothing to log).
+func (c *ClusterActivities) logRemoved(id string, k *cluster.Conn, in CleanupInput, r Release) {
 	if id != "" {
 		c.Logger.Info("Removed bundle", zap.String("bundle", r.Bundle), zap.String("cluster", k.Name()),
 			zap.String("release", r.Namespace+"/"+r.Release), zap.Bool("keepResources", r.KeepResources),
 			zap.String("deploymentID", id), zap.String("workflowID", in.WorkflowID))
 	}
-	return nil
 }
 
 // Rollback returns releases to the deployment they ran before a halted
@@ -534,7 +548,7 @@ func (c *ClusterActivities) rollbackOne(ctx context.Context, k *cluster.Conn, in
 	if err != nil {
 		return err
 	}
-	rev, err := c.Deployer.Rollback(ctx, getter, r.Namespace, r.Release, r.From, r.To, ownerOf(in.GitRepo, r.Bundle))
+	rev, err := c.Deployer.Rollback(ctx, getter, r.Namespace, r.Release, r.From, r.To, ownerOf(in.GitRepo))
 	if err != nil {
 		return err
 	}

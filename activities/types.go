@@ -176,7 +176,11 @@ type CleanupInput struct {
 // CleanupResult lists the releases removed; Retry and Message as in
 // DeployResult for those that were not.
 type CleanupResult struct {
-	Removed []string      `json:"removed"`
+	Removed []string `json:"removed"`
+	// Kept says what a cleanup left in place on purpose, naming the
+	// cluster: a release another GitRepo owns, a namespace deleteNamespace
+	// kept and why. It is shown with the GitRepo's warnings.
+	Kept    []string      `json:"kept,omitempty"`
 	Retry   bool          `json:"retry,omitempty"`
 	Class   outcome.Class `json:"class,omitempty"`
 	Message string        `json:"message,omitempty"`

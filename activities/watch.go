@@ -94,10 +94,11 @@ func (c *ClusterActivities) Watch(ctx context.Context, in WatchInput) error {
 func (c *ClusterActivities) watchTargets(ctx context.Context, in WatchInput) []drift.Target {
 	var out []drift.Target
 	for _, set := range in.Sets {
+		ref := ParseGitRepoRef(set.GitRepo)
 		for _, r := range set.Releases {
 			t := drift.Target{GitRepo: set.GitRepo, Bundle: r.Bundle, Release: r.Release, Namespace: r.Namespace,
-				DeploymentID: r.DeploymentID}
-			opts, err := c.options(ctx, RefillInput{GitRepo: ParseGitRepoRef(set.GitRepo), Bundle: r.Bundle,
+				DeploymentID: r.DeploymentID, Owner: ownerOf(ref)}
+			opts, err := c.options(ctx, RefillInput{GitRepo: ref, Bundle: r.Bundle,
 				Cluster: in.Cluster, OptionsHash: r.OptionsKey})
 			if err == nil {
 				err = settings(&t, opts)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,10 +25,14 @@ import (
 //     bundles from the 3 clusters: the deletion guard (default 25 %, at
 //     least 5) holds the 9 uninstalls, DeletionHeld names them, the
 //     bundle kept deploys; `flotilla approve --deletions` removes them.
+//   - ReleaseOwnership: a second GitRepo whose bundle uses the first's
+//     releaseName and namespace is ErrApplied naming the first and
+//     touches nothing; deleting it leaves the first's objects.
 func TestDeletionGuards(t *testing.T) {
 	f := startFleet(t, 3, 3)
 	t.Run("MissingGroupHoldsUninstalls", func(t *testing.T) { testMissingGroupHoldsUninstalls(t, f) })
 	t.Run("GuardHoldsMassUninstall", func(t *testing.T) { testGuardHoldsMassUninstall(t, f) })
+	t.Run("ReleaseOwnership", func(t *testing.T) { testReleaseOwnership(t, f) })
 }
 
 func clusterGroupDoc(name, key, value string) string {
@@ -160,4 +165,66 @@ func testGuardHoldsMassUninstall(t *testing.T, f *fleet) {
 	_, stderr, err := f.cliErr(t, "approve", name, "--deletions")
 	require.Error(t, err, "nothing is held any more")
 	assert.Contains(t, stderr, "the deletion guard holds no uninstall")
+}
+
+func testReleaseOwnership(t *testing.T, f *fleet) {
+	const ns, release = "shared-ns", "shared"
+	const target = "  targets:\n  - clusterName: cluster-1\n"
+	bundleFiles := func(value string) map[string]string {
+		return map[string]string{
+			"app/fleet.yaml": fleetYAML(ns) + "helm:\n  releaseName: " + release + "\n",
+			"app/cm.yaml":    configMapDoc("shared-config", value),
+		}
+	}
+	first := f.git.CreateRepo(t, "owner-a", bundleFiles("first"))
+	f.apply(t, gitRepoDoc("owner-a", first.URL(), target))
+	defer f.remove(t, "owner-a")
+	f.waitFor(t, "owner-a", "the first GitRepo's release Ready", settledAt(first.Head(t), 1))
+
+	second := f.git.CreateRepo(t, "owner-b", bundleFiles("second"))
+	f.apply(t, gitRepoDoc("owner-b", second.URL(), target))
+	st := f.waitForWithin(t, "owner-b", "the second GitRepo refused", 90*time.Second, func(st status.GitRepo) bool {
+		return st.Settled && len(st.Deployments) == 1 && st.Deployments[0].State == status.ErrApplied
+	})
+	d := st.Deployments[0]
+	t.Logf("refused: %s", d.Message)
+	assert.Contains(t, d.Message, "release shared-ns/shared belongs to GitRepo fleet-default/owner-a", "names the owner")
+	assert.Contains(t, d.Message, "cluster-1", "names the cluster")
+	unchanged := func(why string) {
+		t.Helper()
+		cm, ok := f.configMap(t, "cluster-1", ns, "shared-config")
+		if assert.True(t, ok, why) {
+			assert.Equal(t, "first", cm.Data["value"], why)
+		}
+		assert.Equal(t, 1, f.releaseRevisions(t, "cluster-1", ns, release), "%s: the first's release untouched", why)
+	}
+	unchanged("while refused")
+	// Untargeted from cluster-1: nothing of the first's is touched.
+	f.apply(t, gitRepoDoc("owner-b", second.URL(), "  targets:\n  - clusterName: cluster-2\n"))
+	f.waitForWithin(t, "owner-b", "deployed on cluster-2 only", 90*time.Second, settledAt(second.Head(t), 1))
+	unchanged("the second GitRepo untargeted")
+	f.remove(t, "owner-b")
+	unchanged("the second GitRepo deleted")
+
+	// A third GitRepo's own release in the same namespace, with
+	// deleteNamespace: untargeted, its release goes and the namespace,
+	// which holds the first's objects, stays; its status says so.
+	third := f.git.CreateRepo(t, "owner-c", map[string]string{
+		"app/fleet.yaml": fleetYAML(ns) + "deleteNamespace: true\n",
+		"app/cm.yaml":    configMapDoc("third-config", "third"),
+	})
+	f.apply(t, gitRepoDoc("owner-c", third.URL(), target))
+	defer f.remove(t, "owner-c")
+	f.waitFor(t, "owner-c", "the third GitRepo's release Ready", settledAt(third.Head(t), 1))
+	f.apply(t, gitRepoDoc("owner-c", third.URL(), "  targets:\n  - clusterName: cluster-2\n"))
+	st = f.waitForWithin(t, "owner-c", "the namespace kept, and said", 90*time.Second, func(st status.GitRepo) bool {
+		return st.Settled && slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.Contains(w, "namespace "+ns+" kept") })
+	})
+	t.Logf("warnings: %q", st.Warnings)
+	assert.True(t, slices.ContainsFunc(st.Warnings, func(w string) bool { return strings.HasPrefix(w, "cluster cluster-1: bundle owner-c-app: ") }),
+		"the warning names the cluster and the bundle: %q", st.Warnings)
+	_, ok := f.configMap(t, "cluster-1", ns, "third-config")
+	assert.False(t, ok, "the third's own release is removed")
+	unchanged("the namespace kept")
+	assert.Equal(t, status.Ready, f.status(t, "owner-a").Summary.State, "the first GitRepo is still Ready")
 }

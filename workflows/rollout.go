@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -191,6 +192,10 @@ func (r *rolloutRun) result() RolloutResult {
 		Halts: r.st.Halts, Waits: r.st.Waits, Warnings: r.warnings}
 	if r.s != nil {
 		res.Approvals = r.s.Approvals()
+		if kept := r.s.Kept(); len(kept) > 0 {
+			// Shown where the user looks: the GitRepo's warnings.
+			res.Warnings = status.LimitWarnings(append(slices.Clone(r.warnings), kept...))
+		}
 	}
 	res.Guarded = r.guarded
 	return res

@@ -325,8 +325,8 @@ func (r *runner) cleanup(ctx workflow.Context, w clusterWork) {
 		}
 		var res activities.CleanupResult
 		err := workflow.ExecuteActivity(r.on(r.scoped(ctx, w.Cluster), w, opts), ca.Cleanup, in).Get(ctx, &res)
-		if len(res.Removed) > 0 {
-			r.report(ctx, clusterReport{Cluster: w.Cluster, Removed: res.Removed})
+		if len(res.Removed) > 0 || len(res.Kept) > 0 {
+			r.report(ctx, clusterReport{Cluster: w.Cluster, Removed: res.Removed, Kept: res.Kept})
 		}
 		if err == nil && !res.Retry || r.gone(w.Cluster) {
 			return

@@ -122,6 +122,10 @@ type Release struct {
 	// another owner is not touched: Deploy fails with an *OwnedError.
 	// Optional: default none (nothing recorded, nothing checked).
 	Owner Owner
+	// OwnerBundle is the owner's bundle, recorded beside it
+	// (OwnerBundleAnnotation) and named when another owner is refused.
+	// Optional.
+	OwnerBundle string
 	// Wait waits for resources to become ready within the timeout.
 	Wait bool
 	// ForceNamespace confines the release to one namespace (Fleet's
@@ -280,6 +284,7 @@ func (d *Deployer) deploy(ctx context.Context, getter, helmGetter genericcliopti
 	setAnnotation(chrt, ServiceAccountAnnotation, rel.ServiceAccount)
 	setAnnotation(chrt, ValuesFromAnnotation, digest)
 	setAnnotation(chrt, OwnerAnnotation, string(rel.Owner))
+	setAnnotation(chrt, OwnerBundleAnnotation, rel.OwnerBundle)
 	setAnnotation(chrt, LeaseAnnotation, "v1")
 	run := &deployRun{d: d, cfg: cfg, rel: rel, chrt: chrt, pr: pr, helmGetter: helmGetter, leases: leases,
 		want: desired{owner: rel.Owner, deploymentID: rel.DeploymentID, valuesFrom: digest}}

@@ -11,8 +11,15 @@ import (
 // the Owner of the release.
 const OwnerAnnotation = "flotilla.dev/owner"
 
-// Owner names who deploys a release: for a bundle, its GitRepo (or HelmOp)
-// and the bundle's name, such as "GitRepo fleet-local/app, bundle app-web".
+// OwnerBundleAnnotation records, next to the owner, the bundle of the
+// owner that wrote the revision (Release.OwnerBundle). It is shown, not
+// compared: a GitRepo's bundle renamed with its releaseName kept deploys
+// the release it took over.
+const OwnerBundleAnnotation = "flotilla.dev/owner-bundle"
+
+// Owner names who deploys a release: for a bundle, its GitRepo (or
+// HelmOp), such as "GitRepo fleet-local/app" (the bundle is recorded
+// beside it, OwnerBundleAnnotation).
 // It is shown in errors and in helm history, so it holds names only, never
 // credentials. Two owners are the same when their strings are equal.
 //
@@ -33,10 +40,17 @@ type OwnedError struct {
 	Namespace, Name string
 	// Owner is who the release belongs to; Caller is who asked.
 	Owner, Caller Owner
+	// OwnerBundle is the owner's bundle that wrote the release, when
+	// recorded.
+	OwnerBundle string
 }
 
 func (e *OwnedError) Error() string {
-	return fmt.Sprintf("release %s/%s belongs to %s, not to %s", e.Namespace, e.Name, e.Owner, e.Caller)
+	owner := string(e.Owner)
+	if e.OwnerBundle != "" {
+		owner += " (bundle " + e.OwnerBundle + ")"
+	}
+	return fmt.Sprintf("release %s/%s belongs to %s, not to %s", e.Namespace, e.Name, owner, e.Caller)
 }
 
 // OwnerOf returns the owner recorded on a release revision, "" when none is.
@@ -61,5 +75,6 @@ func checkOwner(last *release.Release, namespace, name string, caller Owner) err
 	if last == nil || !ownedByAnother(last, caller) {
 		return nil
 	}
-	return &OwnedError{Namespace: namespace, Name: name, Owner: OwnerOf(last), Caller: caller}
+	return &OwnedError{Namespace: namespace, Name: name, Owner: OwnerOf(last), Caller: caller,
+		OwnerBundle: last.Chart.Metadata.Annotations[OwnerBundleAnnotation]}
 }

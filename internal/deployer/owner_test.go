@@ -20,7 +20,7 @@ import (
 // adopted by the first owner that deploys it.
 func TestOwnership(t *testing.T) {
 	f := newFixture(t)
-	const first, second deployer.Owner = "GitRepo fleet-local/first, bundle app", "GitRepo fleet-local/second, bundle app"
+	const first, second deployer.Owner = "GitRepo fleet-local/first", "GitRepo fleet-local/second"
 
 	t.Run("another owner touches nothing", func(t *testing.T) {
 		t.Parallel()
@@ -28,11 +28,11 @@ func TestOwnership(t *testing.T) {
 		d := newDeployer(t)
 		const ns = "owned"
 		rel := testRelease(ns, "app", "id-1", "one")
-		rel.Owner = first
+		rel.Owner, rel.OwnerBundle = first, "web"
 		_, err := d.Deploy(ctx, f.getter, rel)
 		require.NoError(t, err)
 		rel = testRelease(ns, "app", "id-2", "one")
-		rel.Owner = first
+		rel.Owner, rel.OwnerBundle = first, "web-renamed" // same GitRepo, bundle renamed: still its release
 		_, err = d.Deploy(ctx, f.getter, rel)
 		require.NoError(t, err)
 		records := f.helmSecrets(ctx, t, ns, "app")
@@ -51,7 +51,7 @@ func TestOwnership(t *testing.T) {
 			var owned *deployer.OwnedError
 			if assert.True(t, errors.As(err, &owned), "%s: %v", call, err) {
 				assert.Equal(t, first, owned.Owner, call)
-				assert.Contains(t, err.Error(), string(first), "%s names the owner", call)
+				assert.Contains(t, err.Error(), string(first)+" (bundle web-renamed)", "%s names the owner and its bundle", call)
 			}
 			assert.Equal(t, outcome.Invalid, deployer.Classify(err), call)
 		}

@@ -52,7 +52,7 @@ func (m *Monitor) correct(ctx context.Context, w *watched, drift []drifted, rep 
 	var rev int
 	if err == nil {
 		rev, err = m.cfg.Deployer.Correct(ctx, getter, w.t.Namespace, w.t.Release, w.t.DeploymentID, deployer.CorrectOptions{
-			Force: w.t.Correct.Force, KeepFailHistory: w.t.Correct.KeepFailHistory, MaxHistory: w.t.MaxHistory})
+			Force: w.t.Correct.Force, KeepFailHistory: w.t.Correct.KeepFailHistory, MaxHistory: w.t.MaxHistory, Owner: w.t.Owner})
 	}
 	if err != nil {
 		m.failed(w, err, rep)

@@ -73,6 +73,10 @@ type Target struct {
 	// at any time. Windows that do not parse (rendering rejects them)
 	// gate nothing, and the reports say so.
 	Windows []bundle.Window
+	// Owner is the owner of the release (deployer.Owner): a correction
+	// of a release another owner took over is refused. Optional: none
+	// checks nothing.
+	Owner deployer.Owner
 }
 
 // Key names the target's release: namespace/release.

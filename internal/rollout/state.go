@@ -32,6 +32,8 @@ type State struct {
 	superseded bool
 	// holds say why uninstalls are held (Plan.Holds).
 	holds []status.Wait
+	// kept are what cleanups left in place on purpose (Report.Kept).
+	kept []string
 }
 
 // Report is what one cluster's work reported: the rollout's own runner,
@@ -48,6 +50,10 @@ type Report struct {
 	Bundles []string `json:"bundles,omitempty"`
 	// Removed are cleaned releases ("<namespace>/<release>").
 	Removed []string `json:"removed,omitempty"`
+	// Kept say what a cleanup left in place on purpose (a release of
+	// another owner, a namespace deleteNamespace kept), naming the
+	// cluster.
+	Kept    []string `json:"kept,omitempty"`
 	Message string   `json:"message,omitempty"`
 }
 
@@ -130,6 +136,10 @@ func (s *State) Approvals() []Approval {
 	return s.sched.Approvals()
 }
 
+// Kept says what the rollout's cleanups left in place on purpose, in
+// the order reported.
+func (s *State) Kept() []string { return s.kept }
+
 // Supersede records that a newer change cut the rollout short: clusters
 // it gives up on are not recorded as failures (the newer rollout deploys
 // anew), and failures halt nothing.
@@ -140,6 +150,7 @@ func (s *State) Supersede() { s.superseded = true }
 func (s *State) Report(rep Report, now time.Time) []status.Halt {
 	s.track.Record(rep.Deployments, now)
 	s.track.Forget(rep.Cluster, rep.Removed)
+	s.kept = append(s.kept, rep.Kept...)
 	if s.sched == nil {
 		return nil
 	}

@@ -129,3 +129,18 @@ func TestState_ApprovalsAndMark(t *testing.T) {
 	assert.True(t, s.Running("a", "c2"))
 	assert.False(t, NewState(p, Backoff{}).Running("a", "c2"), "nothing runs before Schedule")
 }
+
+// A cleanup that keeps something on purpose (another owner's release, a
+// namespace deleteNamespace keeps) is forgotten from the inventory like
+// any removal, and what it kept is told, in order.
+func TestState_KeptIsToldAndForgotten(t *testing.T) {
+	inv := []InventoryEntry{entry("a", "c1"), entry("b", "c1")}
+	s := NewState(MakePlan(each(targets([]string{"c1"}, "c1"), bundles("a")), inv, PlanOptions{}), Backoff{})
+	require.Len(t, s.Inventory(), 2)
+	s.Report(Report{Cluster: "c1", Removed: []string{"default/b"},
+		Kept: []string{"cluster c1: bundle b: not removed: release default/b belongs to GitRepo ns/other"}}, t0)
+	assert.Len(t, s.Inventory(), 1, "the release kept for its owner leaves this GitRepo's inventory")
+	s.Report(Report{Cluster: "c1", Kept: []string{"cluster c1: bundle x: namespace default kept"}}, t0)
+	assert.Equal(t, []string{"cluster c1: bundle b: not removed: release default/b belongs to GitRepo ns/other",
+		"cluster c1: bundle x: namespace default kept"}, s.Kept())
+}
