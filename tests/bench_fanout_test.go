@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
@@ -37,6 +37,30 @@ import (
 // virtual clusters sharing an API server install 333 releases side by
 // side. The bundle is one ConfigMap (FLOTILLA_FANOUT_WORKLOAD=deployment:
 // one Deployment, with the API servers in sim mode).
+//
+// Same namespace: one more round, at 300 clusters (or the headline size
+// when 300 is not run), gives every virtual cluster the same namespace
+// (fanout-shared) and release name, as a bundle without per-cluster
+// customizations has on real clusters; FLOTILLA_FANOUT_SAME_NAMESPACE=1
+// runs every round so and =0 none. Helm's lock is per API server URL and
+// release, so these releases must be on distinct clusters: 300 API servers
+// do not fit on 2 cores and 24 GiB (about 280 MiB and a share of CPU each),
+// so each virtual cluster is a URL of its own
+// (https://127.0.0.1:P/vc/vc-0042) on a namespace proxy in this process
+// (testenv.NamespaceProxy, one per API server), which stores its
+// fanout-shared in a namespace of its own (fanout-000042) and shows it as
+// fanout-shared. fanout.json then has same_namespace_total_s (and
+// same_namespace_clusters, _p95_cluster_ms, _worker_cpu_s,
+// _helm_revisions_max), next to it same_namespace_baseline_total_s, the
+// per-namespace round of the same size, and same_namespace_ratio (goal:
+// at most 1.2). The proxy's TLS and copying, in the benchmark process,
+// are part of the same-namespace figure, and so is a client per cluster:
+// the worker caches API clients (discovery included) per server URL and
+// credentials, which the per-namespace round's virtual clusters share,
+// 100 to an API server. So a control round runs first, a namespace per
+// cluster but a URL per cluster on the same proxies (FLOTILLA_FANOUT_PROXY=1
+// runs every round so): proxied_total_s, and same_namespace_proxied_ratio
+// is the shared namespace's own cost.
 //
 // Registration is set-up, not measured: the first clusters are added with
 // `flotilla cluster add`; if that pace would take more than 2 minutes for
@@ -122,9 +146,58 @@ func BenchmarkFanout(b *testing.B) {
 		})
 		lg.b = b
 	}
+	if n := cfg.sameNamespaceAt; n > 0 {
+		control := cfg
+		control.proxied = true
+		b.Run(strconv.Itoa(n)+"-proxied", func(b *testing.B) {
+			lg.b = b
+			res := fanoutRound(b, control, lg, n, false)
+			out["proxied_clusters"], out["proxied_total_s"], out["proxied_worker_cpu_s"] = res["clusters"], res["total_s"], res["worker_cpu_s"]
+		})
+		same := cfg
+		same.sameNamespace = true
+		b.Run(strconv.Itoa(n)+"-same-namespace", func(b *testing.B) {
+			lg.b = b
+			res := fanoutRound(b, same, lg, n, false)
+			sameNamespaceFigures(lg, out, res, curve)
+		})
+		lg.b = b
+	} else if cfg.sameNamespace {
+		sameNamespaceFigures(lg, out, nil, nil)
+	}
 	out["curve"] = curve
 	writeBenchJSON(b, "fanout", out)
 	lg.logf("cost curve: %s", curveSummary(curve))
+}
+
+// sameNamespaceFigures adds the same-namespace round's figures to out:
+// same_namespace_clusters, same_namespace_total_s (and its p95, CPU and
+// Helm revisions), and next to them the per-namespace round of that size
+// from curve: same_namespace_baseline_total_s and same_namespace_ratio
+// (the goal: at most 1.2). With res nil every round was a same-namespace
+// one, and out's own fields are its figures.
+func sameNamespaceFigures(lg *benchLog, out map[string]any, res map[string]float64, curve []map[string]float64) {
+	if res == nil {
+		out["same_namespace_clusters"], out["same_namespace_total_s"] = out["clusters"], out["total_s"]
+		return
+	}
+	for _, k := range []string{"clusters", "completed", "total_s", "p95_cluster_ms", "worker_cpu_s", "helm_revisions_max"} {
+		if v, ok := res[k]; ok {
+			out["same_namespace_"+k] = v
+		}
+	}
+	for _, pt := range curve {
+		if pt["clusters"] == res["clusters"] && pt["total_s"] > 0 {
+			out["same_namespace_baseline_total_s"] = pt["total_s"]
+			out["same_namespace_ratio"] = res["total_s"] / pt["total_s"]
+			lg.logf("%.0f clusters: %.1f s with one namespace and release name on every cluster, %.1f s with a namespace each (×%.2f; goal: ≤ 1.2)",
+				res["clusters"], res["total_s"], pt["total_s"], res["total_s"]/pt["total_s"])
+		}
+	}
+	if p, ok := out["proxied_total_s"].(float64); ok && p > 0 {
+		out["same_namespace_proxied_ratio"] = res["total_s"] / p
+		lg.logf("with a namespace each on the same proxies: %.1f s (same namespace ×%.2f of it)", p, res["total_s"]/p)
+	}
 }
 
 // curveFields are the figures of each size that the curve reports.
@@ -157,9 +230,11 @@ func curveSummary(curve []map[string]float64) string {
 func fanoutRound(b *testing.B, cfg fanoutConfig, lg *benchLog, n int, resync bool) map[string]float64 {
 	ctx := context.Background()
 	k := cfg.apiservers
-	lg.logf("%d virtual clusters on %d API servers, workload %s, Temporal %s, automatic partitions %s", n, k, cfg.workload,
+	lg.logf("%d virtual clusters on %d API servers, workload %s, Temporal %s, automatic partitions %s, %s", n, k, cfg.workload,
 		map[bool]string{false: "embedded (--dev)", true: "separate process"}[cfg.separateTemporal],
-		map[bool]string{false: "on (product default)", true: "off"}[cfg.unpartitioned])
+		map[bool]string{false: "on (product default)", true: "off"}[cfg.unpartitioned],
+		map[bool]string{false: "a namespace per cluster", true: "one namespace and release name on every cluster"}[cfg.sameNamespace]+
+			map[bool]string{false: "", true: " (a URL per cluster on namespace proxies)"}[cfg.sameNamespace || cfg.proxied])
 
 	// Set-up: API servers, Git server, worker.
 	setup := time.Now()
@@ -183,10 +258,11 @@ func fanoutRound(b *testing.B, cfg fanoutConfig, lg *benchLog, n int, resync boo
 	for i := range names {
 		names[i] = virtualClusterName(i)
 	}
+	kubeconfigs := fanoutKubeconfigs(b, apis, names, cfg.sameNamespace || cfg.proxied)
 	reg := time.Now()
 	probe := min(cfg.cliProbe, n)
 	for i := range probe {
-		out := f.cli(b, "cluster", "add", names[i], "--kubeconfig", apis[i%k].KubeconfigPath, "--label", "fanout=yes")
+		out := f.cli(b, "cluster", "add", names[i], "--kubeconfig", kubeconfigs[i], "--label", "fanout=yes")
 		require.Contains(b, out, "cluster/"+names[i]+" created")
 	}
 	direct := false
@@ -208,7 +284,7 @@ func fanoutRound(b *testing.B, cfg fanoutConfig, lg *benchLog, n int, resync boo
 			err = parallel(probe, n, 8, func(i int) error {
 				rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 				defer cancel()
-				if err := registerClusterDirect(rctx, c, key, names[i], apis[i%k].KubeconfigPath, labels); err != nil {
+				if err := registerClusterDirect(rctx, c, key, names[i], kubeconfigs[i], labels); err != nil {
 					return err
 				}
 				return waitNotified(rctx, c, names[i])
@@ -216,7 +292,7 @@ func fanoutRound(b *testing.B, cfg fanoutConfig, lg *benchLog, n int, resync boo
 			require.NoError(b, err)
 		} else {
 			for i := probe; i < n; i++ {
-				f.cli(b, "cluster", "add", names[i], "--kubeconfig", apis[i%k].KubeconfigPath, "--label", "fanout=yes")
+				f.cli(b, "cluster", "add", names[i], "--kubeconfig", kubeconfigs[i], "--label", "fanout=yes")
 			}
 		}
 	}
@@ -244,7 +320,7 @@ func fanoutRound(b *testing.B, cfg fanoutConfig, lg *benchLog, n int, resync boo
 
 	// The GitRepo: one bundle, a namespace per cluster.
 	file, workload := fanoutWorkload(cfg.workload)
-	repo := git.CreateRepo(b, "fanout", map[string]string{"fleet.yaml": fanoutFleetYAML(names, cfg.unpartitioned), file: workload})
+	repo := git.CreateRepo(b, "fanout", map[string]string{"fleet.yaml": fanoutFleetYAML(names, cfg.unpartitioned, cfg.sameNamespace), file: workload})
 	commit := repo.Head(b)
 	gr := api.GitRepo{TypeMeta: api.TypeMeta{APIVersion: api.Version, Kind: api.KindGitRepo},
 		Metadata: api.ObjectMeta{Name: "fanout", Namespace: api.DefaultNamespace},
@@ -295,6 +371,8 @@ func fanoutRound(b *testing.B, cfg fanoutConfig, lg *benchLog, n int, resync boo
 		"deployment_bundle": map[bool]float64{false: 0, true: 1}[sim],
 		"temporal_separate": map[bool]float64{false: 0, true: 1}[cfg.separateTemporal],
 		"unpartitioned":     map[bool]float64{false: 0, true: 1}[cfg.unpartitioned],
+		"same_namespace":    map[bool]float64{false: 0, true: 1}[cfg.sameNamespace],
+		"proxied":           map[bool]float64{false: 0, true: 1}[cfg.sameNamespace || cfg.proxied],
 	}
 	sampler.mu.Lock()
 	res["max_pending_activities"] = float64(sampler.maxPending)
@@ -356,6 +434,13 @@ func fanoutRound(b *testing.B, cfg fanoutConfig, lg *benchLog, n int, resync boo
 	require.NoError(b, err)
 	res["helm_revisions_max"] = float64(revs)
 	lg.logf("Helm revisions per release: at most %d", revs)
+	if cfg.sameNamespace {
+		// Distinct clusters: each virtual cluster's release is its own.
+		own, err := backedReleases(ctx, apis, n)
+		require.NoError(b, err)
+		lg.logf("%d of %d virtual clusters have their own Helm release behind %s", own, n, fanoutSharedNamespace)
+		require.Equal(b, n, own, "virtual clusters with a Helm release of their own")
+	}
 	return res
 }
 
@@ -394,24 +479,15 @@ func waitWatched(ctx context.Context, c client.Client, n int, timeout time.Durat
 // release had.
 func maxHelmRevision(ctx context.Context, apis []*testenv.Cluster) (int, error) {
 	most := 0
-	for _, a := range apis {
-		cs, err := kubernetes.NewForConfig(a.RESTConfig())
+	err := eachHelmRecord(ctx, apis, func(s corev1.Secret) error {
+		v, err := strconv.Atoi(s.Labels["version"])
 		if err != nil {
-			return 0, err
+			return fmt.Errorf("Helm record %s/%s: version %q", s.Namespace, s.Name, s.Labels["version"])
 		}
-		list, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
-		if err != nil {
-			return 0, err
-		}
-		for _, s := range list.Items {
-			v, err := strconv.Atoi(s.Labels["version"])
-			if err != nil {
-				return 0, fmt.Errorf("Helm record %s/%s: version %q", s.Namespace, s.Name, s.Labels["version"])
-			}
-			most = max(most, v)
-		}
-	}
-	return most, nil
+		most = max(most, v)
+		return nil
+	})
+	return most, err
 }
 
 // startFanoutWorker starts the worker on stateDir: `flotilla-worker --dev`

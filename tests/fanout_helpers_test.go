@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -61,6 +62,23 @@ type fanoutConfig struct {
 	// clusters on, four partitions of 25 %, each started once the ones
 	// before it are Ready (maxUnavailablePartitions 0).
 	unpartitioned bool
+	// sameNamespace puts every virtual cluster's release in one namespace
+	// (fanoutSharedNamespace) under one name, each virtual cluster behind a
+	// URL of its own on a namespace proxy (see fanoutKubeconfigs):
+	// FLOTILLA_FANOUT_SAME_NAMESPACE=1 runs every round so.
+	sameNamespace bool
+	// sameNamespaceAt is the size of the one extra same-namespace round run
+	// after the per-namespace ones (its figures are fanout.json's
+	// same_namespace_* fields): 300 when 300 is among the sizes, else the
+	// headline size; 0 (FLOTILLA_FANOUT_SAME_NAMESPACE=0 or =1) runs none.
+	sameNamespaceAt int
+	// proxied gives every virtual cluster a URL of its own on the
+	// namespace proxies, as sameNamespace does, but its own namespace
+	// (FLOTILLA_FANOUT_PROXY=1 runs every round so). The extra
+	// same-namespace round is preceded by one so, the control that tells
+	// what the proxies and a client per cluster cost apart from the shared
+	// namespace: fanout.json's proxied_total_s.
+	proxied bool
 	// timeout bounds the rollout (FLOTILLA_FANOUT_TIMEOUT, default 20m).
 	timeout time.Duration
 	// cliProbe is how many clusters are registered with the CLI to time it
@@ -128,6 +146,25 @@ func loadFanoutConfig(b *testing.B) fanoutConfig {
 	default:
 		b.Fatalf("FLOTILLA_FANOUT_PARTITIONS=%q: want auto or off", v)
 	}
+	switch v := os.Getenv("FLOTILLA_FANOUT_SAME_NAMESPACE"); v {
+	case "":
+		cfg.sameNamespaceAt = cfg.headline()
+		if slices.Contains(cfg.sizes, 300) {
+			cfg.sameNamespaceAt = 300
+		}
+	case "0":
+	case "1":
+		cfg.sameNamespace = true
+	default:
+		b.Fatalf("FLOTILLA_FANOUT_SAME_NAMESPACE=%q: want 1 (every round), 0 (none) or unset (one extra round)", v)
+	}
+	switch v := os.Getenv("FLOTILLA_FANOUT_PROXY"); v {
+	case "", "0":
+	case "1":
+		cfg.proxied = true
+	default:
+		b.Fatalf("FLOTILLA_FANOUT_PROXY=%q: want 1 or 0", v)
+	}
 	if v := os.Getenv("FLOTILLA_FANOUT_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -151,15 +188,96 @@ func (cfg fanoutConfig) headline() int {
 // virtualClusterName is the name of virtual cluster i.
 func virtualClusterName(i int) string { return fmt.Sprintf("vc-%04d", i) }
 
+// fanoutSharedNamespace is the one namespace of every virtual cluster's
+// release in a same-namespace round.
+const fanoutSharedNamespace = "fanout-shared"
+
+// fanoutBackingNamespace is the API server's namespace behind virtual
+// cluster i's fanoutSharedNamespace: as long as it (see NamespaceProxy),
+// and a name nothing else contains.
+func fanoutBackingNamespace(i int) string { return fmt.Sprintf("fanout-%06d", i) }
+
+// fanoutKubeconfigs returns each virtual cluster's kubeconfig. By default
+// virtual cluster i uses API server i%k's. With proxied each gets a URL of
+// its own on a namespace proxy in front of API server i%k, where its
+// fanoutSharedNamespace is namespace fanoutBackingNamespace(i): to
+// Flotilla (and Helm's per-cluster lock, keyed by server URL) they are
+// distinct clusters, each with a namespace and release of the same name
+// that are its own.
+func fanoutKubeconfigs(b *testing.B, apis []*testenv.Cluster, names []string, proxied bool) []string {
+	b.Helper()
+	out := make([]string, len(names))
+	var proxies []*testenv.NamespaceProxy
+	if proxied {
+		for _, a := range apis {
+			proxies = append(proxies, testenv.StartNamespaceProxy(b, a, fanoutSharedNamespace))
+		}
+	}
+	for i, name := range names {
+		if !proxied {
+			out[i] = apis[i%len(apis)].KubeconfigPath
+			continue
+		}
+		out[i] = proxies[i%len(apis)].Add(b, name, fanoutBackingNamespace(i)).KubeconfigPath
+	}
+	return out
+}
+
+// backedReleases counts the virtual clusters 0…n-1 of a same-namespace
+// round whose backing namespace holds a Helm release record.
+func backedReleases(ctx context.Context, apis []*testenv.Cluster, n int) (int, error) {
+	want := map[string]bool{}
+	for i := range n {
+		want[fanoutBackingNamespace(i)] = true
+	}
+	seen := map[string]bool{}
+	err := eachHelmRecord(ctx, apis, func(s corev1.Secret) error {
+		if want[s.Namespace] {
+			seen[s.Namespace] = true
+		}
+		return nil
+	})
+	return len(seen), err
+}
+
+// eachHelmRecord calls fn with every Helm release record (Secret labelled
+// owner=helm) on the API servers, until it returns an error.
+func eachHelmRecord(ctx context.Context, apis []*testenv.Cluster, fn func(corev1.Secret) error) error {
+	for _, a := range apis {
+		cs, err := kubernetes.NewForConfig(a.RESTConfig())
+		if err != nil {
+			return err
+		}
+		list, err := cs.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+		if err != nil {
+			return err
+		}
+		for _, s := range list.Items {
+			if err := fn(s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // fanoutFleetYAML gives every virtual cluster its own namespace, named
 // like the cluster, through one FirstMatch customization per cluster;
-// defaultNamespace is the fallback no cluster should hit. unpartitioned
-// turns automatic rollout partitions off.
-func fanoutFleetYAML(names []string, unpartitioned bool) string {
+// defaultNamespace is the fallback no cluster should hit. With
+// sameNamespace every cluster uses fanoutSharedNamespace instead.
+// unpartitioned turns automatic rollout partitions off.
+func fanoutFleetYAML(names []string, unpartitioned, sameNamespace bool) string {
 	var sb strings.Builder
-	sb.WriteString("defaultNamespace: fanout-unmatched\n")
+	if sameNamespace {
+		sb.WriteString("defaultNamespace: " + fanoutSharedNamespace + "\n")
+	} else {
+		sb.WriteString("defaultNamespace: fanout-unmatched\n")
+	}
 	if unpartitioned {
 		sb.WriteString("rolloutStrategy:\n  autoPartitionSize: 0\n")
+	}
+	if sameNamespace {
+		return sb.String()
 	}
 	sb.WriteString("targetCustomizations:\n")
 	for _, n := range names {
