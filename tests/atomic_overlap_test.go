@@ -11,13 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/converter"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/flotilla-gitops/flotilla/activities"
 )
 
 // atomicReady is how long after it appears each cluster's Deployment of
@@ -55,7 +52,10 @@ func TestAtomicOverlap(t *testing.T) {
 	spans := f.deploySpans(t, "fleet-default", name)
 	var first, last time.Time
 	for _, c := range clusters {
-		require.Len(t, spans[c], 1, "cluster %s: one Deploy activity (a failed or repeated one means Helm's wait failed)", c)
+		// The first Deploy is the install; a later rollout's (a no-op at
+		// the same deployment ID, once the cluster's watch reported) may
+		// follow it.
+		require.NotEmpty(t, spans[c], "cluster %s: a Deploy activity", c)
 		s := spans[c][0]
 		t.Logf("cluster %s: Deploy started %s, completed %s (%s)", c, s.started.Format("15:04:05.000"),
 			s.closed.Format("15:04:05.000"), s.closed.Sub(s.started).Round(time.Millisecond))
@@ -105,40 +105,30 @@ type activitySpan struct {
 // failed (or timed out, or was cancelled), in history order.
 func (f *fleet) deploySpans(t *testing.T, ns, name string) map[string][]activitySpan {
 	t.Helper()
-	c := f.w.client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	runs, err := rolloutTreeRuns(ctx, c, ns, name)
-	require.NoError(t, err)
-	require.NotEmpty(t, runs, "rollouts of %s/%s", ns, name)
 	out := map[string][]activitySpan{}
-	dc := converter.GetDefaultDataConverter()
-	for _, r := range runs {
-		cluster := map[int64]string{}    // by scheduled event ID
-		started := map[int64]time.Time{} // by scheduled event ID
-		require.NoError(t, eachEvent(ctx, c, r, func(ev *historypb.HistoryEvent) {
-			at := ev.GetEventTime().AsTime()
-			switch ev.GetEventType() {
-			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-				a := ev.GetActivityTaskScheduledEventAttributes()
-				if a.GetActivityType().GetName() != "Deploy" {
-					return
-				}
-				var in activities.DeployInput
-				require.NoError(t, dc.FromPayloads(a.GetInput(), &in))
-				cluster[ev.GetEventId()] = in.Cluster
-			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-				started[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = at
-			case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
-				enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
-				id := activityScheduledID(ev)
-				if cl, ok := cluster[id]; ok {
-					out[cl] = append(out[cl], activitySpan{started: started[id], closed: at,
-						failed: ev.GetEventType() != enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED})
-				}
+	cluster := map[int64]string{}    // by scheduled event ID, within a run
+	started := map[int64]time.Time{} // by scheduled event ID
+	f.eachRolloutEvent(t, ns, name, func(ev *historypb.HistoryEvent) {
+		at := ev.GetEventTime().AsTime()
+		if in, ok := deployScheduled(t, ev); ok {
+			cluster[ev.GetEventId()] = in.Cluster
+			return
+		}
+		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+			clear(cluster) // a new run: its event IDs start again
+			clear(started)
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+			started[ev.GetActivityTaskStartedEventAttributes().GetScheduledEventId()] = at
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED, enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED,
+			enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED:
+			id := activityScheduledID(ev)
+			if cl, ok := cluster[id]; ok {
+				out[cl] = append(out[cl], activitySpan{started: started[id], closed: at,
+					failed: ev.GetEventType() != enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED})
 			}
-		}))
-	}
+		}
+	})
 	for _, spans := range out {
 		sort.Slice(spans, func(i, j int) bool { return spans[i].started.Before(spans[j].started) })
 	}

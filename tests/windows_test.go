@@ -169,32 +169,43 @@ func outsideWindow(st status.GitRepo, bundle string) []string {
 // the scheduler's now) that scheduled each Deploy activity.
 func (f *fleet) deployDecisions(t *testing.T, ns, name string) map[string][]time.Time {
 	t.Helper()
+	out := map[string][]time.Time{}
+	var taskStarted time.Time
+	f.eachRolloutEvent(t, ns, name, func(ev *historypb.HistoryEvent) {
+		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED {
+			taskStarted = ev.GetEventTime().AsTime()
+		}
+		if in, ok := deployScheduled(t, ev); ok {
+			out[in.Cluster] = append(out[in.Cluster], taskStarted)
+		}
+	})
+	return out
+}
+
+// eachRolloutEvent calls fn with every history event of the GitRepo's
+// rollouts (and their batches), run by run, in order.
+func (f *fleet) eachRolloutEvent(t *testing.T, ns, name string, fn func(*historypb.HistoryEvent)) {
+	t.Helper()
 	c := f.w.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	runs, err := rolloutTreeRuns(ctx, c, ns, name)
 	require.NoError(t, err)
 	require.NotEmpty(t, runs, "rollouts of %s/%s", ns, name)
-	out := map[string][]time.Time{}
-	dc := converter.GetDefaultDataConverter()
 	for _, r := range runs {
-		var taskStarted time.Time
-		require.NoError(t, eachEvent(ctx, c, r, func(ev *historypb.HistoryEvent) {
-			switch ev.GetEventType() {
-			case enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-				taskStarted = ev.GetEventTime().AsTime()
-			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-				a := ev.GetActivityTaskScheduledEventAttributes()
-				if a.GetActivityType().GetName() != "Deploy" {
-					return
-				}
-				var in activities.DeployInput
-				require.NoError(t, dc.FromPayloads(a.GetInput(), &in))
-				out[in.Cluster] = append(out[in.Cluster], taskStarted)
-			}
-		}))
+		require.NoError(t, eachEvent(ctx, c, r, fn))
 	}
-	return out
+}
+
+// deployScheduled returns the input of a Deploy activity ev schedules.
+func deployScheduled(t *testing.T, ev *historypb.HistoryEvent) (activities.DeployInput, bool) {
+	var in activities.DeployInput
+	a := ev.GetActivityTaskScheduledEventAttributes()
+	if ev.GetEventType() != enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED || a.GetActivityType().GetName() != "Deploy" {
+		return in, false
+	}
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(a.GetInput(), &in))
+	return in, true
 }
 
 // firstReleaseRecord returns when Helm wrote release's first record
