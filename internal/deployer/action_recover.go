@@ -17,11 +17,13 @@ const recoveredDescription = "interrupted operation recovered by Flotilla"
 // (statePendingAbandoned); the caller then observes the release again.
 //
 //   - An interrupted uninstall is finished: it was asked for.
-//   - An interrupted install is marked failed, and the next step upgrades
-//     it. It is never uninstalled: that would delete objects it adopted
-//     (Release.TakeOwnership) or that its owner had before, and a first
-//     install's objects carry this release's ownership, so the upgrade
-//     takes them over in place.
+//   - An interrupted first install's record is dropped, and the next step
+//     installs afresh at revision 1: a crash adds no Helm revision. Its
+//     objects are never deleted (uninstalling would delete objects it
+//     adopted with Release.TakeOwnership): those it created or adopted
+//     carry this release's ownership metadata, so the new install takes
+//     them over in place. A later install's record (after an uninstall
+//     that kept its history) is marked failed and upgraded instead.
 //   - An interrupted upgrade or rollback whose previous record is settled
 //     is dropped, so the retried operation takes its revision number: a
 //     crash adds no Helm revision (objects the interrupted operation
@@ -35,6 +37,12 @@ func (d *Deployer) recoverPending(cfg *action.Configuration, last *release.Relea
 	case release.StatusUninstalling:
 		return d.purge(cfg, last)
 	case release.StatusPendingInstall:
+		if last.Version == 1 {
+			if _, err := cfg.Releases.Delete(last.Name, last.Version); err != nil {
+				return fmt.Errorf("drop interrupted install of %s/%s: %w", last.Namespace, last.Name, err)
+			}
+			return nil
+		}
 		return markFailed(cfg, last)
 	}
 	if prev, err := cfg.Releases.Get(last.Name, last.Version-1); err == nil && settled(prev) {

@@ -187,7 +187,8 @@ func TestKillMidRollback(t *testing.T) {
 // TestKillMidTakeOwnershipInstall: a first install that adopted an
 // existing object (takeOwnership), killed before Helm recorded it
 // deployed, is recovered by a restarted process without deleting the
-// object: its record is marked failed and upgraded, never uninstalled.
+// object: its record is dropped and the install done again at revision
+// 1, which takes the object over in place; it is never uninstalled.
 func TestKillMidTakeOwnershipInstall(t *testing.T) {
 	f := newFixture(t)
 	ctx := testContext(t)
@@ -211,8 +212,8 @@ func TestKillMidTakeOwnershipInstall(t *testing.T) {
 	res, err := newDeployer(t).Deploy(ctx, f.getter, rel)
 
 	require.NoError(t, err)
-	assert.Equal(t, 2, res.Revision, "the failed install is upgraded")
-	assert.Equal(t, []release.Status{release.StatusSuperseded, release.StatusDeployed}, f.statuses(t, ns, "app"))
+	assert.Equal(t, 1, res.Revision, "the interrupted install is replaced, not stacked")
+	assert.Equal(t, []release.Status{release.StatusDeployed}, f.statuses(t, ns, "app"))
 	after := f.configMap(ctx, t, ns, "app")
 	assert.Equal(t, theirs.UID, after.UID, "the adopted object was never deleted")
 	assert.Equal(t, map[string]string{"value": "one"}, after.Data)

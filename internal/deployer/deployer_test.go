@@ -206,11 +206,11 @@ func TestDeploy_RecoversInterruptedOperation(t *testing.T) {
 				require.NoError(t, err)
 				f.setStatus(t, ns, "app", 1, release.StatusPendingInstall)
 			},
-			// Never uninstalled (objects it adopted would go): marked
-			// failed and upgraded.
-			wantRevision: 2,
+			// Never uninstalled (objects it adopted would go): its record
+			// is dropped and the install redone, taking its objects over.
+			wantRevision: 1,
 			wantPrevious: "",
-			wantHistory:  []release.Status{release.StatusSuperseded, release.StatusDeployed},
+			wantHistory:  []release.Status{release.StatusDeployed},
 		},
 		{
 			name: "pending upgrade at revision 2 after revision 1 deployed",
