@@ -87,7 +87,7 @@ func determineReleaseState(o observation, want desired) releaseState {
 		return stateAbsent
 	case ownedByAnother(last, want.owner):
 		return stateOwnedByAnother
-	case last.Info.Status.IsPending() || last.Info.Status == release.StatusUninstalling:
+	case unsettled(last):
 		if o.writerLive() {
 			return statePendingLive
 		}
@@ -138,14 +138,16 @@ func (o observation) running() *release.Release {
 	return nil
 }
 
-// observeRelease reads the release's records and what its lease says about their
-// writer: h's prior judgement when this process holds it, otherwise the
-// lease l reads (unless l is nil).
+// observeRelease reads the release's records and, when the newest is
+// pending (the only state the writer decides), what its lease says about
+// their writer: h's prior judgement when this process holds it, otherwise
+// the lease l reads (unless l is nil). A settled release costs no lease
+// read: a no-op deploy or a correction check reads Helm's records only.
 func (d *Deployer) observeRelease(ctx context.Context, cfg *action.Configuration, l *leases, h *hold, namespace, name string) (observation, error) {
 	o, err := records(cfg, namespace, name)
 	o.now, o.leaseDuration = time.Now(), d.leaseDuration
 	switch {
-	case err != nil || o.last == nil:
+	case err != nil || o.last == nil || !unsettled(o.last):
 		return o, err
 	case h != nil:
 		o.writer = h.prior
@@ -192,4 +194,11 @@ func newer(a, b *release.Release) *release.Release {
 		return b
 	}
 	return a
+}
+
+// unsettled reports whether rec, a release's newest record, is left by an
+// operation that has not finished (pending, or uninstalling): whether its
+// writer is alive decides what to do with it.
+func unsettled(rec *release.Release) bool {
+	return rec.Info != nil && (rec.Info.Status.IsPending() || rec.Info.Status == release.StatusUninstalling)
 }
