@@ -90,7 +90,7 @@ func (k Key) Encode() []byte {
 
 // LoadDir reads every key in dir: each regular file whose name does not
 // start with "." (a mounted Secret's ..data links are skipped; symlinks to
-// files are followed). Errors name the file, never its content.
+// files are followed), except the signing key (SigningKeyName). Errors name the file, never its content.
 func LoadDir(dir string) (*Ring, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -98,7 +98,7 @@ func LoadDir(dir string) (*Ring, error) {
 	}
 	var keys []Key
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
+		if strings.HasPrefix(e.Name(), ".") || e.Name() == SigningKeyName {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())

@@ -51,6 +51,11 @@ type PublicKey struct {
 	ID string `json:"id"`
 	// Key is the X25519 public key.
 	Key []byte `json:"key"`
+	// Signer is the Ed25519 public key of the controllers' signing key
+	// and Signature its signature over SignedMessage (sign.go); both are
+	// empty on keys published before controllers signed them.
+	Signer    []byte `json:"signer,omitempty"`
+	Signature []byte `json:"signature,omitempty"`
 }
 
 // String renders the key as "<id>:<base64>", the form `flotilla secrets

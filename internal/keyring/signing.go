@@ -1,0 +1,72 @@
+package keyring
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// SigningKeyName is the file, in the controllers' sealing keyring, that
+// holds their long-lived signing key (an Ed25519 seed, KeySize bytes in
+// base64, like every key): it signs the public sealing keys they publish.
+// It is not a sealing key, so LoadDir skips it, and it is never rotated
+// with them: the CLI pins it.
+const SigningKeyName = "signing-key"
+
+// LoadSigningKey reads dir's signing key. found is false when dir holds
+// none. Errors name the file, never its content.
+func LoadSigningKey(dir string) (seed []byte, found bool, err error) {
+	path := filepath.Join(dir, SigningKeyName)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("keyring %s: %w", dir, err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil || len(raw) != KeySize {
+		return nil, false, fmt.Errorf("keyring %s: file %s is not a base64-encoded %d-byte key", dir, SigningKeyName, KeySize)
+	}
+	return raw, true, nil
+}
+
+// LoadOrCreateSigningKey reads dir's signing key, generating and writing
+// one first when dir holds none. The file appears whole or not at all
+// (written aside, then linked into place), so replicas sharing dir that
+// start together end up with the one key that was linked first. created
+// reports whether this call wrote it.
+func LoadOrCreateSigningKey(dir string) (seed []byte, created bool, err error) {
+	if seed, found, err := LoadSigningKey(dir); err != nil || found {
+		return seed, false, err
+	}
+	var k Key
+	if _, err := rand.Read(k.Bytes[:]); err != nil {
+		return nil, false, fmt.Errorf("generate the signing key: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("create keyring %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+SigningKeyName+"-*") // hidden: LoadDir skips it
+	if err != nil {
+		return nil, false, fmt.Errorf("write the signing key into %s: %w", dir, err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	_, err = tmp.Write(k.Encode())
+	if err = errors.Join(err, tmp.Close()); err == nil {
+		err = os.Link(tmp.Name(), filepath.Join(dir, SigningKeyName))
+		created = err == nil
+	}
+	if err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, false, fmt.Errorf("write the signing key into %s: %w", dir, err)
+	}
+	seed, found, err := LoadSigningKey(dir)
+	if err == nil && !found {
+		err = fmt.Errorf("keyring %s: the signing key vanished after it was written", dir)
+	}
+	return seed, created, err
+}

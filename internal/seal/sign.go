@@ -1,0 +1,104 @@
+package seal
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// A published sealing key is authenticated: the controllers hold a
+// long-lived Ed25519 signing key beside their sealing keys and publish
+// every public sealing key with a signature over SignedMessage. The CLI
+// seals only to a key signed by a signer it trusts (package sealtrust),
+// so a Temporal client without the signing key cannot make it seal to a
+// key of its own.
+
+// signatureContext separates these signatures from every other use of an
+// Ed25519 key, and versions the message format.
+const signatureContext = "flotilla/seal-key-signature/v1"
+
+// The reasons a published key does not verify.
+var (
+	// ErrUnsigned: the key carries no signature (published by a
+	// controller older than signing, or by someone without the key).
+	ErrUnsigned = errors.New("not signed")
+	// ErrBadSignature: the signature does not verify under the signer the
+	// key names, or the signer is not an Ed25519 public key.
+	ErrBadSignature = errors.New("signature does not verify")
+)
+
+// SignedMessage is what a sealing key's signature covers: the context
+// string, then the key ID (which names the key's creation time), the
+// X25519 public key and the signer's Ed25519 public key, each preceded by
+// its length as a big-endian uint16, so no two different keys share a
+// message.
+func SignedMessage(p PublicKey, signer []byte) []byte {
+	var b bytes.Buffer
+	b.WriteString(signatureContext)
+	for _, field := range [][]byte{[]byte(p.ID), p.Key, signer} {
+		_ = binary.Write(&b, binary.BigEndian, uint16(len(field))) // a bytes.Buffer does not fail
+		b.Write(field)
+	}
+	return b.Bytes()
+}
+
+// Signer signs the public sealing keys a controller publishes.
+type Signer struct {
+	priv ed25519.PrivateKey
+}
+
+// NewSigner returns the signer of an Ed25519 seed
+// (ed25519.SeedSize bytes).
+func NewSigner(seed []byte) (*Signer, error) {
+	if len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("signing key: %d bytes, want %d", len(seed), ed25519.SeedSize)
+	}
+	return &Signer{priv: ed25519.NewKeyFromSeed(seed)}, nil
+}
+
+// Public is the signer's Ed25519 public key.
+func (s *Signer) Public() []byte {
+	return bytes.Clone(s.priv.Public().(ed25519.PublicKey))
+}
+
+// Fingerprint is the signer's fingerprint, what a user pins.
+func (s *Signer) Fingerprint() string { return Fingerprint(s.Public()) }
+
+// Sign returns p signed: Signer and Signature set.
+func (s *Signer) Sign(p PublicKey) PublicKey {
+	p.Signer = s.Public()
+	p.Signature = ed25519.Sign(s.priv, SignedMessage(p, p.Signer))
+	return p
+}
+
+// SignedBy reports whether p carries a valid signature by the signer
+// whose public key is signer.
+func (p PublicKey) SignedBy(signer []byte) bool {
+	return bytes.Equal(p.Signer, signer) && p.Verify() == nil
+}
+
+// Verify checks p's signature under the signer it names (which says
+// nothing about whether that signer is trusted: compare its Fingerprint
+// with a pinned one). The error wraps ErrUnsigned or ErrBadSignature and
+// names the key.
+func (p PublicKey) Verify() error {
+	if len(p.Signature) == 0 && len(p.Signer) == 0 {
+		return fmt.Errorf("sealing key %s: %w", p.ID, ErrUnsigned)
+	}
+	if len(p.Signer) != ed25519.PublicKeySize || !ed25519.Verify(p.Signer, SignedMessage(p, p.Signer), p.Signature) {
+		return fmt.Errorf("sealing key %s (signer %s): %w", p.ID, Fingerprint(p.Signer), ErrBadSignature)
+	}
+	return nil
+}
+
+// Fingerprint renders a signer's public key as "SHA256:" and the
+// unpadded standard base64 of its SHA-256, the form OpenSSH prints
+// host keys in. It is what --seal-key-fingerprint takes.
+func Fingerprint(signer []byte) string {
+	sum := sha256.Sum256(signer)
+	return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
