@@ -3,6 +3,7 @@ package fleetyaml
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -106,12 +107,13 @@ func ProcessValues(opts Options, c Cluster) (Options, error) {
 	// One data map serves both renderings, as in Fleet, so that changes
 	// sprig's dict functions make to it carry over.
 	d := data()
-	values, err := renderValues(h.Values, d, data)
+	e := newEvaluator()
+	values, err := e.renderValues(h.Values, d, data)
 	if err != nil {
 		return Options{}, err
 	}
 	for _, k := range slices.Sorted(maps.Keys(h.TemplateValues)) {
-		v, err := renderTemplateValue(h.TemplateValues[k], d)
+		v, err := e.renderTemplateValue(h.TemplateValues[k], d)
 		if err != nil {
 			return Options{}, fmt.Errorf("helm.templateValues.%s: %w", k, err)
 		}
@@ -209,20 +211,51 @@ var templateFuncs = sync.OnceValue(func() template.FuncMap {
 	return f
 })
 
-// newValuesTemplate returns an empty template configured as Fleet
-// configures value templates.
-func newValuesTemplate(name string) *template.Template {
-	return template.New(name).Funcs(templateFuncs()).Option("missingkey=error").Delims("${", "}")
+// evaluator runs the value templates of one ProcessValues call within
+// one budget (budget.go): every template it executes counts against the
+// same output, memory and time.
+type evaluator struct {
+	b     *budget
+	funcs template.FuncMap
 }
 
-// executeValueTemplate parses and executes text as a value template.
-func executeValueTemplate(name, text string, data map[string]any) ([]byte, error) {
-	tmpl, err := newValuesTemplate(name).Parse(text)
+func newEvaluator() *evaluator {
+	b := newBudget()
+	return &evaluator{b: b, funcs: b.funcs(templateFuncs())}
+}
+
+// newValuesTemplate returns an empty template configured as Fleet
+// configures value templates, with e's bounded functions.
+func (e *evaluator) newValuesTemplate(name string) *template.Template {
+	return template.New(name).Funcs(e.funcs).Option("missingkey=error").Delims("${", "}")
+}
+
+// execute parses and executes text as a value template. Going over the
+// budget is a *TemplateBudgetError.
+func (e *evaluator) execute(name, text string, data map[string]any) ([]byte, error) {
+	if e.b.err != nil {
+		return nil, e.b.err
+	}
+	tmpl, err := e.newValuesTemplate(name).Parse(text)
 	if err != nil {
 		return nil, err
 	}
+	iterate, err := e.newValuesTemplate("check").Parse("${ " + budgetCheckFunc + " false }")
+	if err != nil {
+		return nil, err
+	}
+	call, err := e.newValuesTemplate("check").Parse("${ " + budgetCheckFunc + " true }")
+	if err != nil {
+		return nil, err
+	}
+	addChecks(tmpl, iterate.Tree.Root.Nodes[0], call.Tree.Root.Nodes[0])
 	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, data); err != nil {
+	err = tmpl.Execute(io.MultiWriter(e.b, &buf), data)
+	if e.b.err != nil {
+		// The budget's own error, however text/template wrapped it.
+		return nil, e.b.err
+	}
+	if err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -231,12 +264,12 @@ func executeValueTemplate(name, text string, data map[string]any) ([]byte, error
 // renderValues renders values as one YAML document template (see
 // ProcessValues, step 5). freshData returns new template data, for finding
 // which value failed.
-func renderValues(values, data map[string]any, freshData func() map[string]any) (map[string]any, error) {
+func (e *evaluator) renderValues(values, data map[string]any, freshData func() map[string]any) (map[string]any, error) {
 	doc, err := yaml.Marshal(values)
 	if err != nil {
 		return nil, fmt.Errorf("helm.values: %w", err)
 	}
-	out, err := executeValueTemplate("values", string(doc), data)
+	out, err := e.execute("values", string(doc), data)
 	if err != nil {
 		return nil, valuesError(values, freshData, err)
 	}
@@ -252,26 +285,27 @@ func renderValues(values, data map[string]any, freshData func() map[string]any) 
 
 // valuesError explains a failure to render values: it renders each key and
 // string holding "${" on its own, in a fixed order, and names the first
-// that fails. When none does alone, docErr is returned.
+// that fails. When none does alone, docErr is returned. The search has a
+// budget of its own, as large as the one the document ran out of.
 func valuesError(values map[string]any, freshData func() map[string]any, docErr error) error {
-	if path, err := firstFailing(values, "", freshData); err != nil {
+	if path, err := newEvaluator().firstFailing(values, "", freshData); err != nil {
 		return fmt.Errorf("helm.values: %s: %w", path, err)
 	}
 	return fmt.Errorf("helm.values: %w", docErr)
 }
 
-func firstFailing(v any, path string, freshData func() map[string]any) (string, error) {
+func (e *evaluator) firstFailing(v any, path string, freshData func() map[string]any) (string, error) {
 	switch v := v.(type) {
 	case string:
 		if strings.Contains(v, "${") {
-			if _, err := executeValueTemplate("value", v, freshData()); err != nil {
+			if _, err := e.execute("value", v, freshData()); err != nil {
 				return path, err
 			}
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
 			if strings.Contains(k, "${") {
-				if _, err := executeValueTemplate("key", k, freshData()); err != nil {
+				if _, err := e.execute("key", k, freshData()); err != nil {
 					where := "key " + strconv.Quote(k)
 					if path != "" {
 						where = path + ": " + where
@@ -283,13 +317,13 @@ func firstFailing(v any, path string, freshData func() map[string]any) (string, 
 			if path != "" {
 				child = path + "." + k
 			}
-			if p, err := firstFailing(v[k], child, freshData); err != nil {
+			if p, err := e.firstFailing(v[k], child, freshData); err != nil {
 				return p, err
 			}
 		}
 	case []any:
 		for i, item := range v {
-			if p, err := firstFailing(item, fmt.Sprintf("%s[%d]", path, i), freshData); err != nil {
+			if p, err := e.firstFailing(item, fmt.Sprintf("%s[%d]", path, i), freshData); err != nil {
 				return p, err
 			}
 		}
@@ -299,8 +333,8 @@ func firstFailing(v any, path string, freshData func() map[string]any) (string, 
 
 // renderTemplateValue renders one helm.templateValues entry and parses the
 // result as YAML (see ProcessValues, step 6).
-func renderTemplateValue(text string, data map[string]any) (any, error) {
-	out, err := executeValueTemplate("templateValue", text, data)
+func (e *evaluator) renderTemplateValue(text string, data map[string]any) (any, error) {
+	out, err := e.execute("templateValue", text, data)
 	if err != nil {
 		return nil, err
 	}
