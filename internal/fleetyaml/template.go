@@ -75,6 +75,16 @@ const maxValuesDepth = 50
 // time and random functions (now, randAlpha, uuidv4, ...) remain available,
 // as in Fleet, where they make every reconcile produce a new deployment ID.
 //
+// Templates come from the repository and are not trusted: the templates
+// of one call share one budget (budget.go: DefaultTemplateOutput bytes of
+// output, DefaultTemplateAlloc bytes made by functions, DefaultTemplateTime
+// of wall time, 1,000 named-template calls). Functions that can make far
+// more than they are given (repeat, indent, until, seq, rand*, replace,
+// join, printf, ...) are refused before they allocate. Going over is a
+// *TemplateBudgetError (class outcome.Invalid), reported with the path of
+// the value as other template errors are. This is not a difference from
+// Fleet for any template that finishes in Fleet's controller.
+//
 // ProcessValues does not modify opts; the result shares no helm values
 // with it.
 func ProcessValues(opts Options, c Cluster) (Options, error) {
