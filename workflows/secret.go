@@ -2,9 +2,9 @@ package workflows
 
 import (
 	"bytes"
+	"errors"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -167,35 +167,32 @@ func ConfigMapWorkflow(ctx workflow.Context, in protocol.ConfigMapStart) error {
 
 // KeysWorkflow is the well-known workflow (ID protocol.KeysID) that holds
 // every public sealing key the controllers published; the CLI seals to the
-// newest. A controller publishes its keys at every start. A key ID
+// newest, if its signature verifies under a signer it trusts. A
+// controller publishes its keys, signed, at every start. A key ID
 // published again with different key material is refused: two
 // controllers would hold different keys under one name, and secrets
-// sealed by the CLI would open on only one of them.
+// sealed by the CLI would open on only one of them. Once a published key
+// is signed, a key of another signer (or none) is refused
+// (seal.CheckPublish); keys published unsigned take the signature they
+// come with later (seal.MergePublished). The validator is not run on
+// replay, and the handler treats unsigned keys, the only ones older
+// histories hold, as it always did.
 func KeysWorkflow(ctx workflow.Context, rec protocol.KeysRecord) error {
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (protocol.KeysRecord, error) { return rec, nil }); err != nil {
 		return err
 	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdatePublishKeys,
 		func(ctx workflow.Context, keys []seal.PublicKey) (protocol.KeysRecord, error) {
-			for _, k := range keys {
-				if !slices.ContainsFunc(rec.Keys, func(p seal.PublicKey) bool { return p.ID == k.ID }) {
-					rec.Keys = append(rec.Keys, k)
-				}
-			}
-			slices.SortFunc(rec.Keys, func(a, b seal.PublicKey) int { return strings.Compare(a.ID, b.ID) })
+			rec.Keys = seal.MergePublished(rec.Keys, keys)
 			return rec, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, keys []seal.PublicKey) error {
-			for _, k := range keys {
-				if err := k.Validate(); err != nil {
-					return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
-				}
-				for _, p := range rec.Keys {
-					if p.ID == k.ID && !bytes.Equal(p.Key, k.Key) {
-						return temporal.NewNonRetryableApplicationError("sealing key "+k.ID+
-							" is already published with different key material: every controller must hold the same --seal-keys", "InvalidSpec", nil)
-					}
-				}
+			err := seal.CheckPublish(rec.Keys, keys)
+			switch {
+			case errors.Is(err, seal.ErrForeignSigner):
+				return temporal.NewNonRetryableApplicationError(err.Error(), seal.ErrTypeForeignSigner, nil)
+			case err != nil:
+				return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
 			}
 			return nil
 		}})

@@ -1,11 +1,14 @@
 package workflows
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -101,6 +104,49 @@ func TestKeysWorkflow_PublishAndConflict(t *testing.T) {
 	require.Error(t, conflict.err)
 	assert.Contains(t, conflict.err.Error(), "same --seal-keys")
 	require.Error(t, bad.err)
+}
+
+// Once the published keys are signed, the workflow refuses keys of
+// another signer (as type ForeignSigner, which controllers read) and
+// unsigned new keys; the signer's own newer key is published.
+func TestKeysWorkflow_Signer(t *testing.T) {
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestWorkflowEnvironment()
+	signer := func(b byte) *seal.Signer {
+		sg, err := seal.NewSigner(bytes.Repeat([]byte{b}, ed25519.SeedSize))
+		require.NoError(t, err)
+		return sg
+	}
+	mine, theirs := signer(1), signer(2)
+	k := func(id string, b byte) seal.PublicKey {
+		return seal.PublicKey{ID: id, Key: bytes.Repeat([]byte{b}, 32)}
+	}
+	var first, unsigned, foreign, newer *updateResult
+	env.RegisterDelayedCallback(func() {
+		first = sendUpdate(env, protocol.UpdatePublishKeys, []seal.PublicKey{mine.Sign(k("fk-1", 1))})
+		unsigned = sendUpdate(env, protocol.UpdatePublishKeys, []seal.PublicKey{k("fk-2", 2)})
+		foreign = sendUpdate(env, protocol.UpdatePublishKeys, []seal.PublicKey{theirs.Sign(k("fk-2", 2))})
+		newer = sendUpdate(env, protocol.UpdatePublishKeys, []seal.PublicKey{mine.Sign(k("fk-3", 3))})
+	}, time.Second)
+	env.RegisterDelayedCallback(func() {
+		v, err := env.QueryWorkflow(protocol.QueryStatus)
+		require.NoError(t, err)
+		var rec protocol.KeysRecord
+		require.NoError(t, v.Get(&rec))
+		n, _ := seal.Newest(rec.Keys)
+		assert.Equal(t, "fk-3", n.ID)
+		assert.Len(t, rec.Keys, 2, "neither refused key was published")
+		env.CancelWorkflow()
+	}, 2*time.Second)
+	env.ExecuteWorkflow(KeysWorkflow, protocol.KeysRecord{})
+	require.NoError(t, first.err)
+	require.NoError(t, newer.err)
+	for _, r := range []*updateResult{unsigned, foreign} {
+		var ae *temporal.ApplicationError
+		require.ErrorAs(t, r.err, &ae)
+		assert.Equal(t, seal.ErrTypeForeignSigner, ae.Type())
+		assert.Contains(t, ae.Error(), mine.Fingerprint())
+	}
 }
 
 // A cluster's kubeconfig is held sealed beside the record, never in it; a

@@ -8,6 +8,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/flotilla-gitops/flotilla/internal/keyring"
 )
 
 // A published sealing key is authenticated: the controllers hold a
@@ -101,4 +105,94 @@ func (p PublicKey) Verify() error {
 func Fingerprint(signer []byte) string {
 	sum := sha256.Sum256(signer)
 	return "SHA256:" + base64.RawStdEncoding.EncodeToString(sum[:])
+}
+
+// ErrForeignSigner: a key offered for publication is not signed by the
+// signer of the keys already published.
+var ErrForeignSigner = errors.New("not signed by the signer of the published keys")
+
+// ErrTypeForeignSigner is the Temporal application error type the keys
+// workflow refuses a foreign signer's key with: a controller reads it as a
+// value (not its message) and keeps the published keys.
+const ErrTypeForeignSigner = "ForeignSigner"
+
+// PublishedSigner returns the signer of the published keys: the signer of
+// the newest key that carries a valid signature; nil when none does (no
+// key yet, or only keys of controllers older than signing).
+func PublishedSigner(published []PublicKey) []byte {
+	var newest *PublicKey
+	for i, p := range published {
+		if p.Verify() == nil && (newest == nil || p.ID > newest.ID) {
+			newest = &published[i]
+		}
+	}
+	if newest == nil {
+		return nil
+	}
+	return newest.Signer
+}
+
+// CheckPublish decides whether keys may join the published ones: each
+// must be a valid key, must not reuse a published ID with other key
+// material, must verify if it is signed, and, once a signer has signed
+// the published keys, must be signed by that signer (ErrForeignSigner).
+// Unsigned keys are accepted while no published key is signed (the
+// controllers that published them were older than signing), and so is an
+// unsigned key that is already published as it is: it adds nothing, and
+// an older controller (a rollback) still starts.
+func CheckPublish(published, keys []PublicKey) error {
+	signer := PublishedSigner(published)
+	for _, k := range keys {
+		if err := checkKey(published, signer, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkKey(published []PublicKey, signer []byte, k PublicKey) error {
+	if err := k.Validate(); err != nil {
+		return err
+	}
+	i := slices.IndexFunc(published, func(p PublicKey) bool { return p.ID == k.ID })
+	if i >= 0 && !bytes.Equal(published[i].Key, k.Key) {
+		return fmt.Errorf("sealing key %s is already published with different key material: every controller must hold the same --seal-keys", k.ID)
+	}
+	signed := len(k.Signer) > 0 || len(k.Signature) > 0
+	if signed {
+		if err := k.Verify(); err != nil {
+			return err
+		}
+	}
+	if signer == nil || bytes.Equal(k.Signer, signer) || (i >= 0 && !signed) {
+		return nil
+	}
+	return fmt.Errorf("sealing key %s (signer %s) is %w %s: every controller must hold the same signing key (%s in --seal-keys)",
+		k.ID, signerName(k.Signer), ErrForeignSigner, Fingerprint(signer), keyring.SigningKeyName)
+}
+
+func signerName(signer []byte) string {
+	if len(signer) == 0 {
+		return "none"
+	}
+	return Fingerprint(signer)
+}
+
+// MergePublished adds keys (checked by CheckPublish) to the published
+// ones, oldest first. A key published before unsigned takes the
+// signature it now comes with: a controller upgraded to signing signs the
+// keys its predecessors published.
+func MergePublished(published, keys []PublicKey) []PublicKey {
+	out := slices.Clone(published)
+	for _, k := range keys {
+		i := slices.IndexFunc(out, func(p PublicKey) bool { return p.ID == k.ID })
+		switch {
+		case i < 0:
+			out = append(out, k)
+		case len(out[i].Signature) == 0 && len(k.Signature) > 0:
+			out[i] = k
+		}
+	}
+	slices.SortFunc(out, func(a, b PublicKey) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
