@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -82,7 +81,9 @@ func (a *Activities) reader(ref GitRepoRef, spec api.GitRepoSpec) (*bundle.Reade
 }
 
 // fetcher returns the chart fetcher of one render or resolve: with the
-// helmSecretName credentials for matching URLs, and for a HelmOp that sets
+// helmSecretName credentials for URLs matching helmRepoURLRegex as a
+// whole (api.HelmRepoURLPattern; a GitRepo without the regex is refused,
+// non-retryably, before its Secret is read), and for a HelmOp that sets
 // insecureSkipTLSVerify, without verifying certificates.
 func (a *Activities) fetcher(ref GitRepoRef, spec api.GitRepoSpec) (*chartfetch.Fetcher, error) {
 	f := &chartfetch.Fetcher{}
@@ -96,16 +97,21 @@ func (a *Activities) fetcher(ref GitRepoRef, spec api.GitRepoSpec) (*chartfetch.
 		}
 		return f, nil
 	}
+	// The pattern is checked before the Secret is read: without one the
+	// credentials are not even loaded.
+	re, err := api.HelmRepoURLPattern(spec)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: helmRepoURLRegex: %v", ref.Title(), err), ErrTypeInvalidBundle, nil)
+	}
 	user, pass, err := a.credentials(ref, "helmSecretName", spec.HelmSecretName)
 	if err != nil {
 		return nil, err
 	}
-	re, err := regexp.Compile(spec.HelmRepoURLRegex)
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: helmRepoURLRegex: %v", ref.Title(), err), ErrTypeInvalidBundle, nil)
-	}
 	f.Auth = func(url string) *chartfetch.Auth {
-		if spec.HelmRepoURLRegex != "" && !re.MatchString(url) {
+		if re != nil && !re.MatchString(url) {
+			if insecure {
+				return &chartfetch.Auth{InsecureSkipTLSVerify: true}
+			}
 			return nil
 		}
 		return &chartfetch.Auth{Username: user, Password: pass, InsecureSkipTLSVerify: insecure}

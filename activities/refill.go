@@ -225,7 +225,7 @@ func (a *Activities) refillOptions(ctx context.Context, src renderSource, in Ref
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", in.Cluster, err)
 	}
-	dep, err := render.ForCluster(b, manifestID, bc, src.spec.EffectiveTargets())
+	dep, err := render.ForGitRepo(b, manifestID, bc, src.spec)
 	what := fmt.Sprintf("bundle %s of GitRepo %s at commit %s", in.Bundle, src.ref, shortCommit(src.commit))
 	switch {
 	case err != nil:

@@ -48,7 +48,7 @@ func (a *Activities) TargetBundles(ctx context.Context, in BundleTargetsInput) (
 		if t.bundles[i], err = a.bundle(ctx, in, rb); err != nil {
 			return TargetsResult{}, err
 		}
-		t.compiled[i] = target.Compile(t.bundles[i], t.restrict)
+		t.compiled[i] = target.Compile(t.bundles[i], t.restrict).Bind(render.Bounds(in.Spec))
 	}
 	for _, c := range clusters {
 		if err := t.cluster(ctx, c); err != nil {

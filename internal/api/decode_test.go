@@ -22,6 +22,7 @@ spec:
   paths:
   - simple
   helmSecretName: unused-by-flotilla
+  helmRepoURLRegex: https://charts\.example\.com/.*
   targets:
   - name: dev
     clusterSelector:

@@ -66,17 +66,25 @@ type GitRepoSpec struct {
 	// Targets select clusters. Default: clusterGroup "default".
 	Targets []TargetSelector `json:"targets,omitempty"`
 	// TargetNamespace forces every bundle's objects into this namespace.
+	// It binds every bundle and customization: one that names another
+	// namespace (namespace, a valuesFrom namespace) is refused for the
+	// clusters it selects (target.Bounds).
 	TargetNamespace string `json:"targetNamespace,omitempty"`
+	// ServiceAccount is the ServiceAccount (of each bundle's target
+	// namespace, on each cluster) every bundle of the GitRepo deploys as;
+	// a bundle or customization naming another one is refused for the
+	// clusters it selects (target.Bounds).
+	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// ClientSecretName names a basic-auth Secret (username/password, or a
 	// token as password) applied with `flotilla apply`.
 	ClientSecretName string `json:"clientSecretName,omitempty"`
 	// HelmSecretName names a basic-auth Secret (username/password) for
-	// Helm repositories and OCI registries. With HelmRepoURLRegex it is
-	// sent only to matching chart URLs; without, to every chart URL of the
-	// GitRepo (set the regex).
+	// Helm repositories and OCI registries. It requires HelmRepoURLRegex
+	// (as Fleet 0.16 does): the credentials are sent only to chart URLs
+	// it matches.
 	HelmSecretName string `json:"helmSecretName,omitempty"`
 	// HelmRepoURLRegex selects the chart URLs that get HelmSecretName's
-	// credentials.
+	// credentials, matched against the whole URL (HelmRepoURLPattern).
 	HelmRepoURLRegex string `json:"helmRepoURLRegex,omitempty"`
 	// PollingInterval between checks of the remote. Default 15s, ±10 % jitter.
 	PollingInterval *metav1.Duration `json:"pollingInterval,omitempty"`

@@ -1,10 +1,10 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -94,15 +94,17 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	}
 	for _, ref := range []struct{ name, value string }{
 		{"webhookSecret", s.WebhookSecret}, {"clientSecretName", s.ClientSecretName}, {"helmSecretName", s.HelmSecretName},
+		{"serviceAccount", s.ServiceAccount},
 	} {
 		if ref.value != "" {
 			errs = append(errs, dnsSubdomain(p.Child(ref.name), ref.value)...)
 		}
 	}
-	if s.HelmRepoURLRegex != "" {
-		if _, err := regexp.Compile(s.HelmRepoURLRegex); err != nil {
-			errs = append(errs, field.Invalid(p.Child("helmRepoURLRegex"), s.HelmRepoURLRegex, err.Error()))
-		}
+	switch _, err := HelmRepoURLPattern(s); {
+	case errors.Is(err, ErrHelmRepoURLRegexRequired):
+		errs = append(errs, field.Required(p.Child("helmRepoURLRegex"), err.Error()))
+	case err != nil:
+		errs = append(errs, field.Invalid(p.Child("helmRepoURLRegex"), s.HelmRepoURLRegex, err.Error()))
 	}
 	if s.PollingInterval != nil && s.PollingInterval.Duration < 0 {
 		errs = append(errs, field.Invalid(p.Child("pollingInterval"), s.PollingInterval.Duration.String(), "must not be negative"))

@@ -35,6 +35,12 @@ func ForCluster(b bundle.Bundle, manifestID string, c bundle.Cluster, restrict [
 	return ForClusterCompiled(target.Compile(b, restrict), b, manifestID, c)
 }
 
+// ForGitRepo is ForCluster for a bundle of the GitRepo spec: its targets
+// restrict, and its Bounds bind, the bundle.
+func ForGitRepo(b bundle.Bundle, manifestID string, c bundle.Cluster, spec api.GitRepoSpec) (Deployment, error) {
+	return ForClusterCompiled(target.Compile(b, spec.EffectiveTargets()).Bind(Bounds(spec)), b, manifestID, c)
+}
+
 // ForClusterCompiled is ForCluster with b's targets and customizations
 // compiled once (target.Compile(b, restrict)), for targeting many
 // clusters.
@@ -59,7 +65,9 @@ func ForClusterCompiled(p *target.Compiled, b bundle.Bundle, manifestID string, 
 // GitRepoOptions returns a bundle's options opts with its GitRepo's
 // settings applied, as a rollout stores them before any cluster is
 // targeted (customizations are merged over the result): the GitRepo's
-// targetNamespace replaces the bundle's namespace, keepResources and
+// targetNamespace replaces the bundle's namespace (as in Fleet), its
+// serviceAccount is the bundle's when fleet.yaml names none (one naming
+// another is refused at targeting, see Bounds), keepResources and
 // deleteNamespace are OR-ed in, a non-zero forceSyncGeneration replaces the
 // bundle's, and correctDrift applies when fleet.yaml sets none (a
 // fleet.yaml correctDrift, even enabled: false, wins). The GitRepo's
@@ -68,6 +76,9 @@ func ForClusterCompiled(p *target.Compiled, b bundle.Bundle, manifestID string, 
 func GitRepoOptions(opts bundle.Options, spec api.GitRepoSpec) bundle.Options {
 	if spec.TargetNamespace != "" {
 		opts.TargetNamespace = spec.TargetNamespace
+	}
+	if opts.ServiceAccount == "" {
+		opts.ServiceAccount = spec.ServiceAccount
 	}
 	opts.KeepResources = opts.KeepResources || spec.KeepResources
 	opts.DeleteNamespace = opts.DeleteNamespace || spec.DeleteNamespace
@@ -78,6 +89,13 @@ func GitRepoOptions(opts bundle.Options, spec api.GitRepoSpec) bundle.Options {
 		opts.CorrectDrift = &bundle.CorrectDrift{Enabled: cd.Enabled, Force: cd.Force, KeepFailHistory: cd.KeepFailHistory}
 	}
 	return opts
+}
+
+// Bounds are what the GitRepo spec binds every bundle and customization
+// to on every cluster: its targetNamespace and serviceAccount. Target
+// with target.Compile(...).Bind(Bounds(spec)).
+func Bounds(spec api.GitRepoSpec) target.Bounds {
+	return target.Bounds{Namespace: spec.TargetNamespace, ServiceAccount: spec.ServiceAccount}
 }
 
 // Namespace is the release namespace for opts: namespace, else

@@ -52,6 +52,8 @@ func Customize(b fleetyaml.Bundle, c fleetyaml.Cluster) (opts fleetyaml.Options,
 type customization struct {
 	target  *fleetyaml.Target
 	matcher matcher
+	// field is where fleet.yaml sets it: "targetCustomizations[2]".
+	field string
 }
 
 // customizations returns b's customizations in Fleet's order: fleet.yaml
@@ -74,15 +76,16 @@ func customizations(b fleetyaml.Bundle) ([]customization, error) {
 	for _, l := range lists {
 		for i := range l.targets {
 			t := &l.targets[i]
+			field := fmt.Sprintf("%s[%d]", l.field, i)
 			m, err := compile(t.TargetSelector)
 			if err != nil {
-				where := fmt.Sprintf("%s[%d]", l.field, i)
+				where := field
 				if t.Name != "" {
 					where += fmt.Sprintf(" (%s)", t.Name)
 				}
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
-			out = append(out, customization{target: t, matcher: m})
+			out = append(out, customization{target: t, matcher: m, field: field})
 		}
 	}
 	return out, nil

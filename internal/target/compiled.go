@@ -31,6 +31,8 @@ type Compiled struct {
 	// byName, byGroup and general index custom by position.
 	byName, byGroup map[string][]int
 	general         []int
+	// bounds are the GitRepo's (see Bind).
+	bounds Bounds
 }
 
 type namedMatcher struct {
@@ -110,13 +112,18 @@ func (p *Compiled) Targeted(c fleetyaml.Cluster) (bool, error) {
 }
 
 // Customize returns the bundle's options on cluster c and whether it
-// deploys there (see the package-level Customize).
+// deploys there (see the package-level Customize). With Bounds (Bind),
+// the bundle's own options and each customization selected for c that
+// name another namespace (namespace, a valuesFrom namespace) or service
+// account than the bounds fail, naming the bundle, the cluster, the file
+// and the field (a *BoundsError).
 func (p *Compiled) Customize(c fleetyaml.Cluster) (opts fleetyaml.Options, deploy bool, err error) {
 	if p.customErr != nil {
 		return fleetyaml.Options{}, false, fmt.Errorf("bundle %s: cluster %s: %w", p.b.Name, c.Name, p.customErr)
 	}
 	allMatches := p.b.Spec.TargetCustomizationMode == fleetyaml.AllMatches
 	var custom fleetyaml.Options
+	var selected []int
 	for _, i := range p.candidates(c) {
 		cu := p.custom[i]
 		if !cu.matcher.matches(c) {
@@ -125,11 +132,15 @@ func (p *Compiled) Customize(c fleetyaml.Cluster) (opts fleetyaml.Options, deplo
 		if cu.target.DoNotDeploy {
 			return fleetyaml.Options{}, false, nil
 		}
+		selected = append(selected, i)
 		if !allMatches {
 			custom = cu.target.Options
 			break
 		}
 		custom = fleetyaml.MergeOptions(custom, cu.target.Options)
+	}
+	if err := p.checkBounds(selected); err != nil {
+		return fleetyaml.Options{}, false, fmt.Errorf("bundle %s: cluster %s: %w", p.b.Name, c.Name, err)
 	}
 	return fleetyaml.MergeOptions(p.b.Options, custom), true, nil
 }
