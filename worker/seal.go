@@ -51,7 +51,7 @@ func (o *options) openSealing(c client.Client, logger *zap.Logger) (*activities.
 	if err != nil {
 		return nil, err
 	}
-	return &activities.Sealing{Vault: cluster.NewVault(c, opener), Opener: opener}, nil
+	return &activities.Sealing{Vault: cluster.NewVault(c, opener, logger), Opener: opener}, nil
 }
 
 // publishKeys tells Temporal this controller's public keys, so the CLI

@@ -33,11 +33,10 @@ func NewStore(dir string) *Store { return &Store{dir: dir} }
 
 // Save stores kubeconfig for cluster name and returns the SHA-256 (hex) of
 // the bytes written. Only contextName is kept (empty: the kubeconfig's
-// current-context), with its cluster and user; files it references
-// (certificates, keys, token files) are read now and embedded, relative
-// paths against the current directory (SaveFile resolves them against the
-// kubeconfig's own directory). The result must yield a REST client
-// configuration, or nothing is written. Errors never include the
+// current-context), with its cluster and user, which must hold inline
+// data only: a command, file path or proxy-url in them is a
+// *KubeconfigError (see CheckKubeconfig). The result must yield a REST
+// client configuration, or nothing is written. Errors never include the
 // kubeconfig's content.
 func (s *Store) Save(name string, kubeconfig []byte, contextName string) (string, error) {
 	if err := validateClusterName(name); err != nil {
@@ -45,14 +44,12 @@ func (s *Store) Save(name string, kubeconfig []byte, contextName string) (string
 	}
 	cfg, err := clientcmd.Load(kubeconfig)
 	if err != nil {
-		// client-go's parse errors name fields and positions, not values.
-		return "", fmt.Errorf("cluster %q: %w: %w", name, ErrInvalidKubeconfig, err)
+		return "", parseError(name, err)
 	}
-	return s.save(name, cfg, contextName)
+	return s.save(name, "", cfg, contextName)
 }
 
-// SaveFile is Save with the kubeconfig read from path; relative file
-// references in it are resolved against path's directory, as kubectl does.
+// SaveFile is Save with the kubeconfig read from path.
 func (s *Store) SaveFile(name, path, contextName string) (string, error) {
 	if err := validateClusterName(name); err != nil {
 		return "", err
@@ -61,11 +58,11 @@ func (s *Store) SaveFile(name, path, contextName string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("cluster %q: read %s: %w: %w", name, path, ErrInvalidKubeconfig, err)
 	}
-	return s.save(name, cfg, contextName)
+	return s.save(name, path, cfg, contextName)
 }
 
-func (s *Store) save(name string, cfg *clientcmdapi.Config, contextName string) (string, error) {
-	data, err := prepare(name, cfg, contextName)
+func (s *Store) save(name, file string, cfg *clientcmdapi.Config, contextName string) (string, error) {
+	data, err := prepare(name, file, cfg, contextName)
 	if err != nil {
 		return "", err
 	}
@@ -76,9 +73,12 @@ func (s *Store) save(name string, cfg *clientcmdapi.Config, contextName string) 
 }
 
 // ReadKubeconfig reads the kubeconfig file at path for cluster name and
-// returns it as Store.SaveFile would store it (one context, referenced
-// files embedded), with its SHA-256 (hex), without writing anything: what
-// `flotilla cluster add` seals. Errors never include the content.
+// returns it as Store.SaveFile would store it (one context, inline data
+// only), with its SHA-256 (hex), without writing anything: what `flotilla
+// cluster add` seals. A command, file path or proxy-url in the context's
+// cluster or user is a *KubeconfigError naming each and saying what to
+// embed instead; no file it names is read. Errors never include the
+// content.
 func ReadKubeconfig(name, path, contextName string) (data []byte, hash string, err error) {
 	if err := validateClusterName(name); err != nil {
 		return nil, "", err
@@ -87,16 +87,16 @@ func ReadKubeconfig(name, path, contextName string) (data []byte, hash string, e
 	if err != nil {
 		return nil, "", fmt.Errorf("cluster %q: read %s: %w: %w", name, path, ErrInvalidKubeconfig, err)
 	}
-	if data, err = prepare(name, cfg, contextName); err != nil {
+	if data, err = prepare(name, path, cfg, contextName); err != nil {
 		return nil, "", err
 	}
 	return data, hashOf(data), nil
 }
 
-// prepare reduces cfg to contextName (empty: its current context) with
-// every referenced file embedded, checks that it yields a REST client
-// configuration and encodes it.
-func prepare(name string, cfg *clientcmdapi.Config, contextName string) ([]byte, error) {
+// prepare reduces cfg (read from file, when not empty) to contextName
+// (empty: its current context), refuses what is not inline data in it,
+// checks that it yields a REST client configuration and encodes it.
+func prepare(name, file string, cfg *clientcmdapi.Config, contextName string) ([]byte, error) {
 	secrets := configSecrets(cfg)
 	fail := func(step string, err error) error {
 		// The error came from code that saw the secrets; keep only its
@@ -111,15 +111,10 @@ func prepare(name string, cfg *clientcmdapi.Config, contextName string) ([]byte,
 	if err := clientcmdapi.MinifyConfig(cfg); err != nil {
 		return nil, fail("select context "+chosen, err)
 	}
-	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
-		return nil, fail("embed referenced files", err)
+	if errs := stripConfig(cfg.DeepCopy()); len(errs) > 0 {
+		return nil, &KubeconfigError{Cluster: name, File: file, Errs: errs}
 	}
-	token, err := embedTokenFiles(cfg)
-	if err != nil {
-		return nil, fail("embed token file", err)
-	}
-	secrets = append(secrets, token...)
-	if _, err := clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{}).ClientConfig(); err != nil {
+	if _, err := inlineRESTConfig(cfg); err != nil {
 		return nil, fail("build client configuration", err)
 	}
 	data, err := clientcmd.Write(*cfg)
@@ -130,18 +125,11 @@ func prepare(name string, cfg *clientcmdapi.Config, contextName string) ([]byte,
 }
 
 // RESTConfigFrom builds the REST client configuration of cluster name
-// from a kubeconfig as ReadKubeconfig returns it. Errors never include the
-// content.
+// from a stored kubeconfig with SafeRESTConfig, dropping (without a word)
+// anything that is not inline data. Errors never include the content.
 func RESTConfigFrom(name string, data []byte) (*rest.Config, error) {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
-	if err != nil {
-		var secrets []string
-		if parsed, perr := clientcmd.Load(data); perr == nil {
-			secrets = configSecrets(parsed)
-		}
-		return nil, fmt.Errorf("cluster %q: %w: %s", name, ErrInvalidKubeconfig, scrub(err.Error(), secrets))
-	}
-	return cfg, nil
+	cfg, _, err := SafeRESTConfig(name, data)
+	return cfg, err
 }
 
 // Read returns cluster name's stored kubeconfig and its SHA-256 (hex).
@@ -175,28 +163,6 @@ func chooseContext(cfg *clientcmdapi.Config, name string) (string, error) {
 		return "", fmt.Errorf("%w: context %q not found (available: %s)", ErrInvalidKubeconfig, name, list)
 	}
 	return name, nil
-}
-
-// embedTokenFiles replaces token-file references with the tokens they hold
-// and returns those tokens (for scrubbing).
-func embedTokenFiles(cfg *clientcmdapi.Config) ([]string, error) {
-	var tokens []string
-	for _, ai := range cfg.AuthInfos {
-		if ai.TokenFile == "" {
-			continue
-		}
-		path := ai.TokenFile
-		if !filepath.IsAbs(path) && ai.LocationOfOrigin != "" {
-			path = filepath.Join(filepath.Dir(ai.LocationOfOrigin), path)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return tokens, fmt.Errorf("read token file: %w", err)
-		}
-		ai.Token, ai.TokenFile = strings.TrimSpace(string(b)), ""
-		tokens = append(tokens, ai.Token)
-	}
-	return tokens, nil
 }
 
 // configSecrets lists the secret values in cfg, for scrubbing messages.

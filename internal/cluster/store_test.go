@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -41,14 +42,11 @@ func caPEM(t *testing.T) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-// kubeconfig writes the CA to a file and returns a kubeconfig with two
-// contexts, "dev" (current, token auth, CA by file) and "prod" (password
-// auth), that references it.
+// kubeconfig returns a kubeconfig with two contexts, "dev" (current,
+// token auth, embedded CA) and "prod" (password auth), and the CA.
 func kubeconfig(t *testing.T) (data, ca []byte) {
 	t.Helper()
 	ca = caPEM(t)
-	caFile := filepath.Join(t.TempDir(), "ca.crt")
-	require.NoError(t, os.WriteFile(caFile, ca, 0o600))
 	return fmt.Appendf(nil, `apiVersion: v1
 kind: Config
 current-context: dev
@@ -56,7 +54,7 @@ clusters:
 - name: dev-cluster
   cluster:
     server: https://127.0.0.1:6443
-    certificate-authority: %s
+    certificate-authority-data: %s
 - name: prod-cluster
   cluster:
     server: https://127.0.0.1:7443
@@ -74,7 +72,7 @@ contexts:
   context: {cluster: dev-cluster, user: dev-user, namespace: apps}
 - name: prod
   context: {cluster: prod-cluster, user: prod-user}
-`, caFile, token, token), ca
+`, base64.StdEncoding.EncodeToString(ca), token, token), ca
 }
 
 func TestStore_SaveAndLoad(t *testing.T) {
@@ -97,7 +95,7 @@ func TestStore_SaveAndLoad(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "https://127.0.0.1:6443", cfg.Host)
 	assert.Equal(t, token, cfg.BearerToken)
-	assert.Equal(t, ca, cfg.CAData, "the referenced CA file is embedded")
+	assert.Equal(t, ca, cfg.CAData)
 	assert.Empty(t, cfg.CAFile)
 
 	// The stored file is self-contained and holds the chosen context only.
@@ -160,10 +158,11 @@ func TestStore_EmptyStore(t *testing.T) {
 	require.NoError(t, s.Remove("x"))
 }
 
-func TestStore_SaveFile_RelativeReferences(t *testing.T) {
+// TestStore_SaveFile_RefusesFileReferences: files a kubeconfig names are
+// never read, relative or not; nothing is written.
+func TestStore_SaveFile_RefusesFileReferences(t *testing.T) {
 	dir := t.TempDir()
-	ca := caPEM(t)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "ca.crt"), ca, 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "ca.crt"), caPEM(t), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600))
 	path := filepath.Join(dir, "config")
 	require.NoError(t, os.WriteFile(path, []byte(`apiVersion: v1
@@ -174,14 +173,15 @@ users: [{name: u, user: {tokenFile: token}}]
 contexts: [{name: c, context: {cluster: c, user: u}}]
 `), 0o600))
 
-	s := NewStore(filepath.Join(t.TempDir(), "clusters"))
-	_, err := s.SaveFile("edge", path, "")
-	require.NoError(t, err)
-	cfg, err := s.RESTConfig("edge")
-	require.NoError(t, err)
-	assert.Equal(t, ca, cfg.CAData)
-	assert.Equal(t, token, cfg.BearerToken, "the token file is embedded")
-	assert.Empty(t, cfg.BearerTokenFile)
+	stored := filepath.Join(t.TempDir(), "clusters")
+	_, err := NewStore(stored).SaveFile("edge", path, "")
+	var ke *KubeconfigError
+	require.ErrorAs(t, err, &ke)
+	assert.Equal(t, path, ke.File)
+	assert.Contains(t, err.Error(), "clusters[c].cluster.certificate-authority: Forbidden: a file path; embed the CA as certificate-authority-data")
+	assert.Contains(t, err.Error(), "users[u].user.tokenFile: Forbidden: a file path; embed the token as token")
+	assert.NotContains(t, err.Error(), token)
+	assert.NoDirExists(t, stored, "nothing written")
 }
 
 func TestStore_SaveErrors(t *testing.T) {
@@ -224,9 +224,9 @@ func TestStore_SaveErrors(t *testing.T) {
 			wantIs:     ErrInvalidKubeconfig,
 		},
 		{
-			name: "missing referenced file", cluster: "c",
+			name: "file reference", cluster: "c",
 			kubeconfig: strings.Replace(string(data), "    token: "+token, "    token: "+token+"\n    client-certificate: /nonexistent/"+token+".crt", 1),
-			wantIs:     ErrInvalidKubeconfig, wantMsg: []string{"embed referenced files", "[redacted]"},
+			wantIs:     ErrInvalidKubeconfig, wantMsg: []string{"users[dev-user].user.client-certificate: Forbidden", "client-certificate-data"},
 		},
 		{
 			name: "no server", cluster: "c",

@@ -10,6 +10,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
 	"k8s.io/client-go/rest"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -42,9 +43,13 @@ var ErrNoKeys = errors.New("no controller has published a sealing key yet: start
 type Vault struct {
 	client client.Client
 	opener *seal.Opener
+	logger *zap.Logger
 
 	mu   sync.Mutex
 	kube map[string]kubeEntry
+	// warned is, by cluster, the hash of the kubeconfig whose ignored
+	// fields were logged: each kubeconfig is warned about once.
+	warned map[string]string
 }
 
 type kubeEntry struct {
@@ -52,14 +57,20 @@ type kubeEntry struct {
 	cfg *rest.Config
 }
 
-// NewVault returns a Vault reading through c and opening with o.
-func NewVault(c client.Client, o *seal.Opener) *Vault {
-	return &Vault{client: c, opener: o, kube: map[string]kubeEntry{}}
+// NewVault returns a Vault reading through c and opening with o; it logs
+// to logger (nil: nowhere) the kubeconfig fields it ignores.
+func NewVault(c client.Client, o *seal.Opener, logger *zap.Logger) *Vault {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &Vault{client: c, opener: o, logger: logger, kube: map[string]kubeEntry{}, warned: map[string]string{}}
 }
 
 // RESTConfig returns the REST client configuration of cluster name from
-// its sealed kubeconfig. A cluster that is not registered or has no
-// kubeconfig is ErrNotFound.
+// its sealed kubeconfig's inline data (SafeRESTConfig): commands, file
+// paths and proxies in it are ignored, and logged once per kubeconfig
+// (the cluster and the fields, never a value). A cluster that is not
+// registered or has no kubeconfig is ErrNotFound.
 func (v *Vault) RESTConfig(name string) (*rest.Config, error) {
 	v.mu.Lock()
 	e, ok := v.kube[name]
@@ -86,7 +97,8 @@ func (v *Vault) RESTConfig(name string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: kubeconfig: %w", name, err)
 	}
-	cfg, err := RESTConfigFrom(name, data)
+	cfg, ignored, err := SafeRESTConfig(name, data)
+	v.warnIgnored(name, data, ignored)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +106,23 @@ func (v *Vault) RESTConfig(name string) (*rest.Config, error) {
 	v.kube[name] = kubeEntry{at: time.Now(), cfg: cfg}
 	v.mu.Unlock()
 	return rest.CopyConfig(cfg), nil
+}
+
+// warnIgnored logs the fields SafeRESTConfig ignored in cluster name's
+// kubeconfig data, once per kubeconfig.
+func (v *Vault) warnIgnored(name string, data []byte, ignored []string) {
+	if len(ignored) == 0 {
+		return
+	}
+	h := hashOf(data)
+	v.mu.Lock()
+	seen := v.warned[name] == h
+	v.warned[name] = h
+	v.mu.Unlock()
+	if !seen {
+		v.logger.Warn("Ignored kubeconfig fields that are not inline data (commands, files and proxies are never followed)",
+			zap.String("cluster", name), zap.Strings("fields", ignored))
+	}
 }
 
 // Kubeconfig returns cluster name's sealed kubeconfig (nil without one)
