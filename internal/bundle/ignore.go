@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"strings"
+
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 )
 
 const ignoreFile = ".fleetignore"
@@ -42,11 +43,12 @@ type ignoreRule struct {
 // use.
 type ignorer struct {
 	repo  repo
+	files *fileReader
 	rules map[string][]ignoreRule // by repo-relative directory
 }
 
-func newIgnorer(r repo) *ignorer {
-	return &ignorer{repo: r, rules: map[string][]ignoreRule{}}
+func newIgnorer(r repo, files *fileReader) *ignorer {
+	return &ignorer{repo: r, files: files, rules: map[string][]ignoreRule{}}
 }
 
 // ignored reports whether the repo-relative path rel is excluded. The
@@ -97,10 +99,14 @@ func (ig *ignorer) load(dir string) ([]ignoreRule, error) {
 		return rules, nil
 	}
 	name := path.Join(dir, ignoreFile)
-	data, err := os.ReadFile(ig.repo.abs(name))
+	data, err := ig.files.read(ig.repo.abs(name))
 	if errors.Is(err, fs.ErrNotExist) {
 		ig.rules[dir] = nil
 		return nil, nil
+	}
+	var tooLarge *sizelimit.Error
+	if errors.As(err, &tooLarge) {
+		return nil, &ValidationError{Path: name, Err: err}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)

@@ -21,7 +21,7 @@ func TestIgnoreRules(t *testing.T) {
 	write("app/.fleetignore", "secret?.yaml\n")
 	r, err := openRepo(root)
 	require.NoError(t, err)
-	ig := newIgnorer(r)
+	ig := newIgnorer(r, Limits{}.files())
 
 	tests := []struct {
 		path  string

@@ -56,6 +56,9 @@ type Reader struct {
 	// bundle with a remote chart is a *ValidationError wrapping
 	// ErrUnsupported, and dependencies must be vendored.
 	Charts *chartfetch.Fetcher
+	// Limits bound the repository files Read reads. Optional: zero
+	// fields take their defaults.
+	Limits Limits
 }
 
 // Read is the package-level Read with remote charts: every distinct remote
@@ -70,7 +73,8 @@ func (r *Reader) Read(ctx context.Context, root, dir, repoName string) (Bundle, 
 	if err != nil {
 		return Bundle{}, Manifest{}, err
 	}
-	rd := &reader{ctx: ctx, charts: r.Charts, repo: rp, ig: newIgnorer(rp)}
+	files := r.Limits.files()
+	rd := &reader{ctx: ctx, charts: r.Charts, repo: rp, ig: newIgnorer(rp, files), files: files}
 	b, m, err := rd.read(dir, repoName)
 	// Errors from helpers that do not know the bundle (.fleetignore) get
 	// its name here.
@@ -149,6 +153,8 @@ type reader struct {
 	charts *chartfetch.Fetcher
 	repo   repo
 	ig     *ignorer
+	// files reads the repository's files within the limits.
+	files *fileReader
 	// dir is the bundle directory, name the bundle name (final once
 	// fleet.yaml is parsed) and file the options file ("" when none).
 	dir, name, file string
@@ -188,9 +194,9 @@ func (rd *reader) readOptionsFile() (fleetYAML, []string, error) {
 	if _, _, err := rd.repo.resolve(file); err != nil {
 		return fy, nil, rd.invalidOrIO("", err)
 	}
-	data, err := os.ReadFile(rd.repo.abs(file))
+	data, err := rd.readFile(file)
 	if err != nil {
-		return fy, nil, fmt.Errorf("bundle %s: read %s: %w", rd.name, file, err)
+		return fy, nil, err
 	}
 	fy, field, unknown, err := decodeFleetYAML(data)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -109,9 +108,9 @@ func (rd *reader) collect(base, prefix string, exclude map[string]bool) ([]Resou
 		if err != nil || !regular {
 			return err
 		}
-		data, err := os.ReadFile(abs)
+		data, err := rd.readFile(rel)
 		if err != nil {
-			return fmt.Errorf("bundle %s: read %s: %w", rd.name, rel, err)
+			return err
 		}
 		out = append(out, newResource(prefix+name, data))
 		return nil

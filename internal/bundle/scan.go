@@ -44,7 +44,7 @@ func Scan(root string, paths []string) ([]string, error) {
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
-	s := scanner{repo: r, ig: newIgnorer(r), found: map[string]bool{}}
+	s := scanner{repo: r, ig: newIgnorer(r, Limits{}.files()), found: map[string]bool{}}
 	for _, p := range paths {
 		dirs, err := r.globDirs(p)
 		if err != nil {

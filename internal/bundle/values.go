@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 
@@ -44,9 +43,9 @@ func (rd *reader) helmValues(prefix string, h *HelmOptions, of string) (map[stri
 		if !fi.Mode().IsRegular() {
 			return nil, nil, rd.invalid(field, fmt.Errorf("values file %s%s is not a regular file", rel, of))
 		}
-		data, err := os.ReadFile(rd.repo.abs(rel))
+		data, err := rd.readFile(rel)
 		if err != nil {
-			return nil, nil, fmt.Errorf("bundle %s: read %s: %w", rd.name, rel, err)
+			return nil, nil, err
 		}
 		var fileValues map[string]any
 		if err := yaml.Unmarshal(data, &fileValues); err != nil {

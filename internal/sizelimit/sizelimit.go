@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -13,6 +14,33 @@ import (
 
 // ErrTooLarge is what every *Error matches with errors.Is.
 var ErrTooLarge = errors.New("too large")
+
+// The flotilla-worker flags that set the limits, named in errors.
+const (
+	// FileFlag: each repository file read while rendering.
+	FileFlag = "max-file-size"
+	// CheckoutFlag: the files of one checkout together, and of one bundle.
+	CheckoutFlag = "max-checkout-size"
+	// ChartFlag: a chart archive as downloaded (compressed), or an OCI
+	// manifest or layer.
+	ChartFlag = "max-chart-size"
+	// ChartUnpackedFlag: a chart archive's files together, decompressed.
+	ChartUnpackedFlag = "max-chart-unpacked-size"
+	// IndexFlag: a Helm repository's index.yaml.
+	IndexFlag = "max-index-size"
+)
+
+// Defaults of the repository limits (the chart limits are chartfetch's).
+const (
+	// DefaultFile bounds one repository file: ten times the 1 MiB that
+	// etcd stores in one object (and so the largest manifest an API
+	// server accepts) leaves room for multi-document files of large CRDs.
+	DefaultFile int64 = 10 << 20
+	// DefaultCheckout bounds a checkout: GitOps repositories, Fleet's
+	// examples included, hold a few MiB; a quarter GiB fits monorepos
+	// and vendored charts while bounding the disk one commit takes.
+	DefaultCheckout int64 = 256 << 20
+)
 
 // Error reports input larger than its limit.
 type Error struct {
@@ -133,14 +161,19 @@ func (r *reader) Read(p []byte) (int, error) {
 
 // Budget is a Limit shared by several reads, such as every file of one
 // checkout: each byte read through any of its readers counts against
-// it. A Budget is not safe for concurrent use.
+// it. Its readers may be used concurrently.
 type Budget struct {
 	Limit
-	used int64
+	used atomic.Int64
+}
+
+// NewBudget returns a budget of l.
+func NewBudget(l Limit) *Budget {
+	return &Budget{Limit: l}
 }
 
 // Used returns the bytes counted so far.
-func (b *Budget) Used() int64 { return b.used }
+func (b *Budget) Used() int64 { return b.used.Load() }
 
 // Reader returns a reader of r whose bytes count against b: it fails
 // with b's *Error for what (the input that went over) once b is
@@ -159,7 +192,7 @@ type budgetReader struct {
 }
 
 func (r *budgetReader) Read(p []byte) (int, error) {
-	left := r.b.Max - r.b.used + 1
+	left := r.b.Max - r.b.used.Load() + 1
 	if left <= 0 {
 		return 0, r.b.Error(r.what)
 	}
@@ -167,9 +200,8 @@ func (r *budgetReader) Read(p []byte) (int, error) {
 		p = p[:left]
 	}
 	n, err := r.r.Read(p)
-	r.b.used += int64(n)
-	if r.b.used > r.b.Max {
-		return n - int(r.b.used-r.b.Max), r.b.Error(r.what)
+	if used := r.b.used.Add(int64(n)); used > r.b.Max {
+		return max(n-int(used-r.b.Max), 0), r.b.Error(r.what)
 	}
 	return n, err
 }

@@ -88,7 +88,7 @@ func TestReadFileChecksSizeFirst(t *testing.T) {
 }
 
 func TestBudgetIsShared(t *testing.T) {
-	b := &sizelimit.Budget{Limit: sizelimit.Limit{Max: 25, Flag: "max-checkout-size"}}
+	b := sizelimit.NewBudget(sizelimit.Limit{Max: 25, Flag: "max-checkout-size"})
 	for i, name := range []string{"a", "b"} {
 		got, err := io.ReadAll(b.Reader(strings.NewReader(strings.Repeat("z", 10)), name))
 		require.NoError(t, err, "file %d", i)
