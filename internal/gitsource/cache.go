@@ -21,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 )
 
 // Layout of a Cache directory.
@@ -38,6 +39,12 @@ const maxTagDepth = 10
 // process; two processes must not share a directory.
 type Cache struct {
 	dir string
+
+	// MaxCheckoutSize bounds the files of one worktree together: a
+	// commit over it is a *sizelimit.Error (flag --max-checkout-size)
+	// and leaves no worktree. Optional: default sizelimit.DefaultCheckout.
+	// Set it before the first Checkout.
+	MaxCheckoutSize int64
 
 	mu    sync.Mutex
 	locks map[string]chan struct{} // per clone directory; a full channel is a held lock
@@ -313,7 +320,11 @@ func (c *Cache) build(ctx context.Context, repo *git.Repository, commit *object.
 		return "", fmt.Errorf("check out %s from %s: %w", commit.Hash, url, err)
 	}
 	defer func() { _ = os.RemoveAll(tmp) }() // a no-op once renamed
-	if err := writeTree(ctx, repo.Storer, commit, tmp); err != nil {
+	limit := sizelimit.Limit{Max: c.MaxCheckoutSize, Flag: sizelimit.CheckoutFlag}
+	if limit.Max <= 0 {
+		limit.Max = sizelimit.DefaultCheckout
+	}
+	if err := writeTree(ctx, repo.Storer, commit, tmp, sizelimit.NewBudget(limit)); err != nil {
 		return "", fmt.Errorf("check out %s from %s: %w", commit.Hash, url, err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {

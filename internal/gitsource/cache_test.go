@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
@@ -84,6 +85,30 @@ func TestCache_Checkout(t *testing.T) {
 	entries, err := os.ReadDir(filepath.Join(cache.dir, reposDir))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "one clone per URL")
+}
+
+// TestCache_CheckoutSize checks that a commit over MaxCheckoutSize is
+// refused with a *sizelimit.Error and leaves no worktree, and that
+// raising the limit checks it out.
+func TestCache_CheckoutSize(t *testing.T) {
+	repo := testenv.NewGitServer(t, testenv.GitServerOptions{}).CreateRepo(t, "app", map[string]string{
+		"app/cm.yaml": "kind: ConfigMap\n", "big.bin": strings.Repeat("x", 64<<10)})
+	remote := Remote{URL: repo.URL()}
+	cache := NewCache(t.TempDir())
+	cache.MaxCheckoutSize = 32 << 10
+	ref := resolve(t, remote, "", "")
+	_, err := cache.Checkout(t.Context(), remote, ref)
+	var se *sizelimit.Error
+	require.ErrorAs(t, err, &se)
+	assert.ErrorContains(t, err, "(up to big.bin) is larger than the limit of 32Ki (raise it with flotilla-worker --max-checkout-size)")
+	entries, err := os.ReadDir(filepath.Join(cache.dir, worktreesDir))
+	require.NoError(t, err)
+	assert.Empty(t, entries, "no worktree, not even a partial one")
+
+	cache.MaxCheckoutSize = 1 << 20
+	dir, err := cache.Checkout(t.Context(), remote, ref)
+	require.NoError(t, err)
+	assert.FileExists(t, filepath.Join(dir, "big.bin"))
 }
 
 func TestCache_CheckoutMissingCommit(t *testing.T) {

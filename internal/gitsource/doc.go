@@ -9,6 +9,10 @@
 // branches, tags, revisions and commits are ErrRefNotFound, and a missing
 // repository is ErrRepositoryNotFound, all for errors.Is.
 //
+// A worktree's files together are bounded by Cache.MaxCheckoutSize,
+// checked while they are written (a *sizelimit.Error names the file at
+// which the sum went over).
+//
 // Only the http and https transports are used; SSH remotes are not
 // supported. Submodules are not checked out (their directory stays empty),
 // as with a plain `git clone` without --recurse-submodules.

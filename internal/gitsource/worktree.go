@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
@@ -18,8 +19,10 @@ import (
 // writeTree writes the files of commit below root, which must exist and be
 // empty. Paths that could leave root (".." or ".git" components) and
 // symbolic links that resolve outside root are errors, since the tree
-// comes from an untrusted server.
-func writeTree(ctx context.Context, sto storer.EncodedObjectStorer, commit *object.Commit, root string) error {
+// comes from an untrusted server. So are files that add up to more than
+// size's limit: each blob's declared size is checked before it is read,
+// and its bytes are counted while they are copied.
+func writeTree(ctx context.Context, sto storer.EncodedObjectStorer, commit *object.Commit, root string, size *sizelimit.Budget) error {
 	tree, err := commit.Tree()
 	if err != nil {
 		return fmt.Errorf("read tree: %w", corrupt(err))
@@ -42,7 +45,7 @@ func writeTree(ctx context.Context, sto storer.EncodedObjectStorer, commit *obje
 			return err
 		}
 		dst := filepath.Join(root, filepath.FromSlash(name))
-		isLink, err := writeEntry(sto, entry, name, dst)
+		isLink, err := writeEntry(sto, entry, name, dst, size)
 		if err != nil {
 			return err
 		}
@@ -55,7 +58,7 @@ func writeTree(ctx context.Context, sto storer.EncodedObjectStorer, commit *obje
 
 // writeEntry writes one tree entry to dst and reports whether it is a
 // symbolic link.
-func writeEntry(sto storer.EncodedObjectStorer, entry object.TreeEntry, name, dst string) (bool, error) {
+func writeEntry(sto storer.EncodedObjectStorer, entry object.TreeEntry, name, dst string, size *sizelimit.Budget) (bool, error) {
 	switch entry.Mode {
 	case filemode.Dir, filemode.Submodule: // a submodule stays an empty directory
 		if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -63,9 +66,9 @@ func writeEntry(sto storer.EncodedObjectStorer, entry object.TreeEntry, name, ds
 		}
 		return false, nil
 	case filemode.Regular, filemode.Deprecated:
-		return false, writeBlob(sto, entry, name, dst, 0o644)
+		return false, writeBlob(sto, entry, name, dst, 0o644, size)
 	case filemode.Executable:
-		return false, writeBlob(sto, entry, name, dst, 0o755)
+		return false, writeBlob(sto, entry, name, dst, 0o755, size)
 	case filemode.Symlink:
 		target, err := readBlob(sto, entry, name)
 		if err != nil {
@@ -104,10 +107,14 @@ func mkParent(dst, name string) error {
 	return nil
 }
 
-func writeBlob(sto storer.EncodedObjectStorer, entry object.TreeEntry, name, dst string, mode os.FileMode) error {
+func writeBlob(sto storer.EncodedObjectStorer, entry object.TreeEntry, name, dst string, mode os.FileMode, size *sizelimit.Budget) error {
 	blob, err := object.GetBlob(sto, entry.Hash)
 	if err != nil {
 		return fmt.Errorf("read %s: %w", name, corrupt(err))
+	}
+	what := "the files of the commit (up to " + name + ")"
+	if err := size.Check(what, size.Used()+blob.Size); err != nil {
+		return err
 	}
 	if err := mkParent(dst, name); err != nil {
 		return err
@@ -121,7 +128,7 @@ func writeBlob(sto storer.EncodedObjectStorer, entry object.TreeEntry, name, dst
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if _, err := io.Copy(f, r); err != nil {
+	if _, err := io.Copy(f, size.Reader(r, what)); err != nil {
 		_ = f.Close() // the copy error is the one to report
 		return fmt.Errorf("write %s: %w", name, err)
 	}

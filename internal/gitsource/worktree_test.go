@@ -3,6 +3,7 @@ package gitsource
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 )
 
 // commitFS commits regular files, executables (path ending in ".sh") and
@@ -79,7 +82,7 @@ func TestWriteTree(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			repo, commit := commitFS(t, tt.files, tt.links)
 			root := t.TempDir()
-			err := writeTree(t.Context(), repo.Storer, commit, root)
+			err := writeTree(t.Context(), repo.Storer, commit, root, sizelimit.NewBudget(sizelimit.Limit{}))
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 				return
@@ -96,6 +99,39 @@ func TestWriteTree(t *testing.T) {
 			b, err := os.ReadFile(filepath.Join(root, "a/values.yaml"))
 			require.NoError(t, err)
 			assert.Equal(t, "v\n", string(b))
+		})
+	}
+}
+
+// TestWriteTreeSize checks the checkout limit: files that add up to more
+// are refused, by their declared size before they are read, naming the
+// file at which the sum went over, the limit and the flag.
+func TestWriteTreeSize(t *testing.T) {
+	files := map[string]string{"a.yaml": strings.Repeat("a", 400), "b/c.yaml": strings.Repeat("c", 400)}
+	tests := []struct {
+		name    string
+		max     int64
+		wantErr string // empty: fits
+	}{
+		{name: "fits", max: 800},
+		{name: "no limit", max: 0},
+		{name: "one file too many", max: 799, wantErr: "the files of the commit (up to b/c.yaml) is larger than the limit of 799"},
+		{name: "the first file alone", max: 100, wantErr: "(up to a.yaml)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			repo, commit := commitFS(t, files, nil)
+			size := sizelimit.NewBudget(sizelimit.Limit{Max: tt.max, Flag: sizelimit.CheckoutFlag})
+			err := writeTree(t.Context(), repo.Storer, commit, t.TempDir(), size)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			var se *sizelimit.Error
+			require.ErrorAs(t, err, &se)
+			assert.ErrorContains(t, err, tt.wantErr)
+			assert.ErrorContains(t, err, "--max-checkout-size")
+			assert.LessOrEqual(t, size.Used(), tt.max, "a blob over the limit is not read")
 		})
 	}
 }
