@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/flotilla-gitops/flotilla/activities"
@@ -30,13 +31,13 @@ func (o *options) openSealing(c client.Client, logger *zap.Logger) (*activities.
 	var ring *keyring.Ring
 	var err error
 	if o.SealKeys != "" {
-		if ring, err = keyring.LoadDir(o.SealKeys); err != nil {
+		if ring, err = keyring.LoadSealing(o.SealKeys); err != nil {
 			return nil, fmt.Errorf("--seal-keys: %w (create a key with `flotilla-worker keygen --out %s`)", err, o.SealKeys)
 		}
 	} else {
 		dir := filepath.Join(o.DevSrv.StateDir, defaultSealKeysDir)
 		var created bool
-		if ring, created, err = keyring.LoadOrCreate(dir); err != nil {
+		if ring, created, err = keyring.LoadOrCreateSealing(dir); err != nil {
 			return nil, err
 		}
 		if created {
@@ -54,12 +55,28 @@ func (o *options) openSealing(c client.Client, logger *zap.Logger) (*activities.
 	return &activities.Sealing{Vault: cluster.NewVault(c, opener, logger), Opener: opener}, nil
 }
 
-// publishKeys tells Temporal this controller's public keys, so the CLI
-// seals new secrets to the newest. A key ID another controller published
-// with different key material stops this one: it could not open what the
-// CLI seals.
+// publishKeys tells Temporal this controller's public keys, each signed
+// by its signing key, so the CLI seals new secrets to the newest once it
+// verified the signature. A key ID another controller published with
+// different key material stops this one: it could not open what the CLI
+// seals. Published keys signed by another signing key are not
+// overwritten: the refusal is logged as an error and the controller runs
+// on (it still opens what was sealed to its keys).
 func publishKeys(ctx context.Context, c client.Client, queue string, s *activities.Sealing, logger *zap.Logger) error {
-	rec, err := cluster.PublishKeys(ctx, c, queue, s.Opener.PublicKeys())
+	signer := s.Opener.Signer()
+	if signer == nil {
+		return errors.New("publish the sealing keys: the keyring came without the signing key")
+	}
+	fingerprint := zap.String("signingKey", signer.Fingerprint())
+	logger.Info("The sealing keys are signed by this signing key: the CLI pins its fingerprint on first use (or takes --seal-key-fingerprint)", fingerprint)
+	rec, err := cluster.PublishKeys(ctx, c, queue, s.Opener.SignedPublicKeys())
+	if ae := (*temporal.ApplicationError)(nil); errors.As(err, &ae) && ae.Type() == seal.ErrTypeForeignSigner {
+		logger.Error("REFUSED to publish the sealing keys over keys this controller did not sign: whoever published them holds "+
+			"another signing key (someone with access to the Temporal namespace, or a controller given other --seal-keys). "+
+			"They are left as they are and the CLI refuses to seal to them. After finding out who published them, "+
+			"terminate the workflow "+protocol.KeysID+" and restart a controller to publish its keys again.", fingerprint, zap.Error(err))
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("publish the sealing keys: %w", err)
 	}
@@ -69,7 +86,11 @@ func publishKeys(ctx context.Context, c client.Client, queue string, s *activiti
 		logger.Warn("Another controller published a newer sealing key that this one does not hold: it cannot open secrets sealed to it; give it the same --seal-keys",
 			zap.String("newestKeyID", newest.ID))
 	}
-	logger.Info("Published sealing keys", zap.Strings("keyIDs", keyIDs(held)), zap.String("newestKeyID", newest.ID))
+	if !newest.SignedBy(signer.Public()) {
+		logger.Warn("The newest published sealing key is not signed by this controller's signing key: the CLI refuses to seal to it until a controller of this version publishes it signed",
+			zap.String("newestKeyID", newest.ID), fingerprint)
+	}
+	logger.Info("Published sealing keys", zap.Strings("keyIDs", keyIDs(held)), zap.String("newestKeyID", newest.ID), fingerprint)
 	return nil
 }
 
@@ -164,20 +185,29 @@ func importSecrets(ctx context.Context, c client.Client, queue string, store *cl
 }
 
 // newKeygenCommand writes a new key into a keyring directory: a sealing
-// key for --seal-keys, or an AES key for --payload-keys (same format).
+// key for --seal-keys, or an AES key for --payload-keys (same format); or,
+// with --signing-key, the controllers' signing key.
 func newKeygenCommand() *cobra.Command {
 	var out string
+	var signing bool
 	cmd := &cobra.Command{
 		Use:   "keygen --out DIR",
 		Short: "Add a new key to a keyring directory (--seal-keys or --payload-keys); it becomes the newest",
 		Long: `Keygen writes a new random 32-byte key into DIR as a file named by its ID (fk-<UTC time>),
 mode 0600, and prints the ID. The newest key (greatest ID) encrypts new data; keep the older
 keys until everything is re-sealed (flotilla secrets rotate). To use it from Kubernetes:
-  kubectl create secret generic flotilla-seal-keys --from-file=DIR`,
+  kubectl create secret generic flotilla-seal-keys --from-file=DIR
+
+With --signing-key it writes the controllers' signing key (file signing-key) into a
+--seal-keys DIR instead, unless DIR holds one, and prints its fingerprint: what the CLI
+pins, or takes with --seal-key-fingerprint.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return errors.New("--out is required")
+			}
+			if signing {
+				return printSigningKey(cmd, out)
 			}
 			k, err := keyring.Generate()
 			if err != nil {
@@ -191,5 +221,21 @@ keys until everything is re-sealed (flotilla secrets rotate). To use it from Kub
 		},
 	}
 	cmd.Flags().StringVar(&out, "out", "", "keyring directory (created when missing)")
+	cmd.Flags().BoolVar(&signing, "signing-key", false, "write the controllers' signing key into the --seal-keys DIR unless it holds one, and print its fingerprint")
 	return cmd
+}
+
+// printSigningKey generates dir's signing key when it holds none and
+// prints its fingerprint.
+func printSigningKey(cmd *cobra.Command, dir string) error {
+	seed, _, err := keyring.LoadOrCreateSigningKey(dir)
+	if err != nil {
+		return err
+	}
+	s, err := seal.NewSigner(seed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), s.Fingerprint())
+	return nil
 }

@@ -41,6 +41,9 @@ type Key struct {
 // Ring is a set of keys, sorted by ID, oldest first.
 type Ring struct {
 	keys []Key
+	// signing is the controllers' signing key seed, when the ring was
+	// loaded with LoadSealing or LoadOrCreateSealing.
+	signing []byte
 }
 
 // New returns a ring of keys (any order); IDs must be valid and distinct.

@@ -70,3 +70,38 @@ func LoadOrCreateSigningKey(dir string) (seed []byte, created bool, err error) {
 	}
 	return seed, created, err
 }
+
+// SigningKey returns the signing key seed loaded with the ring
+// (LoadSealing, LoadOrCreateSealing).
+func (r *Ring) SigningKey() ([]byte, bool) { return r.signing, r.signing != nil }
+
+// LoadSealing reads the controllers' sealing keyring (LoadDir) with its
+// signing key, which is generated into dir the first time. A directory
+// that holds no signing key and cannot be written (a mounted Secret of an
+// older install) is an error saying how to add one.
+func LoadSealing(dir string) (*Ring, error) {
+	r, err := LoadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	return r, r.loadSigning(dir)
+}
+
+// LoadOrCreateSealing is LoadOrCreate with the signing key, both
+// generated when missing. created reports a new sealing key.
+func LoadOrCreateSealing(dir string) (r *Ring, created bool, err error) {
+	if r, created, err = LoadOrCreate(dir); err != nil {
+		return nil, false, err
+	}
+	return r, created, r.loadSigning(dir)
+}
+
+func (r *Ring) loadSigning(dir string) error {
+	seed, _, err := LoadOrCreateSigningKey(dir)
+	if err != nil {
+		return fmt.Errorf("%w; the controllers' signing key is generated once into the sealing keyring: add it yourself, "+
+			"e.g. to the mounted Secret as key %q with the value of `head -c 32 /dev/urandom | base64`, the same for every replica", err, SigningKeyName)
+	}
+	r.signing = seed
+	return nil
+}

@@ -70,3 +70,23 @@ func TestSigningKeyReadOnlyDir(t *testing.T) {
 	_, _, err := LoadOrCreateSigningKey(dir)
 	require.ErrorContains(t, err, "write the signing key into "+dir)
 }
+
+func TestLoadSealing(t *testing.T) {
+	dir := t.TempDir()
+	r, created, err := LoadOrCreateSealing(dir)
+	require.NoError(t, err)
+	assert.True(t, created)
+	seed, ok := r.SigningKey()
+	require.True(t, ok)
+	assert.Len(t, r.IDs(), 1, "the signing key is not a sealing key")
+
+	again, err := LoadSealing(dir)
+	require.NoError(t, err)
+	seed2, _ := again.SigningKey()
+	assert.Equal(t, seed, seed2, "every replica given the directory loads the same signing key")
+
+	plain, err := LoadDir(dir)
+	require.NoError(t, err)
+	_, ok = plain.SigningKey()
+	assert.False(t, ok, "payload and agent keyrings carry no signing key")
+}

@@ -103,15 +103,24 @@ func Seal(p PublicKey, plaintext []byte) (Box, error) {
 	return Box{KeyID: p.ID, Data: data}, nil
 }
 
-// Opener opens boxes with a keyring's private keys.
+// Opener opens boxes with a keyring's private keys, and signs their
+// public keys when the keyring came with the controllers' signing key.
 type Opener struct {
-	ring *keyring.Ring
-	pubs map[string]*[32]byte
+	ring   *keyring.Ring
+	pubs   map[string]*[32]byte
+	signer *Signer
 }
 
 // NewOpener returns an Opener holding ring's keys.
 func NewOpener(ring *keyring.Ring) (*Opener, error) {
 	o := &Opener{ring: ring, pubs: map[string]*[32]byte{}}
+	if seed, ok := ring.SigningKey(); ok {
+		s, err := NewSigner(seed)
+		if err != nil {
+			return nil, err
+		}
+		o.signer = s
+	}
 	for _, k := range ring.Keys() {
 		pub, err := curve25519.X25519(k.Bytes[:], curve25519.Basepoint)
 		if err != nil {
@@ -133,6 +142,20 @@ func (o *Opener) PublicKeys() []PublicKey {
 		out[i] = PublicKey{ID: id, Key: bytes.Clone(o.pubs[id][:])}
 	}
 	return out
+}
+
+// Signer is the controllers' signing key; nil when the keyring came
+// without it (an agent's own key, tests).
+func (o *Opener) Signer() *Signer { return o.signer }
+
+// SignedPublicKeys returns PublicKeys, each signed by Signer, which must
+// not be nil.
+func (o *Opener) SignedPublicKeys() []PublicKey {
+	keys := o.PublicKeys()
+	for i, k := range keys {
+		keys[i] = o.signer.Sign(k)
+	}
+	return keys
 }
 
 // Newest is the public key new boxes are sealed to.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"testing"
 
+	"github.com/flotilla-gitops/flotilla/internal/keyring"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -141,4 +142,17 @@ func TestPublishedSignerAndMerge(t *testing.T) {
 	assert.True(t, merged[2].SignedBy(mine.Public()))
 	again := MergePublished(merged, []PublicKey{theirs.Sign(k[1])})
 	assert.True(t, again[1].SignedBy(mine.Public()), "a signed key keeps its signature")
+}
+
+func TestOpenerSigns(t *testing.T) {
+	dir := t.TempDir()
+	ring, _, err := keyring.LoadOrCreateSealing(dir)
+	require.NoError(t, err)
+	o, err := NewOpener(ring)
+	require.NoError(t, err)
+	require.NotNil(t, o.Signer())
+	for _, k := range o.SignedPublicKeys() {
+		assert.True(t, k.SignedBy(o.Signer().Public()), k.ID)
+	}
+	assert.Nil(t, opener(t, newKey(t, "fk-1")).Signer(), "a keyring without the signing key signs nothing")
 }
