@@ -30,6 +30,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/deploy"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/keyring"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
 
@@ -291,14 +292,33 @@ func TestControllerChartSealKeysLifecycle(t *testing.T) {
 
 	install()
 	installed := keys()
-	require.Len(t, installed, 1)
+	require.Len(t, installed, 2, "a sealing key and the signing key")
+	require.Contains(t, installed, keyring.SigningKeyName)
 	upgrade()
 	assert.Equal(t, installed, keys(), "an upgrade generated a new key")
+
+	// A Secret of an install older than signing gets a signing key at the
+	// next upgrade, its sealing keys kept.
+	s, err := cs.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
+	require.NoError(t, err)
+	delete(s.Data, keyring.SigningKeyName)
+	_, err = cs.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	upgrade()
+	upgraded := keys()
+	require.Len(t, upgraded, 2)
+	assert.NotEqual(t, installed[keyring.SigningKeyName], upgraded[keyring.SigningKeyName], "a new signing key")
+	for id, k := range installed {
+		if id != keyring.SigningKeyName {
+			assert.Equal(t, k, upgraded[id], "the sealing key is kept")
+		}
+	}
+	installed = upgraded
 
 	// Rotation: a newer key added to the Secret survives upgrades too.
 	rotated := maps.Clone(installed)
 	rotated["fk-29991231t235959z"] = []byte(base64.StdEncoding.EncodeToString(make([]byte, 32)))
-	s, err := cs.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
+	s, err = cs.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
 	require.NoError(t, err)
 	s.Data = rotated
 	_, err = cs.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})

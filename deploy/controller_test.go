@@ -625,9 +625,11 @@ func generatedSealKey(t *testing.T, secret *unstructured.Unstructured) (id, file
 	require.NotNil(t, secret, "no generated seal keys Secret")
 	assert.Equal(t, "keep", secret.GetAnnotations()["helm.sh/resource-policy"], "uninstall must not delete the only key")
 	data := secretData(t, secret.Object)
-	require.Len(t, data, 1, "one generated key")
+	require.Len(t, data, 2, "one generated sealing key and the signing key")
 	for k, v := range data {
-		id, file = k, v
+		if k != keyring.SigningKeyName {
+			id, file = k, v
+		}
 	}
 	assert.Regexp(t, keyIDPattern, id)
 	stamp, ok := strings.CutPrefix(id, "fk-")
@@ -640,10 +642,17 @@ func generatedSealKey(t *testing.T, secret *unstructured.Unstructured) (id, file
 	assert.Len(t, raw, 32)
 
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, id), []byte(file), 0o600))
-	ring, err := keyring.LoadDir(dir)
-	require.NoError(t, err, "the controller rejects the generated key")
+	for k, v := range data {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, k), []byte(v), 0o400))
+	}
+	require.NoError(t, os.Chmod(dir, 0o500)) // mounted read-only: nothing is generated
+	t.Cleanup(func() { _ = os.Chmod(dir, 0o700) })
+	ring, err := keyring.LoadSealing(dir)
+	require.NoError(t, err, "the controller rejects the generated keys")
 	assert.Equal(t, []string{id}, ring.IDs())
+	signing, ok := ring.SigningKey()
+	require.True(t, ok, "the generated signing key")
+	assert.Equal(t, data[keyring.SigningKeyName], base64.StdEncoding.EncodeToString(signing))
 	return id, file
 }
 
