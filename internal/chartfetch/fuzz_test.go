@@ -4,15 +4,21 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -283,4 +289,122 @@ func tarOf(f *testing.F, files map[string]string) []byte {
 		f.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// ociManifestSeed is an OCI manifest of a Helm chart as `helm push` writes
+// it, with placeholders FuzzFetchOCI fills in: the digest and size of the
+// config and of the layer it serves.
+const ociManifestSeed = `{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",` +
+	`"config":{"mediaType":"application/vnd.cncf.helm.config.v1+json","digest":"CONFIGDIGEST","size":CONFIGSIZE},` +
+	`"layers":[{"mediaType":"application/vnd.cncf.helm.chart.content.v1.tar+gzip","digest":"LAYERDIGEST","size":LAYERSIZE}]}`
+
+// fuzzRegistry is an OCI registry of one repository, charts/mychart,
+// whose tag 1.0.0 is a manifest set per iteration, with the blobs it may
+// name.
+type fuzzRegistry struct {
+	manifest, config, layer []byte
+}
+
+func (r *fuzzRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	const prefix = "/v2/charts/mychart/"
+	p := req.URL.Path
+	switch {
+	case p == "/v2/" || p == "/v2":
+		w.WriteHeader(http.StatusOK)
+	case p == prefix+"tags/list":
+		_, _ = w.Write([]byte(`{"name":"charts/mychart","tags":["1.0.0"]}`))
+	case p == prefix+"manifests/1.0.0" || p == prefix+"manifests/"+digestOf(r.manifest):
+		var mt struct {
+			MediaType string `json:"mediaType"`
+		}
+		_ = json.Unmarshal(r.manifest, &mt)
+		if mt.MediaType == "" {
+			mt.MediaType = "application/vnd.oci.image.manifest.v1+json"
+		}
+		r.serve(w, req, mt.MediaType, r.manifest)
+	case strings.HasPrefix(p, prefix+"blobs/"):
+		for _, b := range [][]byte{r.config, r.layer} {
+			if p == prefix+"blobs/"+digestOf(b) {
+				r.serve(w, req, "application/octet-stream", b)
+				return
+			}
+		}
+		http.NotFound(w, req)
+	default:
+		http.NotFound(w, req)
+	}
+}
+
+func (r *fuzzRegistry) serve(w http.ResponseWriter, req *http.Request, mediaType string, data []byte) {
+	w.Header().Set("Content-Type", mediaType)
+	w.Header().Set("Docker-Content-Digest", digestOf(data))
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	if req.Method != http.MethodHead {
+		_, _ = w.Write(data)
+	}
+}
+
+// FuzzFetchOCI: whatever manifest and layer a registry serves, a chart
+// Fetch returns from it is the layer the manifest names, byte for byte,
+// within the archive and unpacked size limits. The manifest's
+// CONFIGDIGEST, CONFIGSIZE, LAYERDIGEST and LAYERSIZE are replaced by the
+// digests and sizes of the blobs served, so mutations keep reaching them.
+func FuzzFetchOCI(f *testing.F) {
+	archives, err := filepath.Glob(filepath.Join(fuzzRepo(f), "mychart-*.tgz"))
+	if err != nil || len(archives) == 0 {
+		f.Fatalf("no archives: %v", err)
+	}
+	layer, err := os.ReadFile(archives[0])
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, m := range []string{
+		ociManifestSeed,
+		strings.Replace(ociManifestSeed, "LAYERSIZE", "1", 1),
+		strings.Replace(ociManifestSeed, "LAYERDIGEST", "CONFIGDIGEST", 1),
+		strings.Replace(ociManifestSeed, "helm.config", "oci.image.config", 1),
+		strings.Replace(ociManifestSeed, `"layers":[`, `"layers":[{"mediaType":"application/vnd.cncf.helm.chart.content.v1.tar+gzip","digest":"LAYERDIGEST","size":LAYERSIZE},`, 1),
+		strings.Replace(ociManifestSeed, `,"mediaType":"application/vnd.oci.image.manifest.v1+json"`, "", 1),
+		`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`,
+		`{}`,
+	} {
+		f.Add([]byte(m), layer)
+	}
+	f.Add([]byte(ociManifestSeed), layer[:len(layer)/2])
+	f.Add([]byte(ociManifestSeed), []byte{})
+	reg := &fuzzRegistry{config: []byte(`{"apiVersion":"v2","name":"mychart","version":"1.0.0"}`)}
+	srv := httptest.NewServer(reg)
+	f.Cleanup(srv.Close)
+	src := Source{Chart: "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/charts/mychart", Version: "1.0.0"}
+	f.Fuzz(func(t *testing.T, manifest, layer []byte) {
+		if len(manifest) > maxFuzzInput || len(layer) > maxFuzzInput {
+			t.Skip()
+		}
+		reg.layer = layer
+		reg.manifest = []byte(strings.NewReplacer(
+			"CONFIGDIGEST", digestOf(reg.config), "CONFIGSIZE", strconv.Itoa(len(reg.config)),
+			"LAYERDIGEST", digestOf(layer), "LAYERSIZE", strconv.Itoa(len(layer)),
+		).Replace(string(manifest)))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// A Fetcher per iteration: one would serve the archive of an
+		// earlier iteration from its memory cache.
+		fetcher := &Fetcher{
+			HTTPClient:      srv.Client(),
+			Auth:            func(string) *Auth { return &Auth{PlainHTTP: true} },
+			MaxArchiveSize:  fuzzMaxUnpacked,
+			MaxUnpackedSize: fuzzMaxUnpacked,
+		}
+		ch, err := fetcher.Fetch(ctx, src)
+		if err != nil {
+			return
+		}
+		if ch.Digest != digestOf(layer) {
+			t.Fatalf("fetched archive %s is not the layer served (%s)", ch.Digest, digestOf(layer))
+		}
+		if len(layer) > fuzzMaxUnpacked {
+			t.Fatalf("accepted a %d-byte archive, over the limit of %d", len(layer), fuzzMaxUnpacked)
+		}
+		checkChart(t, ch, layer)
+	})
 }
