@@ -71,13 +71,21 @@ func New(ring *keyring.Ring) (*Codec, error) {
 }
 
 // NewDataConverter returns the SDK's default data converter with every
-// payload passing through Compression and then New(ring).
-func NewDataConverter(ring *keyring.Ring) (converter.DataConverter, error) {
+// payload passing through Compression and then New(ring). With
+// opts.RequireEncryption, decoding refuses a payload that is not encrypted
+// with a *PlaintextError before it reaches the codecs; without it, plain
+// payloads are read as they are.
+func NewDataConverter(ring *keyring.Ring, opts Options) (converter.DataConverter, error) {
 	c, err := New(ring)
 	if err != nil {
 		return nil, err
 	}
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c, Compression), nil
+	// Encoding runs the codecs last to first, decoding first to last.
+	codecs := []converter.PayloadCodec{c, Compression}
+	if opts.RequireEncryption {
+		codecs = append([]converter.PayloadCodec{requireEncrypted{}}, codecs...)
+	}
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), codecs...), nil
 }
 
 // NewKeylessDataConverter returns the data converter of a client given no

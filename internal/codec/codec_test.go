@@ -67,7 +67,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 
 	// Through the data converter, values come back as they went in.
-	dc, err := codec.NewDataConverter(mustRing(t, testKey(t, "fk-1")))
+	dc, err := codec.NewDataConverter(mustRing(t, testKey(t, "fk-1")), codec.Options{})
 	require.NoError(t, err)
 	p, err := dc.ToPayload(deployInput{Cluster: "c1", Token: secret})
 	require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestKeylessDataConverter(t *testing.T) {
 	require.NoError(t, keyless.FromPayload(p, &s))
 	assert.Equal(t, "plain", s)
 
-	keyed, err := codec.NewDataConverter(mustRing(t, testKey(t, "fk-7")))
+	keyed, err := codec.NewDataConverter(mustRing(t, testKey(t, "fk-7")), codec.Options{})
 	require.NoError(t, err)
 	enc, err := keyed.ToPayload("secret")
 	require.NoError(t, err)
@@ -203,7 +203,7 @@ func TestNewEmptyRing(t *testing.T) {
 // keys gets them back unchanged, type and details included.
 func TestFailureConverter(t *testing.T) {
 	const msg = "GitRepo a/b sent to the workflow of a/c"
-	dc, err := codec.NewDataConverter(mustRing(t, testKey(t, "fk-1")))
+	dc, err := codec.NewDataConverter(mustRing(t, testKey(t, "fk-1")), codec.Options{})
 	require.NoError(t, err)
 	fc := codec.NewFailureConverter(dc)
 

@@ -45,7 +45,7 @@ func TestCompression_FleetPayloadFits(t *testing.T) {
 
 	ring, err := keyring.New(testKey(t, "fk-1"))
 	require.NoError(t, err)
-	keyed, err := codec.NewDataConverter(ring)
+	keyed, err := codec.NewDataConverter(ring, codec.Options{})
 	require.NoError(t, err)
 	for name, dc := range map[string]converter.DataConverter{"keyed": keyed, "keyless": codec.NewKeylessDataConverter()} {
 		t.Run(name, func(t *testing.T) {

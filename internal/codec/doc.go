@@ -19,7 +19,10 @@
 //
 // Decoding passes every payload without that encoding through unchanged,
 // so turning encryption on for an installation keeps its old histories
-// readable.
+// readable. A data converter made with Options.RequireEncryption refuses
+// such payloads instead (a *PlaintextError naming the encoding), so that
+// a client without the keys cannot start, signal or update a workflow, or
+// answer an activity, with a value it made up.
 //
 // What is not encrypted: search attributes, which the SDK writes with the
 // default converter so that the server can index them (Flotilla's hold only

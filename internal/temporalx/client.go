@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/flotilla-gitops/flotilla/internal/codec"
 	"github.com/flotilla-gitops/flotilla/internal/keyring"
@@ -60,9 +61,16 @@ type ClientOptions struct {
 	// Optional: default none; payloads are then written plain, and reading
 	// an encrypted one fails with an error wrapping codec.ErrEncrypted.
 	PayloadKeys string
+	// RequireEncryption refuses every payload read that is not encrypted
+	// with PayloadKeys (codec.Options.RequireEncryption): a value written
+	// by a client without the keys is an error wrapping
+	// *codec.PlaintextError. Needs PayloadKeys. Optional: default false.
+	RequireEncryption bool
 	// Metrics receives the SDK's metrics (NewPrometheusMetrics). Not a
 	// flag. Optional: default none.
 	Metrics client.MetricsHandler
+	// dialOptions are extra gRPC options (DialForwarder).
+	dialOptions []grpc.DialOption
 }
 
 // BindFlags registers the options as flags on fs. The values already in o
@@ -87,6 +95,7 @@ func (o *ClientOptions) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.APIKeyFile, "api-key-file", "", "file containing the Temporal API key")
 	fs.DurationVar(&o.DialTimeout, "dial-timeout", o.DialTimeout, "how long to wait for the Temporal server")
 	fs.StringVar(&o.PayloadKeys, "payload-keys", "", "directory of AES-256 keys (one file per key: name = key ID, content = base64 of 32 bytes) to encrypt Temporal payloads with; the worker, its agents and the CLI need the same keys")
+	fs.BoolVar(&o.RequireEncryption, "require-encryption", false, "refuse every Temporal payload that is not encrypted with --payload-keys (a workflow start, signal, update or result written by a client without the keys); needs --payload-keys")
 }
 
 // ApplyDefaults fills unset fields with their documented defaults.
@@ -110,6 +119,9 @@ func (o ClientOptions) Validate() error {
 	if o.APIKey != "" && o.APIKeyFile != "" {
 		return errors.New("--api-key and --api-key-file are mutually exclusive")
 	}
+	if o.RequireEncryption && o.PayloadKeys == "" {
+		return errors.New("--require-encryption needs --payload-keys")
+	}
 	return nil
 }
 
@@ -132,6 +144,7 @@ func (o ClientOptions) ClientConfig(logger *zap.Logger) (client.Options, error) 
 	if o.Metrics != nil {
 		opts.MetricsHandler = o.Metrics
 	}
+	opts.ConnectionOptions.DialOptions = o.dialOptions
 	if err := o.setConverters(&opts); err != nil {
 		return client.Options{}, err
 	}
@@ -176,13 +189,21 @@ func (o ClientOptions) setConverters(opts *client.Options) error {
 	if err != nil {
 		return fmt.Errorf("--payload-keys: %w", err)
 	}
-	dc, err := codec.NewDataConverter(ring)
+	dc, err := codec.NewDataConverter(ring, codec.Options{RequireEncryption: o.RequireEncryption})
 	if err != nil {
 		return fmt.Errorf("--payload-keys %s: %w", o.PayloadKeys, err)
 	}
 	opts.DataConverter = dc
 	opts.FailureConverter = codec.NewFailureConverter(dc)
 	return nil
+}
+
+// TLSConfig is the TLS configuration of the connection; nil without TLS.
+func (o ClientOptions) TLSConfig() (*tls.Config, error) {
+	if !o.tlsEnabled() {
+		return nil, nil
+	}
+	return o.tlsConfig()
 }
 
 func (o ClientOptions) tlsConfig() (*tls.Config, error) {
@@ -238,4 +259,32 @@ func (o ClientOptions) Dial(ctx context.Context, logger *zap.Logger) (client.Cli
 		return nil, fmt.Errorf("connect to Temporal at %s (namespace %s): %w", o.Address, o.Namespace, err)
 	}
 	return c, nil
+}
+
+// DialForwarder connects like Dial, for a process that forwards other
+// clients' calls (the agents' gateway): the returned client's
+// WorkflowService encrypts every payload going out with the newest of
+// PayloadKeys and decrypts every one coming in, so the clients it serves
+// see plain payloads and hold no key. Without PayloadKeys payloads pass
+// unchanged.
+func (o ClientOptions) DialForwarder(ctx context.Context, logger *zap.Logger) (client.Client, error) {
+	o.ApplyDefaults()
+	if o.PayloadKeys == "" {
+		return o.Dial(ctx, logger)
+	}
+	ring, err := keyring.LoadDir(o.PayloadKeys)
+	if err != nil {
+		return nil, fmt.Errorf("--payload-keys: %w", err)
+	}
+	enc, err := codec.New(ring)
+	if err != nil {
+		return nil, fmt.Errorf("--payload-keys %s: %w", o.PayloadKeys, err)
+	}
+	icpt, err := converter.NewPayloadCodecGRPCClientInterceptor(converter.PayloadCodecGRPCClientInterceptorOptions{
+		Codecs: []converter.PayloadCodec{enc}})
+	if err != nil {
+		return nil, err
+	}
+	o.dialOptions = append(o.dialOptions, grpc.WithChainUnaryInterceptor(icpt))
+	return o.Dial(ctx, logger)
 }

@@ -24,6 +24,9 @@ func TestClientOptions_Validate(t *testing.T) {
 		{name: "defaults", opts: temporalx.ClientOptions{}},
 		{name: "cert without key", opts: temporalx.ClientOptions{TLSCertFile: "c"}, wantErr: "--tls-cert and --tls-key must be given together"},
 		{name: "both api key sources", opts: temporalx.ClientOptions{APIKey: "k", APIKeyFile: "f"}, wantErr: "mutually exclusive"},
+		{name: "require encryption without keys", opts: temporalx.ClientOptions{RequireEncryption: true},
+			wantErr: "--require-encryption needs --payload-keys"},
+		{name: "require encryption with keys", opts: temporalx.ClientOptions{RequireEncryption: true, PayloadKeys: "dir"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
