@@ -18,7 +18,7 @@ ARGS         ?=
 # time limit of a few seconds can run out while a loaded machine is still
 # replaying the corpus, and Go's fuzzer then fails with "context deadline
 # exceeded" although no input failed.
-FUZZ_PKGS     := ./internal/webhook ./internal/codec
+FUZZ_PKGS     := ./internal/webhook ./internal/codec ./internal/cluster
 FUZZTIME      ?= 30s
 TEST_FUZZTIME ?= 5000x
 # Benchmark to run with `make bench BENCH=<name>` (empty: all).
