@@ -150,7 +150,7 @@ func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) 
 	case d.ConfigMap != nil:
 		return applyConfigMap(ctx, c, g.TaskQueue, *d.ConfigMap)
 	case d.Secret != nil:
-		return applySecret(ctx, c, g.TaskQueue, *d.Secret)
+		return applySecret(ctx, c, g, *d.Secret)
 	case d.GitRepo != nil:
 		gr := d.GitRepo
 		var res protocol.ApplyResult

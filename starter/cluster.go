@@ -68,7 +68,7 @@ anything unset comes from the controller's --agent-defaults.`,
 				if err != nil {
 					return err
 				}
-				sealed, err := sealData(ctx, c, data)
+				sealed, err := g.sealData(ctx, c, data)
 				if err != nil {
 					return fmt.Errorf("register cluster %s: %w", name, err)
 				}

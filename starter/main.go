@@ -34,6 +34,8 @@ type globals struct {
 	Namespace string
 	StateDir  string
 	TaskQueue string
+	// Seal decides which published sealing key the CLI trusts.
+	Seal sealTrust
 }
 
 func (g *globals) format() (output.Format, error) { return output.Parse(g.Output) }
@@ -61,6 +63,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&g.StateDir, "state-dir", defaultStateDir, "unused: kubeconfigs and Secrets are sealed into Temporal")
 	_ = fs.MarkDeprecated("state-dir", "kubeconfigs and Secrets are now sealed and stored in Temporal; the CLI keeps nothing on this host") // the flag exists
 	fs.StringVar(&g.TaskQueue, "task-queue", protocol.DefaultTaskQueue, "the controller worker's task queue")
+	g.Seal.bindFlags(fs)
 	g.Log.Format = "console"
 	envflag.Annotate(fs, envPrefix)
 	_ = cmd.RegisterFlagCompletionFunc("output", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {

@@ -11,13 +11,12 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
-	"github.com/flotilla-gitops/flotilla/internal/seal"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
 
 // sealSecret seals a Secret's credentials and webhook keys to the
 // controllers' newest key.
-func sealSecret(ctx context.Context, c client.Client, sec api.Secret) (protocol.SecretRecord, error) {
+func (g *globals) sealSecret(ctx context.Context, c client.Client, sec api.Secret) (protocol.SecretRecord, error) {
 	if sec.Metadata.Namespace == "" {
 		sec.Metadata.Namespace = api.DefaultNamespace
 	}
@@ -30,20 +29,11 @@ func sealSecret(ctx context.Context, c client.Client, sec api.Secret) (protocol.
 	if err != nil {
 		return protocol.SecretRecord{}, err
 	}
-	box, err := sealData(ctx, c, data)
+	box, err := g.sealData(ctx, c, data)
 	if err != nil {
 		return protocol.SecretRecord{}, err
 	}
 	return protocol.SecretRecord{Namespace: ns, Name: name, Type: sec.Type, Keys: keys, Sealed: box}, nil
-}
-
-// sealData seals data to the newest key the controllers published.
-func sealData(ctx context.Context, c client.Client, data []byte) (seal.Box, error) {
-	key, err := cluster.CurrentKey(ctx, c)
-	if err != nil {
-		return seal.Box{}, err
-	}
-	return seal.Seal(key, data)
 }
 
 func newSecretsCommand(g *globals) *cobra.Command {
@@ -52,9 +42,17 @@ func newSecretsCommand(g *globals) *cobra.Command {
 		Short: "Manage the sealed Secrets and the controllers' sealing keys",
 		Long: `Kubeconfigs (flotilla cluster add) and Secrets (flotilla apply) are sealed on this
 machine to the newest public key the controllers published, and reach the controllers
-through Temporal as ciphertext: only the controllers hold the private keys (--seal-keys).`,
+through Temporal as ciphertext: only the controllers hold the private keys (--seal-keys).
+
+Anyone with access to the Temporal namespace can publish a key, so the CLI seals only to a
+key signed by the controllers' signing key: the one it pinned the first time it sealed for
+this Temporal address and namespace (it prints the fingerprint; compare it with the one a
+controller logs at start), or the one given with --seal-key-fingerprint (which pins it).
+Pins are kept in --known-seal-keys (default <user config dir>/flotilla/known-seal-keys).
+A new sealing key of the same signer is told on stderr; a key of another signer, or an
+unsigned one, is refused.`,
 	}
-	cmd.AddCommand(newSecretsRotateCommand(g), newSecretsPublicKeyCommand(g), newSecretsDeleteCommand(g))
+	cmd.AddCommand(newSecretsRotateCommand(g), newSecretsPublicKeyCommand(g), newSecretsSignerCommand(g), newSecretsDeleteCommand(g))
 	return cmd
 }
 
@@ -95,11 +93,11 @@ sealed to and seal it again to the newest key. Add the new key to every controll
 func newSecretsPublicKeyCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "public-key",
-		Short: "Print the controllers' newest public sealing key (ID:base64)",
+		Short: "Print the controllers' newest public sealing key (ID:base64), once its signature is trusted",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
-				k, err := cluster.CurrentKey(ctx, c)
+				k, err := g.sealKey(ctx, c)
 				if err != nil {
 					return err
 				}
@@ -142,12 +140,12 @@ func newConfigMapsCommand(g *globals) *cobra.Command {
 }
 
 // applySecret seals and stores a Secret.
-func applySecret(ctx context.Context, c client.Client, queue string, sec api.Secret) (string, error) {
-	rec, err := sealSecret(ctx, c, sec)
+func applySecret(ctx context.Context, c client.Client, g *globals, sec api.Secret) (string, error) {
+	rec, err := g.sealSecret(ctx, c, sec)
 	if err != nil {
 		return "", err
 	}
-	out, err := temporalx.ApplySecret(ctx, c, queue, rec)
+	out, err := temporalx.ApplySecret(ctx, c, g.TaskQueue, rec)
 	if err != nil {
 		return "", err
 	}
