@@ -1,4 +1,4 @@
-package api_test
+package api
 
 import (
 	"bytes"
@@ -14,8 +14,6 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
-
-	"github.com/flotilla-gitops/flotilla/internal/api"
 )
 
 // maxFuzzInput bounds the documents one iteration decodes, so each stays
@@ -36,7 +34,7 @@ func FuzzDecode(f *testing.F) {
 		if len(in) > maxFuzzInput {
 			t.Skip()
 		}
-		docs, err := api.Decode(bytes.NewReader(in), "fuzz.yaml")
+		docs, err := Decode(bytes.NewReader(in), "fuzz.yaml")
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
 				t.Fatalf("error %q does not name the source", err)
@@ -50,17 +48,17 @@ func FuzzDecode(f *testing.F) {
 }
 
 // checkDocument holds one decoded document to Decode's contract.
-func checkDocument(t *testing.T, d api.Document) {
+func checkDocument(t *testing.T, d Document) {
 	t.Helper()
 	if d.Kind() == "" || !strings.HasPrefix(d.Source, "fuzz.yaml#") {
 		t.Fatalf("document %+v: kind %q, source %q", d, d.Kind(), d.Source)
 	}
-	obj := documentObject(d)
+	obj := d.object()
 	data, err := yaml.Marshal(obj)
 	if err != nil {
 		t.Fatalf("%s: marshal: %v", d.Source, err)
 	}
-	again, err := api.Decode(bytes.NewReader(data), "again.yaml")
+	again, err := Decode(bytes.NewReader(data), "again.yaml")
 	if err != nil {
 		t.Fatalf("%s: accepted, but its YAML is refused: %v\n%s", d.Source, err, data)
 	}
@@ -68,27 +66,10 @@ func checkDocument(t *testing.T, d api.Document) {
 		t.Fatalf("%s: its YAML decodes to %d documents", d.Source, len(again))
 	}
 	want, _ := json.Marshal(obj)
-	got, _ := json.Marshal(documentObject(again[0]))
+	got, _ := json.Marshal(again[0].object())
 	if !bytes.Equal(want, got) {
 		t.Fatalf("%s: round trip changed the document\nbefore %s\nafter  %s", d.Source, want, got)
 	}
-}
-
-// documentObject returns the one object d holds.
-func documentObject(d api.Document) any {
-	switch {
-	case d.GitRepo != nil:
-		return d.GitRepo
-	case d.Cluster != nil:
-		return d.Cluster
-	case d.ClusterGroup != nil:
-		return d.ClusterGroup
-	case d.HelmOp != nil:
-		return d.HelmOp
-	case d.ConfigMap != nil:
-		return d.ConfigMap
-	}
-	return d.Secret
 }
 
 // FuzzDecodeSecret: a Secret's values never appear in a Decode error,
@@ -113,7 +94,7 @@ func FuzzDecodeSecret(f *testing.F) {
 		if err != nil {
 			t.Skip()
 		}
-		if _, err := api.Decode(bytes.NewReader(in), "secret.yaml"); err != nil && strings.Contains(err.Error(), value) {
+		if _, err := Decode(bytes.NewReader(in), "secret.yaml"); err != nil && strings.Contains(err.Error(), value) {
 			t.Fatalf("error %q holds the secret's value", err)
 		}
 	})
