@@ -18,11 +18,19 @@ import (
 // (directly or through Helm), means the cluster could not be reached, that
 // it refused the credentials, or that it refused or failed the request
 // itself (BundleFailed). A release of another owner is Invalid, one that
-// another process is changing Unreachable (retried soon). It inspects
-// error values, never messages.
+// another process is changing Unreachable (retried soon), an error with
+// an OutcomeClass method that class. It inspects error values, never
+// messages.
 func Classify(err error) outcome.Class {
 	if err == nil {
 		return outcome.OK
+	}
+	// An error that knows its class carries it (a stored kubeconfig left
+	// without credentials once its commands and files are dropped is
+	// Unauthorized: cluster.KubeconfigError).
+	var classed interface{ OutcomeClass() outcome.Class }
+	if errors.As(err, &classed) {
+		return classed.OutcomeClass()
 	}
 	// Helm's wait for the release ran out of time: the cluster answered
 	// all along. The cause (a context deadline) would otherwise pass for

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
 )
@@ -54,6 +55,8 @@ func TestClassify(t *testing.T) {
 		{"owned by another", &deployer.OwnedError{Namespace: "ns", Name: "app", Owner: "GitRepo a/first, bundle b",
 			Caller: "GitRepo a/second, bundle b"}, outcome.Invalid},
 		{"busy", fmt.Errorf("release ns/app: %w: its revision 2 is pending-upgrade", deployer.ErrReleaseBusy), outcome.Unreachable},
+		{"stored kubeconfig left without credentials", &cluster.KubeconfigError{Cluster: "edge", NoCredentials: true}, outcome.Unauthorized},
+		{"kubeconfig refused", &cluster.KubeconfigError{Cluster: "edge"}, outcome.Invalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
