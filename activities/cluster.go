@@ -459,6 +459,12 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in 
 	if err != nil {
 		return nil, err
 	}
+	// Everything beside Helm's own removal acts as the release's
+	// ServiceAccount too, read before the release is gone.
+	actor, sa, err := c.Deployer.Actor(getter, r.Namespace, r.Release)
+	if err != nil {
+		return nil, err
+	}
 	owner := ownerOf(in.GitRepo)
 	if r.KeepResources {
 		err = c.Deployer.Forget(ctx, getter, r.Namespace, r.Release, owner)
@@ -477,11 +483,11 @@ func (c *ClusterActivities) cleanupOne(ctx context.Context, k *cluster.Conn, in 
 	if err != nil {
 		return nil, err
 	}
-	if err := c.removeDownstream(ctx, k, r); err != nil {
+	if err := c.removeDownstream(ctx, actor, sa, r); err != nil {
 		return nil, err
 	}
 	if r.DeleteNamespace && !r.KeepResources {
-		err := c.Deployer.DeleteNamespace(ctx, getter, deployer.NamespaceDeletion{Namespace: r.Namespace, Release: r.Release,
+		err := c.Deployer.DeleteNamespace(ctx, actor, deployer.NamespaceDeletion{Namespace: r.Namespace, Release: r.Release,
 			Labels: map[string]string{LabelBundle: r.Bundle}})
 		var kept *deployer.NamespaceKeptError
 		switch {

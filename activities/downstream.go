@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -447,17 +448,22 @@ func (c *ClusterActivities) copyDownstream(ctx context.Context, k *cluster.Conn,
 	if err != nil {
 		return downstreamClass(err), err
 	}
-	cs, err := clientsetOf(k, b.Namespace)
+	getter, err := k.Getter(b.Namespace)
 	if err != nil {
 		return outcome.Unreachable, err
 	}
-	cp := copier{cs: cs, namespace: b.Namespace, release: b.Release, bundle: b.Name, source: in.GitRepo.Namespace}
+	cs, err := clientsetOf(actingAs(getter, b.Namespace, opts.ServiceAccount))
+	if err != nil {
+		return outcome.Unreachable, err
+	}
+	cp := copier{cs: cs, namespace: b.Namespace, release: b.Release, bundle: b.Name, source: in.GitRepo.Namespace,
+		serviceAccount: opts.ServiceAccount}
 	if err := cp.apply(ctx, objs); err != nil {
 		var de *DownstreamError
 		if errors.As(err, &de) {
 			return de.Class, err
 		}
-		return deployer.Classify(err), fmt.Errorf("downstreamResources: %w", err)
+		return deployer.Classify(err), fmt.Errorf("downstreamResources: %w", cp.as(err))
 	}
 	return outcome.OK, nil
 }
@@ -475,28 +481,34 @@ func (c *ClusterActivities) downstreamFailed(ctx context.Context, k *cluster.Con
 }
 
 // removeDownstream releases the copies of a release that is removed from
-// the cluster: its owner label goes, and a copy no other release uses is
+// the cluster, acting as getter (the release's ServiceAccount sa, if it
+// had one): its owner label goes, and a copy no other release uses is
 // deleted. keepResources keeps them as they are.
-func (c *ClusterActivities) removeDownstream(ctx context.Context, k *cluster.Conn, r Release) error {
+func (c *ClusterActivities) removeDownstream(ctx context.Context, getter genericclioptions.RESTClientGetter, sa string, r Release) error {
 	if r.KeepResources {
 		return nil
 	}
-	cs, err := clientsetOf(k, r.Namespace)
+	cs, err := clientsetOf(getter)
 	if err != nil {
 		return err
 	}
-	cp := copier{cs: cs, namespace: r.Namespace, release: r.Release, bundle: r.Bundle}
+	cp := copier{cs: cs, namespace: r.Namespace, release: r.Release, bundle: r.Bundle, serviceAccount: sa}
 	if err := cp.prune(ctx, nil); err != nil {
-		return fmt.Errorf("downstreamResources: %w", err)
+		return fmt.Errorf("downstreamResources: %w", cp.as(err))
 	}
 	return nil
 }
 
-func clientsetOf(k *cluster.Conn, namespace string) (kubernetes.Interface, error) {
-	getter, err := k.Getter(namespace)
-	if err != nil {
-		return nil, err
+// actingAs is getter acting as ServiceAccount sa of namespace, or getter
+// itself when sa is "".
+func actingAs(getter genericclioptions.RESTClientGetter, namespace, sa string) genericclioptions.RESTClientGetter {
+	if sa == "" {
+		return getter
 	}
+	return deployer.Impersonating(getter, deployer.ServiceAccountUser(namespace, sa))
+}
+
+func clientsetOf(getter genericclioptions.RESTClientGetter) (kubernetes.Interface, error) {
 	cfg, err := getter.ToRESTConfig()
 	if err != nil {
 		return nil, err
@@ -511,6 +523,18 @@ type copier struct {
 	release, bundle   string
 	source            string // the sources' namespace
 	ownerKey, manager string
+	// serviceAccount is the account cs acts as ("" for the cluster's own
+	// credentials): its namespace exists, and it is named in refusals.
+	serviceAccount string
+}
+
+// as names the ServiceAccount the copier acts as in an API server's
+// refusal (403): the account lacks the permission.
+func (cp *copier) as(err error) error {
+	if cp.serviceAccount == "" || !apierrors.IsForbidden(err) {
+		return err
+	}
+	return fmt.Errorf("service account %s/%s: %w", cp.namespace, cp.serviceAccount, err)
 }
 
 func (cp *copier) init() {
@@ -540,6 +564,9 @@ func (cp *copier) apply(ctx context.Context, objs []protocol.DownstreamObject) e
 }
 
 func (cp *copier) ensureNamespace(ctx context.Context) error {
+	if cp.serviceAccount != "" {
+		return nil // the namespace holds the account
+	}
 	_, err := cp.cs.CoreV1().Namespaces().Get(ctx, cp.namespace, metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) {
 		return err

@@ -37,6 +37,9 @@ const (
 	// KeptUnverified: objects of a kind in the namespace could not be
 	// listed (forbidden), so whose they are is unknown.
 	KeptUnverified KeepReason = "Unverified"
+	// KeptForbidden: the credentials DeleteNamespace acts with (the
+	// release's ServiceAccount) may not read or delete the namespace.
+	KeptForbidden KeepReason = "Forbidden"
 )
 
 // ErrNamespaceKept marks a namespace DeleteNamespace refused to delete;
@@ -109,6 +112,8 @@ func (d *Deployer) DeleteNamespace(ctx context.Context, getter genericclioptions
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
+	case apierrors.IsForbidden(err):
+		return forbiddenKept(del.Namespace, "read", err)
 	case err != nil:
 		return fmt.Errorf("read namespace %s: %w", del.Namespace, err)
 	case ns.DeletionTimestamp != nil:
@@ -125,6 +130,9 @@ func (d *Deployer) DeleteNamespace(ctx context.Context, getter genericclioptions
 	// ensuring all content is removed"): the request is already granted.
 	// So is a namespace recreated since the check (another UID): the
 	// caller's retry checks the new one.
+	if apierrors.IsForbidden(err) {
+		return forbiddenKept(del.Namespace, "delete", err)
+	}
 	if apierrors.IsConflict(err) {
 		now, getErr := cs.CoreV1().Namespaces().Get(ctx, del.Namespace, metav1.GetOptions{})
 		if apierrors.IsNotFound(getErr) || (getErr == nil && now.UID == ns.UID && now.DeletionTimestamp != nil) {
@@ -132,6 +140,14 @@ func (d *Deployer) DeleteNamespace(ctx context.Context, getter genericclioptions
 		}
 	}
 	return fmt.Errorf("delete namespace %s: %w", del.Namespace, err)
+}
+
+// forbiddenKept is the answer when DeleteNamespace's credentials (a
+// release's ServiceAccount) may not verb the namespace: it is kept, and
+// a retry would be refused again.
+func forbiddenKept(namespace, verb string, err error) error {
+	return &NamespaceKeptError{Namespace: namespace, Reason: KeptForbidden,
+		Why: fmt.Sprintf("the credentials it is deleted with may not %s it (%v)", verb, err)}
 }
 
 // protectedNamespaces returns Kubernetes' namespaces, the default

@@ -196,7 +196,9 @@ type Release struct {
 	ServiceAccount string
 	// ValuesFrom are ConfigMap and Secret keys on the cluster whose YAML
 	// values are merged over Values, in order, when Deploy runs (Fleet's
-	// helm.valuesFrom); they are read with the getter's own credentials.
+	// helm.valuesFrom); they are read as ServiceAccount when set (a key
+	// it may not read fails Deploy, naming the account and the object),
+	// else with the getter's own credentials.
 	// A digest of each key's data is recorded on the revision
 	// (ValuesFromAnnotation): a release at DeploymentID whose keys hold
 	// other data since is upgraded. A missing object or key fails Deploy
@@ -204,7 +206,8 @@ type Release struct {
 	ValuesFrom []ValuesRef
 	// NamespaceLabels and NamespaceAnnotations are applied to Namespace
 	// (Fleet's namespaceLabels and namespaceAnnotations) by server-side
-	// apply with the getter's own credentials, once the templates
+	// apply as ServiceAccount when set, else with the getter's own
+	// credentials, once the templates
 	// rendered and passed the checks and before Helm applies anything;
 	// see NamespaceFieldManager. Keys dropped since the release's last
 	// deploy are removed. Only an install or upgrade applies them.
@@ -232,8 +235,10 @@ type Result struct {
 // the data of rel.ValuesFrom changed since) or is failed, recovers a
 // release stuck in a pending state, and does nothing when the deployed
 // revision already carries rel.DeploymentID and the same ValuesFrom data.
-// getter's credentials read rel.ValuesFrom and check and impersonate
-// rel.ServiceAccount (see Release).
+// getter's credentials check and impersonate rel.ServiceAccount (see
+// Release); everything else, reading rel.ValuesFrom and setting the
+// namespace's labels and annotations included, acts as the account when
+// rel names one.
 func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClientGetter, rel Release) (Result, error) {
 	if err := validate(rel); err != nil {
 		return Result{}, err
@@ -243,16 +248,16 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 		return Result{}, err
 	}
 	defer unlock()
-	values, digest, err := resolveValues(ctx, getter, rel)
-	if err != nil {
-		return Result{}, err
-	}
-	rel.Values = values
 	helmGetter, err := actor(ctx, getter, rel)
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := d.deploy(ctx, getter, helmGetter, rel, digest)
+	values, digest, err := resolveValues(ctx, helmGetter, rel)
+	if err != nil {
+		return Result{}, asServiceAccount(err, rel.Namespace, rel.ServiceAccount)
+	}
+	rel.Values = values
+	res, err := d.deploy(ctx, helmGetter, rel, digest)
 	return res, asServiceAccount(err, rel.Namespace, rel.ServiceAccount)
 }
 
@@ -260,7 +265,7 @@ func (d *Deployer) Deploy(ctx context.Context, getter genericclioptions.RESTClie
 // ValuesFrom's data) and Helm's getter chosen (getter itself, or acting as
 // rel.ServiceAccount). What it does is decided step by step from the
 // release's state (see determineReleaseState and actionForState).
-func (d *Deployer) deploy(ctx context.Context, getter, helmGetter genericclioptions.RESTClientGetter, rel Release, digest string) (Result, error) {
+func (d *Deployer) deploy(ctx context.Context, helmGetter genericclioptions.RESTClientGetter, rel Release, digest string) (Result, error) {
 	cfg, err := d.configuration(helmGetter, rel.Namespace)
 	if err != nil {
 		return Result{}, err
@@ -277,7 +282,7 @@ func (d *Deployer) deploy(ctx context.Context, getter, helmGetter genericcliopti
 		takeOwnership: rel.TakeOwnership, timeout: d.timeoutOf(rel)}
 	// A ServiceAccount lives in the namespace, which therefore exists; it
 	// is rarely allowed to create namespaces.
-	pr.ns = &namespaceMetadata{ctx: ctx, getter: getter, namespace: rel.Namespace, release: rel.Name,
+	pr.ns = &namespaceMetadata{ctx: ctx, getter: helmGetter, namespace: rel.Namespace, release: rel.Name,
 		labels: rel.NamespaceLabels, annotations: rel.NamespaceAnnotations, create: rel.ServiceAccount == ""}
 	pr.fields = &fieldChecker{ctx: ctx, getter: helmGetter, mapper: pr.mapper, cache: d.fields, namespace: rel.Namespace}
 	chrt := stamp(rel.Chart, rel.DeploymentID)

@@ -7,6 +7,8 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"helm.sh/helm/v3/pkg/storage/driver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -144,4 +146,27 @@ func validServiceAccount(name string) []string {
 		return nil
 	}
 	return validation.IsDNS1123Subdomain(name)
+}
+
+// Actor returns getter acting as the ServiceAccount the newest record of
+// release namespace/name names, and that account; getter itself and ""
+// when the release names none or does not exist. What a cleanup does
+// beside Helm's uninstall (deleteNamespace, removing downstream copies)
+// acts as it, so the account bounds every operation of its bundle. Call
+// it before the release is removed.
+func (d *Deployer) Actor(getter genericclioptions.RESTClientGetter, namespace, name string) (genericclioptions.RESTClientGetter, string, error) {
+	cfg, err := d.configuration(getter, namespace)
+	if err != nil {
+		return nil, "", err
+	}
+	history, err := cfg.Releases.History(name)
+	if err != nil && !errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, "", fmt.Errorf("read release %s/%s: %w", namespace, name, err)
+	}
+	if len(history) == 0 {
+		return getter, "", nil
+	}
+	releaseutil.Reverse(history, releaseutil.SortByRevision)
+	sa := ServiceAccountOf(history[0])
+	return helmGetterOf(getter, namespace, sa), sa, nil
 }

@@ -20,8 +20,9 @@ func NamespaceFieldManager(release string) string { return "flotilla-namespace/"
 
 // namespaceMetadata applies a release's labels and annotations to its
 // namespace (Fleet's namespaceLabels and namespaceAnnotations) with the
-// deployer's own credentials, never a ServiceAccount's: the account
-// deploys into the namespace, it does not administer it.
+// release's credentials: as its ServiceAccount when it names one, so a
+// bundle cannot label its namespace (pod-security.kubernetes.io/enforce:
+// privileged) unless its account may patch namespaces.
 type namespaceMetadata struct {
 	ctx         context.Context
 	getter      genericclioptions.RESTClientGetter
@@ -62,6 +63,10 @@ func (n *namespaceMetadata) apply() error {
 			}
 			return nil
 		case apierrors.IsNotFound(err):
+			return nil
+		case apierrors.IsForbidden(err) && !n.create:
+			// A ServiceAccount that may not read its namespace may not
+			// change it either: what the release set before stays.
 			return nil
 		case err != nil:
 			return fmt.Errorf("read namespace %s: %w", n.namespace, err)

@@ -242,6 +242,64 @@ func TestDeployOptions(t *testing.T) {
 		f.assertNoConfigMap(ctx, t, ns, "app")
 	})
 
+	t.Run("service account bounds every operation", func(t *testing.T) {
+		t.Parallel()
+		ctx := testContext(t)
+		d := newDeployer(t)
+		const ns, other = "sa-bound", "sa-bound-other"
+		f.createNamespace(ctx, t, ns)
+		f.createNamespace(ctx, t, other)
+		f.serviceAccount(ctx, t, ns, "deployer", "configmaps", "secrets")
+		_, err := f.cs.CoreV1().Secrets(other).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"},
+			Data: map[string][]byte{"values.yaml": []byte("value: hunter2-secret\n")}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		// valuesFrom of another namespace is read as the account: refused,
+		// naming the account and the object, nothing applied.
+		rel := testRelease(ns, "app", "id-1", "one")
+		rel.ServiceAccount = "deployer"
+		rel.ValuesFrom = []deployer.ValuesRef{{Secret: true, Namespace: other, Name: "creds"}}
+		_, err = d.Deploy(ctx, f.getter, rel)
+		require.Error(t, err)
+		assert.True(t, apierrors.IsForbidden(err), "%v", err)
+		assert.ErrorIs(t, err, deployer.ErrValuesFrom)
+		assert.Contains(t, err.Error(), "service account sa-bound/deployer: valuesFrom secret sa-bound-other/creds")
+		assert.NotContains(t, err.Error(), "hunter2")
+		f.assertNoConfigMap(ctx, t, ns, "app")
+
+		// Namespace labels are set as the account: it may not patch
+		// namespaces, so a privileged pod-security label is refused.
+		rel.ValuesFrom = nil
+		rel.NamespaceLabels = map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}
+		_, err = d.Deploy(ctx, f.getter, rel)
+		require.Error(t, err)
+		assert.True(t, apierrors.IsForbidden(err), "%v", err)
+		assert.Contains(t, err.Error(), "service account sa-bound/deployer: ")
+		nsObj, err := f.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.NotContains(t, nsObj.Labels, "pod-security.kubernetes.io/enforce")
+
+		// Without labels it deploys; Actor names the account for what a
+		// cleanup does beside Helm, and deleteNamespace as the account is
+		// refused and keeps the namespace, an answer rather than a retry.
+		rel.NamespaceLabels = nil
+		_, err = d.Deploy(ctx, f.getter, rel)
+		require.NoError(t, err)
+		actor, sa, err := d.Actor(f.getter, ns, "app")
+		require.NoError(t, err)
+		assert.Equal(t, "deployer", sa)
+		err = d.DeleteNamespace(ctx, actor, deployer.NamespaceDeletion{Namespace: ns, Release: "app"})
+		var kept *deployer.NamespaceKeptError
+		require.ErrorAs(t, err, &kept)
+		assert.Equal(t, deployer.KeptForbidden, kept.Reason)
+		nsObj, err = f.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Nil(t, nsObj.DeletionTimestamp)
+		_, sa, err = d.Actor(f.getter, ns, "never-installed")
+		require.NoError(t, err)
+		assert.Empty(t, sa)
+	})
+
 	t.Run("valuesFrom", func(t *testing.T) {
 		t.Parallel()
 		ctx := testContext(t)
