@@ -9,6 +9,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 )
 
 // chartSource returns the chart source of helm options.
@@ -192,13 +193,14 @@ func localChartDir(bundleDir string, opts Options, m Manifest, chartDir string) 
 
 // chartError turns a fetch failure into a validation error when retrying
 // cannot help (no such chart or version, bad checksum, unsupported source,
-// refused credentials) and a plain, retryable error otherwise.
+// refused credentials, over a size limit) and a plain, retryable error
+// otherwise.
 func (rd *reader) chartError(field string, src chartfetch.Source, err error) error {
 	return rd.invalidOrFetch(field, fmt.Errorf("%s: %w", describe(src), err))
 }
 
 func (rd *reader) invalidOrFetch(field string, err error) error {
-	for _, permanent := range []error{chartfetch.ErrNotFound, chartfetch.ErrChecksum, chartfetch.ErrUnsupportedSource, chartfetch.ErrAuth, ErrOutsideRepo} {
+	for _, permanent := range []error{chartfetch.ErrNotFound, chartfetch.ErrChecksum, chartfetch.ErrUnsupportedSource, chartfetch.ErrAuth, ErrOutsideRepo, sizelimit.ErrTooLarge} {
 		if errors.Is(err, permanent) {
 			return rd.invalid(field, err)
 		}

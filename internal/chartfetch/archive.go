@@ -14,19 +14,32 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 	"helm.sh/helm/v3/pkg/chart/loader"
 )
 
 const (
-	// DefaultMaxArchiveSize is the largest compressed chart archive fetched
-	// unless Fetcher.MaxArchiveSize says otherwise.
+	// DefaultMaxArchiveSize is the largest compressed chart archive (or
+	// OCI manifest or layer) fetched unless Fetcher.MaxArchiveSize says
+	// otherwise. The largest charts published (kube-prometheus-stack,
+	// with its CRDs) are under 1 MiB compressed.
 	DefaultMaxArchiveSize int64 = 20 << 20
 	// DefaultMaxUnpackedSize is the largest total size of a chart's files
-	// unless Fetcher.MaxUnpackedSize says otherwise.
+	// unless Fetcher.MaxUnpackedSize says otherwise. It is Helm's own
+	// limit (loader.MaxDecompressedChartSize), which applies after it.
 	DefaultMaxUnpackedSize int64 = 100 << 20
-	// maxIndexSize bounds a repository's index.yaml.
-	maxIndexSize int64 = 64 << 20
+	// DefaultMaxIndexSize bounds a repository's index.yaml unless
+	// Fetcher.MaxIndexSize says otherwise: large public repositories
+	// publish indexes of tens of MiB (Bitnami's was over 20 MiB before
+	// it was trimmed).
+	DefaultMaxIndexSize int64 = 64 << 20
 )
+
+// tooLarge reports content over a limit: a *sizelimit.Error that is also
+// ErrInvalidArchive.
+func tooLarge(err error) error {
+	return fmt.Errorf("%w: %w", ErrInvalidArchive, err)
+}
 
 // Chart is a fetched chart.
 type Chart struct {
@@ -76,7 +89,11 @@ func loadChart(data []byte, maxUnpacked int64) (*Chart, error) {
 // untar returns the regular files of a gzip-compressed tar archive, sorted
 // by name, byte for byte. It rejects absolute paths, paths with "..",
 // links and devices, duplicate names, and archives that unpack to more than
-// maxUnpacked bytes.
+// maxUnpacked bytes: a file's declared size is checked before it is read,
+// files are counted while they are read, and the decompressed stream as a
+// whole (headers and padding too) stops at twice maxUnpacked plus 1 MiB,
+// so a gzip bomb costs neither memory nor much time. Over a limit is a
+// *sizelimit.Error wrapped as ErrInvalidArchive.
 func untar(data []byte, maxUnpacked int64) ([]File, error) {
 	if !isGzip(data) {
 		return nil, fmt.Errorf("%w: not gzip-compressed", ErrInvalidArchive)
@@ -86,7 +103,10 @@ func untar(data []byte, maxUnpacked int64) ([]File, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArchive, err)
 	}
 	defer gz.Close()
-	tr := tar.NewReader(gz)
+	limit := sizelimit.Limit{Max: maxUnpacked, Flag: sizelimit.ChartUnpackedFlag}
+	stream := sizelimit.Limit{Max: 2*maxUnpacked + 1<<20}
+	var tooBig *sizelimit.Error
+	tr := tar.NewReader(stream.Reader(gz, ""))
 	remaining := maxUnpacked
 	seen := map[string]bool{}
 	var files []File
@@ -94,6 +114,9 @@ func untar(data []byte, maxUnpacked int64) ([]File, error) {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if errors.As(err, &tooBig) {
+			return nil, tooLarge(limit.Error("the archive, decompressed"))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidArchive, err)
@@ -106,15 +129,18 @@ func untar(data []byte, maxUnpacked int64) ([]File, error) {
 			continue
 		}
 		if hdr.Size > remaining {
-			return nil, fmt.Errorf("%w: unpacks to more than %d bytes", ErrInvalidArchive, maxUnpacked)
+			return nil, tooLarge(limit.Error("the chart's files together, up to " + name))
 		}
 		b, err := io.ReadAll(io.LimitReader(tr, remaining+1))
+		if errors.As(err, &tooBig) {
+			return nil, tooLarge(limit.Error("the archive, decompressed"))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: reading %q: %w", ErrInvalidArchive, name, err)
 		}
 		remaining -= int64(len(b))
 		if remaining < 0 {
-			return nil, fmt.Errorf("%w: unpacks to more than %d bytes", ErrInvalidArchive, maxUnpacked)
+			return nil, tooLarge(limit.Error("the chart's files together, up to " + name))
 		}
 		files = append(files, File{Name: name, Data: b})
 	}

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 )
 
 // DefaultIndexTTL is how long a repository's index.yaml is reused unless
@@ -90,11 +90,34 @@ type Fetcher struct {
 	// MaxUnpackedSize bounds the total size of a chart's files; zero means
 	// DefaultMaxUnpackedSize.
 	MaxUnpackedSize int64
+	// MaxIndexSize bounds a repository's index.yaml; zero means
+	// DefaultMaxIndexSize.
+	MaxIndexSize int64
 
 	mu            sync.Mutex
 	mem           memCache
 	defaultClient *http.Client
 	tlsClients    map[string]*http.Client
+}
+
+// Derive returns a new Fetcher with f's settings (cache, mirrors, HTTP
+// client, limits, index TTL) and no Auth, for one GitRepo's fetches.
+func (f *Fetcher) Derive() *Fetcher {
+	return &Fetcher{CacheDir: f.CacheDir, IndexTTL: f.IndexTTL, Mirrors: f.Mirrors, HTTPClient: f.HTTPClient,
+		MaxArchiveSize: f.MaxArchiveSize, MaxUnpackedSize: f.MaxUnpackedSize, MaxIndexSize: f.MaxIndexSize}
+}
+
+// archiveLimit bounds a downloaded chart archive, OCI manifest or layer.
+func (f *Fetcher) archiveLimit() sizelimit.Limit {
+	return sizelimit.Limit{Max: f.maxArchive(), Flag: sizelimit.ChartFlag}
+}
+
+func (f *Fetcher) indexLimit() sizelimit.Limit {
+	l := sizelimit.Limit{Max: f.MaxIndexSize, Flag: sizelimit.IndexFlag}
+	if l.Max <= 0 {
+		l.Max = DefaultMaxIndexSize
+	}
+	return l
 }
 
 func (f *Fetcher) maxArchive() int64 {
@@ -211,7 +234,7 @@ func (f *Fetcher) fetchURL(ctx context.Context, raw string) ([]byte, error) {
 	key := cacheKey("url", clean, authFingerprint(a))
 	data, cached := f.cachedBlobForKey(key)
 	if !cached {
-		if data, err = f.get(ctx, clean, a, f.maxArchive()); err != nil {
+		if data, err = f.get(ctx, clean, a, f.archiveLimit()); err != nil {
 			return nil, err
 		}
 	}
@@ -334,7 +357,7 @@ func (f *Fetcher) fetchFromRepo(ctx context.Context, repoURL, name, version stri
 		data, ok = f.loadBlob("sha256:" + strings.ToLower(cv.Digest))
 	}
 	if !ok {
-		if data, err = f.get(ctx, chartURL, chartAuth, f.maxArchive()); err != nil {
+		if data, err = f.get(ctx, chartURL, chartAuth, f.archiveLimit()); err != nil {
 			return nil, err
 		}
 	}
@@ -450,7 +473,7 @@ func (f *Fetcher) downloadIndex(ctx context.Context, repoURL, key string, a *Aut
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/index.yaml"
 	u.RawPath = ""
 	indexURL := u.String()
-	raw, err := f.get(ctx, indexURL, a, maxIndexSize)
+	raw, err := f.get(ctx, indexURL, a, f.indexLimit())
 	if err != nil {
 		return nil, err
 	}
@@ -517,8 +540,11 @@ func (f *Fetcher) mirror(s string) string {
 	return f.Mirrors[best] + s[len(best):]
 }
 
-// get downloads an original URL (after mirroring) with a size limit.
-func (f *Fetcher) get(ctx context.Context, origURL string, a *Auth, limit int64) ([]byte, error) {
+// get downloads an original URL (after mirroring) with a size limit,
+// checked against the Content-Length before reading and while reading.
+// Over the limit is a *sizelimit.Error naming the URL, wrapped as
+// ErrInvalidArchive.
+func (f *Fetcher) get(ctx context.Context, origURL string, a *Auth, limit sizelimit.Limit) ([]byte, error) {
 	target := f.mirror(origURL)
 	desc := redactURL(target)
 	if s := schemeOf(target); s != "http" && s != "https" {
@@ -550,15 +576,16 @@ func (f *Fetcher) get(ctx context.Context, origURL string, a *Auth, limit int64)
 	case code < 200 || code > 299:
 		return nil, fmt.Errorf("GET %s: %s", desc, resp.Status)
 	}
-	if resp.ContentLength > limit {
-		return nil, fmt.Errorf("GET %s: %w: %d bytes is more than the limit of %d", desc, ErrInvalidArchive, resp.ContentLength, limit)
+	if err := limit.Check(desc, resp.ContentLength); err != nil {
+		return nil, tooLarge(err)
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	data, err := limit.ReadAll(resp.Body, desc)
+	var tooBig *sizelimit.Error
+	if errors.As(err, &tooBig) {
+		return nil, tooLarge(err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", desc, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("GET %s: %w: more than the limit of %d bytes", desc, ErrInvalidArchive, limit)
 	}
 	return data, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 	"helm.sh/helm/v3/pkg/registry"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -52,11 +53,12 @@ func (f *Fetcher) fetchOCI(ctx context.Context, ref, version string) ([]byte, er
 	}
 
 	host, _, _ := strings.Cut(repoRef, "/")
-	client, err := f.registryClient(ctx, host, a, plainHTTP)
+	guard := &sizeGuard{limit: f.archiveLimit()}
+	client, err := f.registryClient(ctx, host, a, plainHTTP, guard)
 	if err != nil {
 		return nil, err
 	}
-	repo := ociRepo{base: base, ref: repoRef, client: client, maxArchive: f.maxArchive()}
+	repo := ociRepo{base: base, ref: repoRef, client: client, maxArchive: f.maxArchive(), guard: guard}
 	if key == "" {
 		tag, err := repo.resolveTag(ctx, version)
 		if err != nil {
@@ -102,6 +104,8 @@ type ociRepo struct {
 	ref        string // host/path/name to pull from: base's or its mirror's
 	client     *registry.Client
 	maxArchive int64 // the largest archive pull accepts, in bytes
+	// guard bounds every response the client reads; nil: none.
+	guard *sizeGuard
 }
 
 // resolveTag lists the repository's tags and picks the newest one matching
@@ -109,7 +113,7 @@ type ociRepo struct {
 func (r ociRepo) resolveTag(ctx context.Context, version string) (string, error) {
 	tags, err := r.client.Tags(r.ref)
 	if err != nil {
-		return "", ociError(ctx, fmt.Sprintf("listing tags of %s", r.base), err)
+		return "", r.guard.explain(ociError(ctx, fmt.Sprintf("listing tags of %s", r.base), err))
 	}
 	tag, err := pickTag(tags, version)
 	if err != nil {
@@ -119,15 +123,20 @@ func (r ociRepo) resolveTag(ctx context.Context, version string) (string, error)
 }
 
 // pull pulls the chart archive at suffix (":tag" or "@digest"), and
-// rejects one larger than maxArchive. When a tag is not found, the error
-// lists the versions the repository holds, as far as the registry tells.
+// rejects one larger than maxArchive while it is read: Helm's client
+// reads the manifest and layers whole, so the guard's transport stops
+// every response at the limit. When a tag is not found, the error lists
+// the versions the repository holds, as far as the registry tells.
 func (r ociRepo) pull(ctx context.Context, suffix string) ([]byte, error) {
 	res, err := r.client.Pull(r.ref + suffix)
 	if err == nil {
 		if int64(len(res.Chart.Data)) > r.maxArchive {
-			return nil, fmt.Errorf("%w: %s is larger than the limit of %d bytes", ErrInvalidArchive, r.base, r.maxArchive)
+			return nil, tooLarge(sizelimit.Limit{Max: r.maxArchive, Flag: sizelimit.ChartFlag}.Error(r.base + suffix))
 		}
 		return res.Chart.Data, nil
+	}
+	if tooBig := r.guard.explain(nil); tooBig != nil {
+		return nil, fmt.Errorf("pulling %s: %w", r.base+suffix, tooBig)
 	}
 	err = ociError(ctx, "pulling "+r.base+suffix, err)
 	if errors.Is(err, ErrNotFound) && strings.HasPrefix(suffix, ":") {
@@ -187,8 +196,9 @@ func pickTag(tags []string, version string) (string, error) {
 }
 
 // registryClient makes a Helm registry client that uses only the given
-// credentials (no docker or helm config files) and stops with ctx.
-func (f *Fetcher) registryClient(ctx context.Context, host string, a *Auth, plainHTTP bool) (*registry.Client, error) {
+// credentials (no docker or helm config files), stops with ctx and reads
+// no response larger than guard's limit.
+func (f *Fetcher) registryClient(ctx context.Context, host string, a *Auth, plainHTTP bool, guard *sizeGuard) (*registry.Client, error) {
 	hc, err := f.client(a)
 	if err != nil {
 		return nil, err
@@ -200,7 +210,7 @@ func (f *Fetcher) registryClient(ctx context.Context, host string, a *Auth, plai
 	// Helm's registry client does not take a context; this transport
 	// puts ours on every request it makes.
 	ctxClient := &http.Client{
-		Transport:     ctxTransport{ctx: ctx, base: rt},
+		Transport:     ctxTransport{ctx: ctx, base: guard.transport(rt)},
 		CheckRedirect: hc.CheckRedirect,
 		Jar:           hc.Jar,
 		Timeout:       hc.Timeout,

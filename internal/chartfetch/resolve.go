@@ -63,9 +63,10 @@ func (f *Fetcher) resolveOCI(ctx context.Context, ref, version string) (string, 
 		return "", err
 	}
 	host, _, _ := strings.Cut(repoRef, "/")
-	client, err := f.registryClient(ctx, host, a, plainHTTP)
+	guard := &sizeGuard{limit: f.archiveLimit()}
+	client, err := f.registryClient(ctx, host, a, plainHTTP, guard)
 	if err != nil {
 		return "", err
 	}
-	return ociRepo{base: base, ref: repoRef, client: client, maxArchive: f.maxArchive()}.resolveTag(ctx, version)
+	return ociRepo{base: base, ref: repoRef, client: client, maxArchive: f.maxArchive(), guard: guard}.resolveTag(ctx, version)
 }
