@@ -35,11 +35,18 @@ func newClusterAddCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add NAME --kubeconfig FILE [--context C] [--label k=v]...",
 		Short: "Register a cluster; its kubeconfig is sealed to the controllers' key",
-		Long: `Add registers a cluster. Its kubeconfig (reduced to one context, with certificates and
-token files embedded) is sealed on this machine to the controllers' newest public key and
+		Long: `Add registers a cluster. Its kubeconfig (reduced to one context) is sealed on this
+machine to the controllers' newest public key and
 stored in the cluster's workflow as ciphertext: any controller replica can open it, nothing
 else can, and nothing is written on this host. Adding an existing cluster replaces its
 kubeconfig, and its labels when --label is given.
+
+The context's cluster and user must carry their credentials as data: token,
+client-certificate-data and client-key-data, certificate-authority-data. A kubeconfig
+with exec or auth-provider plugins, tokenFile, client-certificate, client-key or
+certificate-authority file paths, or proxy-url is refused, naming each field and what to
+embed instead (` + "`kubectl config view --minify --flatten`" + ` embeds certificate files);
+a controller never runs, reads or uses them.
 
 With --install-agent the cluster runs in pull mode: the controller installs the agent
 (a Deployment in flotilla-system, from the flotilla-agent chart) through the kubeconfig
@@ -63,11 +70,13 @@ anything unset comes from the controller's --agent-defaults.`,
 			if err != nil {
 				return err
 			}
+			// Refused (exec, file paths, proxy-url, ...) before anything
+			// is sealed or sent.
+			data, hash, err := cluster.ReadKubeconfig(name, kubeconfig, kubeContext)
+			if err != nil {
+				return err
+			}
 			return g.withClient(cmd.Context(), time.Minute, func(ctx context.Context, c client.Client) error {
-				data, hash, err := cluster.ReadKubeconfig(name, kubeconfig, kubeContext)
-				if err != nil {
-					return err
-				}
 				sealed, err := g.sealData(ctx, c, data)
 				if err != nil {
 					return fmt.Errorf("register cluster %s: %w", name, err)
