@@ -45,7 +45,8 @@ type fileReader struct {
 	total *sizelimit.Budget
 }
 
-// read reads the file at abs. A file over the limit is a *sizelimit.Error naming "the file" (callers name rel in a
+// read reads the file at abs. A file over the limit is a
+// *sizelimit.Error without a name (callers name the file in a
 // ValidationError); the bundle's budget running out names the bundle's
 // files.
 func (f *fileReader) read(abs string) ([]byte, error) {
@@ -55,11 +56,11 @@ func (f *fileReader) read(abs string) ([]byte, error) {
 	}
 	defer func() { _ = fh.Close() }() // read-only
 	if fi, err := fh.Stat(); err == nil {
-		if err := f.file.Check("the file", fi.Size()); err != nil {
+		if err := f.file.Check("", fi.Size()); err != nil {
 			return nil, err
 		}
 	}
-	r := f.total.Reader(f.file.Reader(fh, "the file"), "the bundle's files (read so far)")
+	r := f.total.Reader(f.file.Reader(fh, ""), "the bundle's files together")
 	return io.ReadAll(r)
 }
 

@@ -100,7 +100,7 @@ func TestCache_CheckoutSize(t *testing.T) {
 	_, err := cache.Checkout(t.Context(), remote, ref)
 	var se *sizelimit.Error
 	require.ErrorAs(t, err, &se)
-	assert.ErrorContains(t, err, "(up to big.bin) is larger than the limit of 32Ki (raise it with flotilla-worker --max-checkout-size)")
+	assert.ErrorContains(t, err, "the commit's files together, up to big.bin: over the limit of 32Ki (raise it with flotilla-worker --max-checkout-size)")
 	entries, err := os.ReadDir(filepath.Join(cache.dir, worktreesDir))
 	require.NoError(t, err)
 	assert.Empty(t, entries, "no worktree, not even a partial one")

@@ -112,7 +112,7 @@ func writeBlob(sto storer.EncodedObjectStorer, entry object.TreeEntry, name, dst
 	if err != nil {
 		return fmt.Errorf("read %s: %w", name, corrupt(err))
 	}
-	what := "the files of the commit (up to " + name + ")"
+	what := "the commit's files together, up to " + name
 	if err := size.Check(what, size.Used()+blob.Size); err != nil {
 		return err
 	}

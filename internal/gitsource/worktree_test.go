@@ -115,8 +115,8 @@ func TestWriteTreeSize(t *testing.T) {
 	}{
 		{name: "fits", max: 800},
 		{name: "no limit", max: 0},
-		{name: "one file too many", max: 799, wantErr: "the files of the commit (up to b/c.yaml) is larger than the limit of 799"},
-		{name: "the first file alone", max: 100, wantErr: "(up to a.yaml)"},
+		{name: "one file too many", max: 799, wantErr: "the commit's files together, up to b/c.yaml: over the limit of 799"},
+		{name: "the first file alone", max: 100, wantErr: "up to a.yaml: over"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

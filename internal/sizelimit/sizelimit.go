@@ -2,7 +2,6 @@ package sizelimit
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"sync/atomic"
@@ -45,7 +44,7 @@ const (
 // Error reports input larger than its limit.
 type Error struct {
 	// What names the input: a repository file's path, a URL, an OCI
-	// reference, "checkout of <url>".
+	// reference; empty when the caller names it around the error.
 	What string
 	// Limit is the limit in bytes.
 	Limit int64
@@ -54,9 +53,14 @@ type Error struct {
 	Flag string
 }
 
-// Error says what is too large, the limit, and how to raise it.
+// Error says what is too large, the limit, and how to raise it:
+// "<what>: over the limit of 10Mi (raise it with flotilla-worker
+// --max-file-size)", without "<what>: " when What is empty.
 func (e *Error) Error() string {
-	msg := fmt.Sprintf("%s is larger than the limit of %s", e.What, Format(e.Limit))
+	msg := "over the limit of " + Format(e.Limit)
+	if e.What != "" {
+		msg = e.What + ": " + msg
+	}
 	if e.Flag != "" {
 		msg += " (raise it with flotilla-worker --" + e.Flag + ")"
 	}

@@ -69,7 +69,8 @@ func TestLimitReadAll(t *testing.T) {
 
 func TestErrorMessage(t *testing.T) {
 	err := sizelimit.Limit{Max: 10 << 20, Flag: "max-file-size"}.Error("app/cm.yaml")
-	assert.Equal(t, "app/cm.yaml is larger than the limit of 10Mi (raise it with flotilla-worker --max-file-size)", err.Error())
+	assert.Equal(t, "app/cm.yaml: over the limit of 10Mi (raise it with flotilla-worker --max-file-size)", err.Error())
+	assert.Equal(t, "over the limit of 1500", sizelimit.Limit{Max: 1500}.Error("").Error())
 	assert.Equal(t, "1500", sizelimit.Format(1500))
 }
 
