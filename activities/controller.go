@@ -23,6 +23,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
 	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -46,6 +47,9 @@ type Activities struct {
 	// credentials. Optional: without it, bundles with remote charts fail
 	// to render.
 	Charts *chartfetch.Fetcher
+	// Limits bound the repository files a render reads. Optional:
+	// bundle.Limits' defaults.
+	Limits bundle.Limits
 	Logger *zap.Logger
 	// Retry paces the retries of deployments that failed (rollouts get it
 	// with their targets). Optional: default 30s doubling to 10m.
@@ -71,13 +75,13 @@ type Activities struct {
 // only to URLs matching its helmRepoURLRegex.
 func (a *Activities) reader(ref GitRepoRef, spec api.GitRepoSpec) (*bundle.Reader, error) {
 	if a.Charts == nil {
-		return &bundle.Reader{}, nil
+		return &bundle.Reader{Limits: a.Limits}, nil
 	}
 	f, err := a.fetcher(ref, spec)
 	if err != nil {
 		return nil, err
 	}
-	return &bundle.Reader{Charts: f}, nil
+	return &bundle.Reader{Charts: f, Limits: a.Limits}, nil
 }
 
 // fetcher returns the chart fetcher of one render or resolve: with the
@@ -88,7 +92,7 @@ func (a *Activities) reader(ref GitRepoRef, spec api.GitRepoSpec) (*bundle.Reade
 func (a *Activities) fetcher(ref GitRepoRef, spec api.GitRepoSpec) (*chartfetch.Fetcher, error) {
 	f := &chartfetch.Fetcher{}
 	if a.Charts != nil {
-		f = &chartfetch.Fetcher{CacheDir: a.Charts.CacheDir, Mirrors: a.Charts.Mirrors, HTTPClient: a.Charts.HTTPClient}
+		f = a.Charts.Derive()
 	}
 	insecure := spec.HelmOp != nil && spec.InsecureSkipTLSVerify
 	if spec.HelmSecretName == "" {
@@ -176,6 +180,8 @@ func gitError(ref GitRepoRef, err error) error {
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitAuth, nil)
 	case errors.Is(err, gitsource.ErrRefNotFound):
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeRefNotFound, nil)
+	case errors.Is(err, sizelimit.ErrTooLarge): // the commit is over --max-checkout-size
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalidBundle, nil)
 	}
 	return temporal.NewApplicationError(msg, "Git")
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/deploy"
 	"github.com/flotilla-gitops/flotilla/internal/agentcfg"
 	"github.com/flotilla-gitops/flotilla/internal/buildinfo"
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
@@ -32,6 +33,8 @@ type stores struct {
 	content *content.Store
 	git     *gitsource.Cache
 	charts  *chartfetch.Fetcher
+	// limits bound the repository files renders read (limitFlags.apply).
+	limits bundle.Limits
 }
 
 func openStores(dir string, mirrors map[string]string, registry registryFlags) (*stores, error) {
@@ -71,7 +74,7 @@ func registerController(w, watches worker.Worker, c client.Client, dc converter.
 	w.RegisterWorkflow(workflows.KeysWorkflow)
 	w.RegisterWorkflow(workflows.ResealWorkflow)
 	w.RegisterActivity(agents)
-	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Retry: policy.Retry, PickupTimeout: policy.PickupTimeout, DeletionGuard: policy.DeletionGuard, Logger: logger}
+	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Limits: st.limits, Retry: policy.Retry, PickupTimeout: policy.PickupTimeout, DeletionGuard: policy.DeletionGuard, Logger: logger}
 	w.RegisterActivity(ctrl)
 	ca := &activities.ClusterActivities{
 		Clusters:   cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),

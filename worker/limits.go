@@ -32,14 +32,15 @@ func (l *limitFlags) bindFlags(fs *pflag.FlagSet) {
 	fs.Var(&l.Index, sizelimit.IndexFlag, "largest Helm repository index.yaml downloaded")
 }
 
-// apply sets the limits on the stores' Git cache and chart fetcher, and
-// returns the bundle reader's limits (activities.Activities.Limits).
-func (l limitFlags) apply(st *stores) bundle.Limits {
+// apply sets the limits on the stores' Git cache, chart fetcher and
+// bundle reader limits (activities.Activities.Limits), before the workers
+// start.
+func (l limitFlags) apply(st *stores) {
 	st.git.MaxCheckoutSize = int64(l.Checkout)
 	st.charts.MaxArchiveSize = int64(l.Chart)
 	st.charts.MaxUnpackedSize = int64(l.ChartUnpacked)
 	st.charts.MaxIndexSize = int64(l.Index)
-	return bundle.Limits{File: int64(l.File), Bundle: int64(l.Checkout)}
+	st.limits = bundle.Limits{File: int64(l.File), Bundle: int64(l.Checkout)}
 }
 
 // byteSize is a flag of a number of bytes, written as a Kubernetes
