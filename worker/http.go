@@ -23,6 +23,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/codec"
 	"github.com/flotilla-gitops/flotilla/internal/drift"
+	"github.com/flotilla-gitops/flotilla/internal/httpserver"
 	"github.com/flotilla-gitops/flotilla/internal/keyring"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
@@ -92,7 +93,7 @@ func serveOn(ctx context.Context, ln net.Listener, p *probe, cr *codecRoute, pro
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 		logger.Info("Serving Go profiles", zap.String("endpoint", "http://"+ln.Addr().String()+"/debug/pprof/"))
 	}
-	serve(ctx, ln, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, "HTTP server", logger)
+	serve(ctx, ln, mux, healthTimeouts(), "HTTP server", logger)
 	logger.Info("Serving health and metrics", zap.String("address", ln.Addr().String()))
 	if cr != nil {
 		logger.Info("Serving payload codec", zap.String("endpoint", "http://"+ln.Addr().String()+codecPath),
@@ -215,9 +216,27 @@ func registerDriftMetrics() {
 
 var driftMetrics sync.Once
 
-// serve runs srv on ln until ctx ends, then shuts it down gracefully
-// (5 s at most). A failure to serve is logged under what.
-func serve(ctx context.Context, ln net.Listener, srv *http.Server, what string, logger *zap.Logger) {
+// healthTimeouts are the timeouts of the --http-listen server. Its
+// handlers answer at once except the payload codec endpoint (a request of
+// a few MiB) and, with --pprof, the CPU profile and trace, which run for
+// their ?seconds= (30 s and 1 s by default): net/http/pprof moves the
+// write deadline of such a request past its duration itself, so Write
+// stays short. Prometheus keeps its scrape connection open between
+// scrapes (often 30–60 s apart), hence Idle.
+func healthTimeouts() httpserver.Timeouts {
+	return httpserver.Timeouts{ReadHeader: 5 * time.Second, Read: 30 * time.Second, Write: 30 * time.Second, Idle: 2 * time.Minute}
+}
+
+// serve runs h on ln with the timeouts t until ctx ends, then shuts it
+// down gracefully (5 s at most). A failure to build or run the server is
+// logged under what.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, t httpserver.Timeouts, what string, logger *zap.Logger) {
+	srv, err := httpserver.New(h, t)
+	if err != nil {
+		_ = ln.Close() // nothing will serve it
+		logger.Error(what+" not started", zap.Error(err))
+		return
+	}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

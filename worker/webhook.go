@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/flotilla-gitops/flotilla/internal/httpserver"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/webhook"
@@ -26,6 +26,15 @@ const defaultWebhookListen = "127.0.0.1:8080"
 
 // maxTargetQueries bounds the GitRepo queries one delivery runs at once.
 const maxTargetQueries = 8
+
+// webhookTimeouts are the webhook server's timeouts: a 10 MiB body at
+// 200 KiB/s is read within Read, and handling a delivery (a GitRepo lookup
+// and signals through Temporal) within Write. An idle kept-alive
+// connection holds one of --webhook-max-connections, so it is closed
+// soon.
+func webhookTimeouts() httpserver.Timeouts {
+	return httpserver.Timeouts{ReadHeader: 10 * time.Second, Read: time.Minute, Write: time.Minute, Idle: 30 * time.Second}
+}
 
 // webhookFlags configure the controller's webhook receiver.
 type webhookFlags struct {
@@ -92,9 +101,7 @@ func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets
 	if err != nil {
 		return fmt.Errorf("--webhook-listen %s: %w (pick another address, or \"\" to receive no webhooks)", f.Listen, err)
 	}
-	srv := &http.Server{Handler: newWebhookMetrics(prometheus.DefaultRegisterer).wrap(recv),
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, WriteTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
-	serve(ctx, ln, srv, "Webhook server", logger)
+	serve(ctx, ln, newWebhookMetrics(prometheus.DefaultRegisterer).wrap(recv), webhookTimeouts(), "Webhook server", logger)
 	logger.Info("Serving webhooks", zap.String("address", ln.Addr().String()),
 		zap.Bool("globalSecrets", f.SecretsDir != ""), zap.Bool("requireSignature", f.RequireSignature))
 	return nil
