@@ -18,7 +18,7 @@ ARGS         ?=
 # time limit of a few seconds can run out while a loaded machine is still
 # replaying the corpus, and Go's fuzzer then fails with "context deadline
 # exceeded" although no input failed.
-FUZZ_PKGS     := ./internal/webhook ./internal/codec ./internal/cluster ./internal/fleetyaml ./internal/bundle ./internal/api ./internal/chartfetch ./internal/seal
+FUZZ_PKGS     := ./internal/webhook ./internal/codec ./internal/cluster ./internal/fleetyaml ./internal/bundle ./internal/api ./internal/chartfetch ./internal/seal ./internal/render
 FUZZTIME      ?= 30s
 TEST_FUZZTIME ?= 5000x
 # Benchmark to run with `make bench BENCH=<name>` (empty: all).

@@ -101,8 +101,8 @@ func FuzzDecodeSecret(f *testing.F) {
 }
 
 // decodeSeeds returns the YAML documents of the package's tests (the
-// string literals holding "kind:"), the repository's example documents and
-// Fleet's example GitRepos, with variants: cut in half, every document
+// string literals holding "kind:") and the repository's example documents,
+// with variants: cut in half, every document
 // together in one stream, and as JSON.
 func decodeSeeds(f *testing.F) [][]byte {
 	f.Helper()
@@ -115,8 +115,7 @@ func decodeSeeds(f *testing.F) [][]byte {
 		docs = append(docs, literalsWith(f, file, "kind:")...)
 	}
 	examples, _ := filepath.Glob("../../examples/*.yaml")
-	fleet, _ := filepath.Glob("/work/shared/fleet-examples/single-cluster/multi-gitrepo/gitrepos/*.yaml")
-	for _, file := range append(examples, fleet...) {
+	for _, file := range examples {
 		data, err := os.ReadFile(file)
 		if err != nil {
 			f.Fatal(err)
