@@ -93,7 +93,8 @@ func (k Key) Encode() []byte {
 
 // LoadDir reads every key in dir: each regular file whose name does not
 // start with "." (a mounted Secret's ..data links are skipped; symlinks to
-// files are followed), except the signing key (SigningKeyName). Errors name the file, never its content.
+// files are followed), except the signing key (SigningKeyName). Errors
+// name the file, never its content.
 func LoadDir(dir string) (*Ring, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -112,13 +113,9 @@ func LoadDir(dir string) (*Ring, error) {
 		if err := ValidateID(e.Name()); err != nil {
 			return nil, fmt.Errorf("keyring %s: file %s: %w", dir, e.Name(), err)
 		}
-		data, err := os.ReadFile(path)
+		raw, err := readKeyFile(dir, e.Name())
 		if err != nil {
-			return nil, fmt.Errorf("keyring %s: %w", dir, err)
-		}
-		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
-		if err != nil || len(raw) != KeySize {
-			return nil, fmt.Errorf("keyring %s: file %s is not a base64-encoded %d-byte key", dir, e.Name(), KeySize)
+			return nil, err
 		}
 		k := Key{ID: e.Name()}
 		copy(k.Bytes[:], raw)
@@ -128,6 +125,20 @@ func LoadDir(dir string) (*Ring, error) {
 		return nil, fmt.Errorf("keyring %s: %w", dir, ErrNoKeys)
 	}
 	return New(keys...)
+}
+
+// readKeyFile reads the key in file name of dir. Errors name the file,
+// never its content.
+func readKeyFile(dir, name string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("keyring %s: %w", dir, err)
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
+	if err != nil || len(raw) != KeySize {
+		return nil, fmt.Errorf("keyring %s: file %s is not a base64-encoded %d-byte key", dir, name, KeySize)
+	}
+	return raw, nil
 }
 
 // WriteKey writes k into dir (created 0700) as a 0600 file, refusing to

@@ -2,12 +2,10 @@ package keyring
 
 import (
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // SigningKeyName is the file, in the controllers' sealing keyring, that
@@ -20,19 +18,11 @@ const SigningKeyName = "signing-key"
 // LoadSigningKey reads dir's signing key. found is false when dir holds
 // none. Errors name the file, never its content.
 func LoadSigningKey(dir string) (seed []byte, found bool, err error) {
-	path := filepath.Join(dir, SigningKeyName)
-	data, err := os.ReadFile(path)
+	raw, err := readKeyFile(dir, SigningKeyName)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, false, nil
 	}
-	if err != nil {
-		return nil, false, fmt.Errorf("keyring %s: %w", dir, err)
-	}
-	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(string(data)))
-	if err != nil || len(raw) != KeySize {
-		return nil, false, fmt.Errorf("keyring %s: file %s is not a base64-encoded %d-byte key", dir, SigningKeyName, KeySize)
-	}
-	return raw, true, nil
+	return raw, err == nil, err
 }
 
 // LoadOrCreateSigningKey reads dir's signing key, generating and writing
