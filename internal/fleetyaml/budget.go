@@ -43,7 +43,7 @@ type TemplateBudgetError struct {
 	// Resource is what ran out: "output", "memory", "time" or "template
 	// calls".
 	Resource string
-	// Limit describes the budget ("4194304 bytes", "2s").
+	// Limit describes the budget ("4 MiB", "2s").
 	Limit string
 }
 
@@ -89,7 +89,7 @@ func (b *budget) checkTime() {
 // not count them (charge does, once they exist).
 func (b *budget) need(n int64) {
 	if n < 0 || n > DefaultTemplateAlloc-b.alloc {
-		b.fail(&TemplateBudgetError{Resource: "memory", Limit: fmt.Sprintf("%d bytes", DefaultTemplateAlloc)})
+		b.fail(&TemplateBudgetError{Resource: "memory", Limit: mib(DefaultTemplateAlloc)})
 	}
 }
 
@@ -129,7 +129,7 @@ func (b *budget) Write(p []byte) (int, error) {
 		return 0, b.err
 	}
 	if int64(len(p)) > DefaultTemplateOutput-b.written {
-		b.err = &TemplateBudgetError{Resource: "output", Limit: fmt.Sprintf("%d bytes", DefaultTemplateOutput)}
+		b.err = &TemplateBudgetError{Resource: "output", Limit: mib(DefaultTemplateOutput)}
 		return 0, b.err
 	}
 	b.written += int64(len(p))
@@ -341,3 +341,6 @@ func addRangeChecks(list *parse.ListNode, check parse.Node) {
 		}
 	}
 }
+
+// mib writes a budget of whole MiB.
+func mib(n int64) string { return fmt.Sprintf("%d MiB", n>>20) }

@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"fmt"
+	"path"
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
@@ -30,7 +31,9 @@ type Deployment struct {
 // decided by internal/target; restrict are the GitRepo's targets, see
 // target.Targeted), then c's helm values are templated
 // (bundle.ProcessValues). Errors (an invalid selector, a template error)
-// name the bundle and the cluster.
+// name the bundle and the cluster; template errors (a template over its
+// budget is a *fleetyaml.TemplateBudgetError, class Invalid) name the
+// bundle's fleet.yaml too.
 func ForCluster(b bundle.Bundle, manifestID string, c bundle.Cluster, restrict []api.TargetSelector) (Deployment, error) {
 	return ForClusterCompiled(target.Compile(b, restrict), b, manifestID, c)
 }
@@ -54,7 +57,9 @@ func ForClusterCompiled(p *target.Compiled, b bundle.Bundle, manifestID string, 
 		return Deployment{}, err
 	}
 	if opts, err = fleetyaml.ProcessValues(opts, c); err != nil {
-		return Deployment{}, fmt.Errorf("bundle %s: cluster %s: %w", b.Name, c.Name, err)
+		// Values come from fleet.yaml (valuesFiles are merged into them);
+		// the file is named as target.BoundsError names it.
+		return Deployment{}, fmt.Errorf("bundle %s: cluster %s: %s: %w", b.Name, c.Name, path.Join(b.Dir, "fleet.yaml"), err)
 	}
 	cb := b
 	cb.Options = opts
