@@ -28,17 +28,11 @@ func newClusterCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-func newClusterAddCommand(g *globals) *cobra.Command {
-	var kubeconfig, kubeContext string
-	var labels []string
-	var agent agentFlags
-	cmd := &cobra.Command{
-		Use:   "add NAME --kubeconfig FILE [--context C] [--label k=v]...",
-		Short: "Register a cluster; its kubeconfig is sealed to the controllers' key",
-		Long: `Add registers a cluster. Its kubeconfig (reduced to one context) is sealed on this
-machine to the controllers' newest public key and
-stored in the cluster's workflow as ciphertext: any controller replica can open it, nothing
-else can, and nothing is written on this host. Adding an existing cluster replaces its
+// clusterAddLong is the help of `flotilla cluster add`.
+const clusterAddLong = `Add registers a cluster. Its kubeconfig (reduced to one context) is sealed on this
+machine to the controllers' newest public key and stored in the cluster's workflow as
+ciphertext: any controller replica can open it, nothing else can, and nothing is written
+on this host. Adding an existing cluster replaces its
 kubeconfig, and its labels when --label is given.
 
 The context's cluster and user must carry their credentials as data: token,
@@ -52,8 +46,17 @@ With --install-agent the cluster runs in pull mode: the controller installs the 
 (a Deployment in flotilla-system, from the flotilla-agent chart) through the kubeconfig
 and upgrades it only when the agent's effective configuration changes; the agent then
 serves the cluster's task queue. --agent-* flags set this cluster's own agent settings;
-anything unset comes from the controller's --agent-defaults.`,
-		Args: cobra.ExactArgs(1),
+anything unset comes from the controller's --agent-defaults.`
+
+func newClusterAddCommand(g *globals) *cobra.Command {
+	var kubeconfig, kubeContext string
+	var labels []string
+	var agent agentFlags
+	cmd := &cobra.Command{
+		Use:   "add NAME --kubeconfig FILE [--context C] [--label k=v]...",
+		Short: "Register a cluster; its kubeconfig is sealed to the controllers' key",
+		Long:  clusterAddLong,
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			set, _, err := parseLabels(labels, false)
@@ -70,8 +73,6 @@ anything unset comes from the controller's --agent-defaults.`,
 			if err != nil {
 				return err
 			}
-			// Refused (exec, file paths, proxy-url, ...) before anything
-			// is sealed or sent.
 			data, hash, err := cluster.ReadKubeconfig(name, kubeconfig, kubeContext)
 			if err != nil {
 				return err
