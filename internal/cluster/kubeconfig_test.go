@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -248,4 +250,29 @@ contexts: [{name: c, context: {cluster: c, user: u}}]
 	assert.Equal(t, "Bearer inline-token", auth.Load())
 	assert.NoFileExists(t, canary, "the exec plugin never ran")
 	assert.False(t, dialled.Load(), "the proxy was never dialled")
+}
+
+// TestVault_WarnsOncePerKubeconfig: the ignored fields are logged once
+// per cluster and kubeconfig, by name, never with a value.
+func TestVault_WarnsOncePerKubeconfig(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	v := NewVault(nil, nil, zap.New(core))
+	doc := []byte(kubeconfigDoc(caData, tokenUser+execUser))
+	for range 3 {
+		_, ignored, err := SafeRESTConfig("edge", doc)
+		require.NoError(t, err)
+		v.warnIgnored("edge", doc, ignored)
+	}
+	require.Equal(t, 1, logs.Len())
+	entry := logs.All()[0]
+	assert.Equal(t, "edge", entry.ContextMap()["cluster"])
+	assert.Equal(t, []any{"users[u].user.exec"}, entry.ContextMap()["fields"])
+	assert.NotContains(t, fmt.Sprint(entry.ContextMap()), secretPath)
+
+	changed := []byte(kubeconfigDoc(caData, tokenUser+", tokenFile: "+secretPath))
+	_, ignored, err := SafeRESTConfig("edge", changed)
+	require.NoError(t, err)
+	v.warnIgnored("edge", changed, ignored)
+	v.warnIgnored("other", changed, ignored)
+	assert.Equal(t, 3, logs.Len(), "a new kubeconfig, and another cluster, are warned about again")
 }
