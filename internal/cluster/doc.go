@@ -11,6 +11,12 @@
 // Names are validated before they become file names, so a name cannot
 // escape the store's directory.
 //
+// A kubeconfig carries data, never commands: CheckKubeconfig refuses, at
+// `flotilla cluster add`, every exec or auth-provider plugin, file path
+// (tokenFile, client-certificate, client-key, certificate-authority) and
+// proxy-url, and SafeRESTConfig, what a controller opens a stored
+// kubeconfig with, drops them before client-go sees it.
+//
 // Connections turns those kubeconfigs (or an agent's in-cluster config)
 // into connections to clusters, with the RESTClientGetters Helm uses cached
 // per API server and credentials. Registry lists the registered clusters
