@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 
 	"github.com/flotilla-gitops/flotilla/internal/httpserver"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -43,7 +44,14 @@ type webhookFlags struct {
 	RequireSignature bool
 	MaxBody          int64
 	DedupeWindow     time.Duration
+	MaxConnections   int
+	MaxInFlight      int
 }
+
+// defaultWebhookMaxConnections bounds the webhook server's open
+// connections: Git hosts send a delivery per connection, or keep a few
+// alive.
+const defaultWebhookMaxConnections = 256
 
 func (f *webhookFlags) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Listen, "webhook-listen", defaultWebhookListen, `host:port receiving Git webhooks at / and /webhooks/<provider> ("" disables)`)
@@ -51,6 +59,8 @@ func (f *webhookFlags) bindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.RequireSignature, "webhook-require-signature", false, "refuse deliveries that no secret (global or the GitRepo's webhookSecret) applies to")
 	fs.Int64Var(&f.MaxBody, "webhook-max-body", webhook.DefaultMaxBody, "largest webhook body accepted, in bytes (larger: 413)")
 	fs.DurationVar(&f.DedupeWindow, "webhook-dedupe-window", webhook.DefaultDedupeWindow, "how long a delivery ID is remembered, so a redelivery is not handled twice")
+	fs.IntVar(&f.MaxConnections, "webhook-max-connections", defaultWebhookMaxConnections, "most connections the webhook server keeps open; more wait to be accepted")
+	fs.IntVar(&f.MaxInFlight, "webhook-max-in-flight", webhook.DefaultMaxInFlight, "most deliveries read and handled at once, bodies included (at most this many times --webhook-max-body in memory); more are answered 429 with Retry-After")
 }
 
 func (f *webhookFlags) validate() error {
@@ -59,6 +69,12 @@ func (f *webhookFlags) validate() error {
 	}
 	if f.DedupeWindow < 0 {
 		return errors.New("--webhook-dedupe-window must not be negative")
+	}
+	if f.MaxConnections < 1 || f.MaxInFlight < 1 {
+		return errors.New("--webhook-max-connections and --webhook-max-in-flight must be positive")
+	}
+	if f.MaxInFlight > f.MaxConnections {
+		return errors.New("--webhook-max-in-flight must not exceed --webhook-max-connections")
 	}
 	return nil
 }
@@ -94,6 +110,7 @@ func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets
 		},
 		RequireSignature: f.RequireSignature,
 		MaxBody:          f.MaxBody,
+		MaxInFlight:      f.MaxInFlight,
 		DedupeWindow:     f.DedupeWindow,
 		Logger:           logger,
 	})
@@ -101,6 +118,9 @@ func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets
 	if err != nil {
 		return fmt.Errorf("--webhook-listen %s: %w (pick another address, or \"\" to receive no webhooks)", f.Listen, err)
 	}
+	// Connections past the limit wait in the listen backlog, unread, until
+	// one closes; the receiver's in-flight bound then answers 429.
+	ln = netutil.LimitListener(ln, f.MaxConnections)
 	serve(ctx, ln, newWebhookMetrics(prometheus.DefaultRegisterer).wrap(recv), webhookTimeouts(), "Webhook server", logger)
 	logger.Info("Serving webhooks", zap.String("address", ln.Addr().String()),
 		zap.Bool("globalSecrets", f.SecretsDir != ""), zap.Bool("requireSignature", f.RequireSignature))

@@ -81,6 +81,51 @@ func Signed(p Provider, h http.Header) bool {
 	return false
 }
 
+// maxTokenLength bounds the GitLab token (and the Azure DevOps password)
+// a well-formed delivery carries.
+const maxTokenLength = 1024
+
+// WellFormed reports whether the delivery carries a credential of the
+// form p sends: an HMAC-SHA256 of 64 hex digits in p's header (after
+// "sha256=" where p writes it), a GitLab token of 1 to 1024 bytes, or
+// HTTP basic authentication with a password. It checks no secret: a
+// delivery that is not well formed cannot pass any, and is refused before
+// anything is looked up for it.
+func WellFormed(p Provider, h http.Header) bool {
+	switch p {
+	case GitHub:
+		return prefixedHex(h.Get("X-Hub-Signature-256"))
+	case Gitea:
+		if sig := h.Get("X-Gitea-Signature"); sig != "" {
+			return hexMAC(sig)
+		}
+		return prefixedHex(h.Get("X-Hub-Signature-256"))
+	case Gogs:
+		return hexMAC(h.Get("X-Gogs-Signature"))
+	case GitLab:
+		tok := h.Get("X-Gitlab-Token")
+		return tok != "" && len(tok) <= maxTokenLength
+	case Bitbucket, BitbucketServer:
+		return prefixedHex(h.Get("X-Hub-Signature"))
+	case AzureDevOps:
+		_, pass, ok := (&http.Request{Header: h}).BasicAuth()
+		return ok && pass != "" && len(pass) <= maxTokenLength
+	}
+	return false
+}
+
+// prefixedHex reports whether sig is "sha256=" and a hex HMAC-SHA256.
+func prefixedHex(sig string) bool {
+	hexSig, ok := strings.CutPrefix(sig, "sha256=")
+	return ok && hexMAC(hexSig)
+}
+
+// hexMAC reports whether sig is a hex HMAC-SHA256 as verifyHex reads it.
+func hexMAC(sig string) bool {
+	b, err := hex.DecodeString(strings.TrimSpace(sig))
+	return err == nil && len(b) == sha256.Size
+}
+
 // verifyPrefixed checks a "sha256=<hex>" signature.
 func verifyPrefixed(sig string, body []byte, key string) bool {
 	hexSig, ok := strings.CutPrefix(sig, "sha256=")

@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/base64"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -177,4 +178,45 @@ func TestSign_RoundTrip(t *testing.T) {
 			assert.True(t, Verify(p, h, body, secretFor(p)))
 		})
 	}
+}
+
+// WellFormed accepts each provider's credential as it sends it, and
+// nothing a secret could not verify.
+func TestWellFormed(t *testing.T) {
+	mac := hmacHex("k", []byte("body"))
+	basic := func(userPass string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(userPass)) }
+	tests := []struct {
+		provider Provider
+		header   string
+		value    string
+		want     bool
+	}{
+		{GitHub, "X-Hub-Signature-256", "sha256=" + mac, true},
+		{GitHub, "X-Hub-Signature-256", "sha256=" + strings.ToUpper(mac), true},
+		{GitHub, "X-Hub-Signature-256", mac, false},
+		{GitHub, "X-Hub-Signature-256", "sha256=" + mac[:62], false},
+		{GitHub, "X-Hub-Signature-256", "sha256=" + mac + "00", false},
+		{GitHub, "X-Hub-Signature-256", "sha256=" + strings.Repeat("g", 64), false},
+		{GitHub, "X-Hub-Signature", "sha1=" + mac[:40], false},
+		{Gitea, "X-Gitea-Signature", mac, true},
+		{Gitea, "X-Gitea-Signature", "sha256=" + mac, false},
+		{Gitea, "X-Hub-Signature-256", "sha256=" + mac, true},
+		{Gogs, "X-Gogs-Signature", " " + mac + " ", true},
+		{Gogs, "X-Gogs-Signature", "x", false},
+		{Bitbucket, "X-Hub-Signature", "sha256=" + mac, true},
+		{BitbucketServer, "X-Hub-Signature", mac, false},
+		{GitLab, "X-Gitlab-Token", "t", true},
+		{GitLab, "X-Gitlab-Token", strings.Repeat("t", 1024), true},
+		{GitLab, "X-Gitlab-Token", strings.Repeat("t", 1025), false},
+		{AzureDevOps, "Authorization", basic("u:p"), true},
+		{AzureDevOps, "Authorization", basic("u:"), false},
+		{AzureDevOps, "Authorization", "Bearer p", false},
+		{Provider("sourcehut"), "X-Hub-Signature-256", "sha256=" + mac, false},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.provider)+" "+tc.header+" "+tc.value, func(t *testing.T) {
+			assert.Equal(t, tc.want, WellFormed(tc.provider, http.Header{http.CanonicalHeaderKey(tc.header): {tc.value}}))
+		})
+	}
+	assert.False(t, WellFormed(GitHub, http.Header{}), "no header")
 }

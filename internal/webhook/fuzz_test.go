@@ -226,8 +226,12 @@ func FuzzVerify(f *testing.F) {
 		h := http.Header{}
 		h.Set(name, value)
 		Signed(p, h)
-		if Verify(p, h, body, s) && !holdsCredential(p, h, body, s) {
+		verified := Verify(p, h, body, s)
+		if verified && !holdsCredential(p, h, body, s) {
 			t.Fatalf("%s: %s: %q verified but is not the credential", p, name, value)
+		}
+		if verified && !WellFormed(p, h) {
+			t.Fatalf("%s: %s: %q verified but is refused as not well formed", p, name, value)
 		}
 		if Verify(p, h, body, Secret{}) {
 			t.Fatalf("%s: verified against an empty secret", p)
@@ -238,8 +242,8 @@ func FuzzVerify(f *testing.F) {
 		if !Verify(p, h, body, s) {
 			t.Fatalf("%s: own signature of %q does not verify", p, body)
 		}
-		if !Signed(p, h) {
-			t.Fatalf("%s: signed delivery not Signed", p)
+		if !Signed(p, h) || !WellFormed(p, h) {
+			t.Fatalf("%s: signed delivery not Signed or not WellFormed", p)
 		}
 		if Verify(p, h, body, wrongSecretFor(p)) {
 			t.Fatalf("%s: verified against the wrong secret", p)

@@ -151,12 +151,9 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	body, ok := r.readBody(w, req)
-	if !ok {
-		return
-	}
-	// Only handling is bounded: a slow sender holds no slot while its body
-	// arrives.
+	// The slot is taken before any of the body is read, so at most
+	// MaxInFlight bodies (of MaxBody each) are in memory at once; a slow
+	// sender holds its slot until the server's read timeout.
 	select {
 	case r.inFlight <- struct{}{}:
 		defer func() { <-r.inFlight }()
@@ -170,6 +167,10 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			http.Error(w, "no Git provider's event header (X-GitHub-Event, X-Gitlab-Event, X-Gitea-Event, X-Gogs-Event, X-Event-Key, X-Vss-Activityid); or POST to /webhooks/<provider>", http.StatusBadRequest)
 			return
 		}
+	}
+	body, ok := r.readBody(w, req)
+	if !ok {
+		return
 	}
 	ev, err := Parse(p, req.Header, body)
 	if err != nil {
@@ -239,17 +240,15 @@ func Known(name string) (Provider, bool) {
 
 func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, body []byte, ev *Event) (int, Response) {
 	resp := Response{Provider: ev.Provider, Event: ev.Name, Delivery: ev.Delivery, Signalled: []Signaled{}}
-	globals, err := r.cfg.GlobalSecrets()
+	gate, err := r.admit(h, body, ev)
 	if err != nil {
 		log.Error("Cannot read the global webhook secrets", zap.Error(err))
 		resp.Message = "cannot read the webhook secrets; retry"
 		return http.StatusServiceUnavailable, resp
 	}
-	global, required := globals[ev.Provider], r.cfg.RequireSignature || len(globals) > 0
-	if !Signed(ev.Provider, h) && required {
-		// Refused before any lookup: a delivery without a credential
-		// cannot pass a secret, global or the GitRepo's own.
-		log.Warn("Refused unsigned webhook delivery")
+	if gate.refused {
+		log.Warn("Refused webhook delivery before any lookup: no well-formed signature, or the global secret refused it",
+			zap.Bool("signed", Signed(ev.Provider, h)))
 		return http.StatusUnauthorized, resp
 	}
 	targets, err := r.targets(ctx, ev)
@@ -258,7 +257,7 @@ func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, b
 		resp.Message = "cannot list GitRepos; retry"
 		return http.StatusServiceUnavailable, resp
 	}
-	authed, authenticated := r.authenticate(log, h, body, ev, targets, global, required)
+	authed, authenticated := r.authenticate(log, h, body, ev, targets, gate)
 	if authed == nil {
 		return http.StatusUnauthorized, resp
 	}
@@ -288,6 +287,46 @@ func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, b
 		resp.Message = "no GitRepo watches " + strings.Join(ev.RepoURLs, ", ")
 	}
 	return http.StatusAccepted, resp
+}
+
+// gate is what a delivery proved before anything was looked up for it.
+type gate struct {
+	// required: a secret applies to every delivery (one is configured or
+	// --webhook-require-signature).
+	required bool
+	// global is the provider's global secret, if it has one; byGlobal
+	// says whether it verified the delivery.
+	global   Secret
+	byGlobal bool
+	// refused: the delivery is refused before any lookup.
+	refused bool
+}
+
+// admit checks a delivery against what needs no lookup, before any
+// GitRepo or Secret is read for it: once a secret applies, a delivery
+// without a well-formed credential for its provider is refused; one the
+// provider's global secret verifies needs nothing more; one it does not
+// verify can only be for a GitRepo whose own webhookSecret replaces the
+// global secret (checked by authenticate, after the lookup). Without any
+// secret configured and without RequireSignature, deliveries are
+// unauthenticated by configuration: they only make GitRepos check their
+// remote.
+func (r *Receiver) admit(h http.Header, body []byte, ev *Event) (gate, error) {
+	globals, err := r.cfg.GlobalSecrets()
+	if err != nil {
+		return gate{}, err
+	}
+	g := gate{global: globals[ev.Provider], required: r.cfg.RequireSignature || len(globals) > 0}
+	if !g.required {
+		g.byGlobal = Verify(ev.Provider, h, body, g.global) // false: there is none
+		return g, nil
+	}
+	if !WellFormed(ev.Provider, h) {
+		g.refused = true
+		return g, nil
+	}
+	g.byGlobal = Verify(ev.Provider, h, body, g.global)
+	return g, nil
 }
 
 // targets returns the GitRepos of the event's repository, sorted, each
@@ -334,16 +373,10 @@ func (r *Receiver) targets(ctx context.Context, ev *Event) ([]Target, error) {
 // GitRepo's own webhookSecret replaces the global secret; with no secret
 // at all the delivery is accepted unless one is required.
 func (r *Receiver) authenticate(log *zap.Logger, h http.Header, body []byte, ev *Event, targets []Target,
-	global Secret, required bool) ([]Target, map[string]bool) {
+	g gate) ([]Target, map[string]bool) {
 	vouched := map[string]bool{}
-	check := func(s Secret) (ok, withSecret bool) {
-		if s.IsZero() {
-			return !required, false
-		}
-		return Verify(ev.Provider, h, body, s), true
-	}
 	if len(targets) == 0 {
-		if ok, _ := check(global); !ok {
+		if g.required && !g.byGlobal {
 			log.Warn("Refused webhook delivery: bad or missing signature", zap.Bool("signed", Signed(ev.Provider, h)))
 			return nil, nil
 		}
@@ -351,21 +384,17 @@ func (r *Receiver) authenticate(log *zap.Logger, h http.Header, body []byte, ev 
 	}
 	var ok []Target
 	for _, t := range targets {
-		s := global
+		passed, withSecret := g.byGlobal, !g.global.IsZero()
 		if t.WebhookSecret != "" {
-			var err error
-			if s, err = r.cfg.RepoSecret(t.Namespace, t.WebhookSecret, ev.Provider); err != nil {
-				log.Error("Cannot read the GitRepo's webhookSecret", zap.Stringer("gitrepo", t),
-					zap.String("secret", t.WebhookSecret), zap.Error(err))
+			s, err := r.repoSecret(log, t, ev.Provider)
+			if err != nil {
 				continue
 			}
-			if s.IsZero() {
-				log.Error("The GitRepo's webhookSecret has no key for this provider", zap.Stringer("gitrepo", t),
-					zap.String("secret", t.WebhookSecret), zap.String("key", string(ev.Provider)))
-				continue
-			}
+			passed, withSecret = Verify(ev.Provider, h, body, s), true
 		}
-		passed, withSecret := check(s)
+		if !withSecret {
+			passed = !g.required
+		}
 		if !passed {
 			log.Warn("Refused webhook delivery for GitRepo: bad or missing signature", zap.Stringer("gitrepo", t),
 				zap.Bool("signed", Signed(ev.Provider, h)))
@@ -376,6 +405,27 @@ func (r *Receiver) authenticate(log *zap.Logger, h http.Header, body []byte, ev 
 	}
 	return ok, vouched
 }
+
+// repoSecret returns the provider's key of t's webhookSecret; it logs why
+// there is none.
+func (r *Receiver) repoSecret(log *zap.Logger, t Target, p Provider) (Secret, error) {
+	s, err := r.cfg.RepoSecret(t.Namespace, t.WebhookSecret, p)
+	if err != nil {
+		log.Error("Cannot read the GitRepo's webhookSecret", zap.Stringer("gitrepo", t),
+			zap.String("secret", t.WebhookSecret), zap.Error(err))
+		return Secret{}, err
+	}
+	if s.IsZero() {
+		log.Error("The GitRepo's webhookSecret has no key for this provider", zap.Stringer("gitrepo", t),
+			zap.String("secret", t.WebhookSecret), zap.String("key", string(p)))
+		return Secret{}, errNoProviderKey
+	}
+	return s, nil
+}
+
+// errNoProviderKey means a GitRepo's webhookSecret has no key for the
+// delivery's provider.
+var errNoProviderKey = errors.New("webhookSecret has no key for the provider")
 
 // match returns the change of the event that t follows, or why none is.
 func match(t Target, ev *Event) (Change, string) {

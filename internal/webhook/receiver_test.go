@@ -486,3 +486,105 @@ func TestParse_Bounds(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, ev.RepoURLs, maxRepoURLs)
 }
+
+// blockingBody is a request body that blocks its first Read until
+// release is closed, and records whether it was read at all.
+type blockingBody struct {
+	read    chan struct{}
+	release chan struct{}
+	data    *bytes.Reader
+	once    sync.Once
+}
+
+func (b *blockingBody) Read(p []byte) (int, error) {
+	b.once.Do(func() { close(b.read); <-b.release })
+	return b.data.Read(p)
+}
+
+// The in-flight slot is taken before the body is read: while one
+// delivery's body is still arriving, the next is answered 429 with
+// Retry-After and its body is never read.
+func TestReceiver_SlotBeforeBody(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxInFlight = 1 })
+	push := fixture(t, "github-push.json")
+	slow := &blockingBody{read: make(chan struct{}), release: make(chan struct{}), data: bytes.NewReader(push)}
+	req := httptest.NewRequest(http.MethodPost, "/", slow)
+	for k, v := range githubHeaders("push", "s-1") {
+		req.Header.Set(k, v)
+	}
+	sign(GitHub, req.Header, push, Secret{Token: globalSecret})
+	done := make(chan int)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.recv.ServeHTTP(rec, req)
+		done <- rec.Code
+	}()
+	<-slow.read // the first delivery holds the slot while its body arrives
+
+	unread := &blockingBody{read: make(chan struct{}), release: make(chan struct{}), data: bytes.NewReader(push)}
+	close(unread.release)
+	second := httptest.NewRequest(http.MethodPost, "/", unread)
+	for k, v := range githubHeaders("push", "s-2") {
+		second.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.recv.ServeHTTP(rec, second)
+	assert.Equal(t, http.StatusTooManyRequests, rec.Code)
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	select {
+	case <-unread.read:
+		t.Error("the refused delivery's body was read")
+	default:
+	}
+	close(slow.release)
+	assert.Equal(t, http.StatusAccepted, <-done)
+}
+
+// Once a secret applies, a delivery whose credential is missing or not
+// of its provider's form is refused before any GitRepo or Secret is
+// looked up; one the global secret verifies is looked up; a well-formed
+// one the global secret refuses is looked up only for GitRepos with
+// their own webhookSecret, and signals nothing without it.
+func TestReceiver_RefusedBeforeLookup(t *testing.T) {
+	push := fixture(t, "github-push.json")
+	mac := hmacHex(globalSecret, push)
+	tests := []struct {
+		name       string
+		header     map[string]string // the credential headers
+		wantCode   int
+		wantLookup bool
+	}{
+		{"unsigned", nil, http.StatusUnauthorized, false},
+		{"sha1 signature", map[string]string{"X-Hub-Signature": "sha1=" + hmacSHA1Hex(globalSecret, push)}, http.StatusUnauthorized, false},
+		{"no prefix", map[string]string{"X-Hub-Signature-256": mac}, http.StatusUnauthorized, false},
+		{"short", map[string]string{"X-Hub-Signature-256": "sha256=" + mac[:62]}, http.StatusUnauthorized, false},
+		{"not hex", map[string]string{"X-Hub-Signature-256": "sha256=" + strings.Repeat("z", 64)}, http.StatusUnauthorized, false},
+		{"well formed, wrong secret", map[string]string{"X-Hub-Signature-256": "sha256=" + hmacHex("guess", push)}, http.StatusUnauthorized, true},
+		{"global secret", map[string]string{"X-Hub-Signature-256": "sha256=" + mac}, http.StatusAccepted, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			hdr := githubHeaders("push", "b-"+tt.name)
+			for k, v := range tt.header {
+				hdr[k] = v
+			}
+			rec := h.post("/", GitHub, hdr, push, Secret{})
+			assert.Equal(t, tt.wantCode, rec.Code, rec.Body.String())
+			assert.Equal(t, tt.wantLookup, h.reg.lookups > 0, "lookups: %d", h.reg.lookups)
+			if tt.wantCode != http.StatusAccepted {
+				assert.Empty(t, h.reg.sent())
+			}
+		})
+	}
+
+	// The same for a provider with no global secret (GitLab here), whose
+	// GitRepos may have their own: a token is needed before the lookup.
+	h := newHarness(t, nil)
+	gl := map[string]string{"X-Gitlab-Event": "Push Hook"}
+	assert.Equal(t, http.StatusUnauthorized, h.post("/", GitLab, gl, fixture(t, "gitlab-push.json"), Secret{}).Code)
+	assert.Zero(t, h.reg.lookups)
+	gl["X-Gitlab-Token"] = strings.Repeat("t", 1025)
+	assert.Equal(t, http.StatusUnauthorized, h.post("/", GitLab, gl, fixture(t, "gitlab-push.json"), Secret{}).Code)
+	assert.Zero(t, h.reg.lookups, "an over-long token is not a token")
+}
