@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -25,6 +28,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/envflag"
+	"github.com/flotilla-gitops/flotilla/internal/gateway"
 	"github.com/flotilla-gitops/flotilla/internal/logging"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/seal"
@@ -50,6 +54,11 @@ type agentOptions struct {
 	// Pprof serves Go's profiles under /debug/pprof/ on HTTPListen.
 	Pprof                   bool
 	MaxConcurrentActivities int
+	// Gateway: Temporal.Address is a controller's agents' gateway, which
+	// the agent reaches with its cluster's credential (CredentialFile,
+	// or Temporal.APIKey/APIKeyFile) and nothing else.
+	Gateway        bool
+	CredentialFile string
 }
 
 func newAgentCommand() *cobra.Command {
@@ -83,6 +92,8 @@ The agent heartbeats to its ClusterWorkflow; a silent agent turns the cluster Of
 	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
 	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (go tool pprof http://ADDR/debug/pprof/profile)")
 	fs.IntVar(&o.MaxConcurrentActivities, "max-concurrent-activities", 20, "activities the agent runs at once")
+	fs.BoolVar(&o.Gateway, "gateway", false, "--temporal-address is a Flotilla controller's agents' gateway (--gateway-listen): the agent authenticates with its own cluster's credential (--api-key-file, or the one its registration stored in --credential-file), holds no Temporal credentials, payload keys or registry credentials, and fetches content through the gateway")
+	fs.StringVar(&o.CredentialFile, "credential-file", "", "with --gateway: where the cluster's credential from its registration is kept (default <state-dir>/credential; keep it on a persistent volume or a Secret, or the cluster must register again)")
 	envflag.Annotate(fs, envPrefix)
 	return cmd
 }
@@ -116,6 +127,9 @@ func (o *agentOptions) validate() (map[string]string, error) {
 		}
 	}
 	errs = append(errs, o.Temporal.Validate())
+	if o.Gateway && (o.Temporal.PayloadKeys != "" || o.Registry.URL != "") {
+		errs = append(errs, errors.New("--gateway: an agent behind the gateway holds no payload keys and no registry credentials (the gateway encrypts and serves content); drop --payload-keys and --content-registry"))
+	}
 	return labels, errors.Join(errs...)
 }
 
@@ -169,10 +183,6 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	if err != nil {
 		return err
 	}
-	cs, err := o.Registry.openContent(o.StateDir)
-	if err != nil {
-		return err
-	}
 	p := &probe{}
 	p.setReady(false, "starting")
 	if err := serveHTTP(ctx, o.HTTPListen, p, o.Pprof, logger); err != nil {
@@ -182,14 +192,12 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	if err := exportSDKMetrics(o.HTTPListen, &o.Temporal); err != nil {
 		return err
 	}
-	c, err := o.Temporal.Dial(ctx, logger)
+	c, cs, closeConn, err := connectAgent(ctx, &o, token, labels, logger)
 	if err != nil {
 		return err
 	}
+	defer closeConn()
 	defer c.Close()
-	if err := registerAgent(ctx, c, o.Cluster, token, labels, logger); err != nil {
-		return err
-	}
 
 	w, key, err := startAgentWorker(c, o, cfg, cs, logger)
 	if err != nil {
@@ -203,6 +211,100 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	return err
 }
 
+// connectAgent connects the agent to Temporal, directly or through the
+// gateway, registers its cluster if it is new, and opens its content
+// store (backed by the registry, or by the gateway). closeConn closes
+// the gateway connection.
+func connectAgent(ctx context.Context, o *agentOptions, token string, labels map[string]string, logger *zap.Logger) (c client.Client, cs *content.Store, closeConn func(), err error) {
+	if !o.Gateway {
+		if cs, err = o.Registry.openContent(o.StateDir); err != nil {
+			return nil, nil, nil, err
+		}
+		if c, err = o.Temporal.Dial(ctx, logger); err != nil {
+			return nil, nil, nil, err
+		}
+		if err := registerAgent(ctx, c, o.Cluster, token, labels, logger); err != nil {
+			c.Close()
+			return nil, nil, nil, err
+		}
+		return c, cs, func() {}, nil
+	}
+	tlsCfg, err := o.Temporal.TLSConfig()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := gateway.Dial(o.Temporal.Address, tlsCfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("gateway %s: %w", o.Temporal.Address, err)
+	}
+	closeConn = func() { _ = conn.Close() }
+	defer func() {
+		if err != nil {
+			closeConn()
+		}
+	}()
+	cred, err := agentCredential(ctx, o, conn, token, labels, logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	local, err := content.New(filepath.Join(o.StateDir, "content"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	o.Temporal.APIKey, o.Temporal.APIKeyFile, o.Temporal.Plaintext = cred, "", tlsCfg == nil
+	if c, err = o.Temporal.Dial(ctx, logger); err != nil {
+		return nil, nil, nil, err
+	}
+	return c, local.WithRemote(gateway.NewRemote(conn, o.Temporal.Address, cred)), closeConn, nil
+}
+
+// agentCredential returns the cluster's gateway credential: given
+// (--api-key, --api-key-file), kept from an earlier registration, or
+// issued now for the registration token.
+func agentCredential(ctx context.Context, o *agentOptions, conn *grpc.ClientConn, token string, labels map[string]string, logger *zap.Logger) (string, error) {
+	if o.Temporal.APIKey != "" {
+		return o.Temporal.APIKey, nil
+	}
+	file := o.CredentialFile
+	if file == "" {
+		file = filepath.Join(o.StateDir, "credential")
+	}
+	for _, f := range []string{o.Temporal.APIKeyFile, file} {
+		if f == "" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+			return strings.TrimSpace(string(b)), nil
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("agent credential: %w", err)
+		}
+	}
+	if token == "" {
+		return "", fmt.Errorf("cluster %s has no credential in %s: register it with a token from `flotilla cluster token create` ($FLOTILLA_REGISTRATION_TOKEN or --registration-token-file)", o.Cluster, file)
+	}
+	id, _, err := cluster.ParseToken(token)
+	if err != nil {
+		return "", err
+	}
+	logger.Info("Registering cluster through the gateway", zap.String("token", id))
+	rctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cred, err := gateway.Register(rctx, conn, gateway.Registration{Cluster: o.Cluster, Token: token, Labels: labels})
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", fmt.Errorf("agent credential: %w", err)
+	}
+	if err := os.WriteFile(file, []byte(cred+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("agent credential: %w", err)
+	}
+	logger.Info("Registered cluster; its credential is kept for restarts", zap.String("file", file))
+	return cred, nil
+}
+
 // startAgentWorker starts the worker of o.Cluster's task queue: the
 // cluster activities, for that cluster only, through cfg.
 // Its own sealing key opens the Secrets bundles copy (downstreamResources);
@@ -213,7 +315,8 @@ func startAgentWorker(c client.Client, o agentOptions, cfg *rest.Config, cs *con
 		return nil, nil, err
 	}
 	queue := protocol.ClusterQueue(o.Cluster)
-	w := worker.New(c, queue, worker.Options{MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities})
+	w := worker.New(c, queue, worker.Options{MaxConcurrentActivityExecutionSize: o.MaxConcurrentActivities,
+		DisableWorkflowWorker: true})
 	w.RegisterActivity(&activities.ClusterActivities{
 		Clusters: cluster.NewConnections(cluster.ConnectionsOptions{
 			Config: func(string) (*rest.Config, error) { return cfg, nil },
@@ -249,6 +352,8 @@ func heartbeat(ctx context.Context, c client.Client, name string, hb protocol.He
 			return nil
 		case errors.As(err, &nf):
 			return fmt.Errorf("cluster %s is no longer registered (removed?); stopping so the agent takes no work meant for another cluster", name)
+		case serviceerror.ToStatus(err).Code() == codes.Unauthenticated:
+			return fmt.Errorf("cluster %s: the gateway refused the agent's credential (the cluster was removed or registered again?); stopping: %w", name, err)
 		case err != nil:
 			p.setReady(false, "heartbeat failing")
 			if !failing {
@@ -297,6 +402,12 @@ func registerAgent(ctx context.Context, c client.Client, name, token string, lab
 	case err != nil && !errors.As(err, &nf):
 		return fmt.Errorf("look up cluster %s: %w", name, err)
 	}
+	return registerWithToken(ctx, c, name, token, labels, logger)
+}
+
+// registerWithToken registers cluster name in pull mode with its
+// single-use registration token (the gateway registers agents with it).
+func registerWithToken(ctx context.Context, c client.Client, name, token string, labels map[string]string, logger *zap.Logger) error {
 	if token == "" {
 		return fmt.Errorf("cluster %s is not registered: create a token with `flotilla cluster token create` and pass it in $FLOTILLA_REGISTRATION_TOKEN or --registration-token-file", name)
 	}
@@ -305,6 +416,7 @@ func registerAgent(ctx context.Context, c client.Client, name, token string, lab
 		return err
 	}
 	logger.Info("Registering cluster", zap.String("token", id))
+	var rec protocol.ClusterRecord
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: protocol.ClusterTokenID(id), UpdateName: protocol.UpdateRegister,
 		Args:         []any{protocol.Register{Cluster: name, Proof: proof, Labels: labels}},

@@ -150,6 +150,10 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 		stop()
 		return err
 	}
+	if err := serveGateway(ctx, o, c, st, logger); err != nil {
+		stop()
+		return err
+	}
 	p.setReady(true, "")
 	go announceAgentDefaults(ctx, c, activities.AgentDefaultsHash(agents), logger)
 	logger.Info("Worker started",

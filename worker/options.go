@@ -39,6 +39,8 @@ type options struct {
 	// Pprof serves Go's profiles under /debug/pprof/ on HTTPListen.
 	Pprof   bool
 	Webhook webhookFlags
+	// Gateway serves the agents' gateway (--gateway-listen).
+	Gateway gatewayFlags
 	// Codec configures the payload codec endpoint served on HTTPListen
 	// when Temporal.PayloadKeys is set.
 	Codec codecFlags
@@ -79,6 +81,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HTTPListen, "http-listen", "", `host:port serving /healthz, /readyz and /metrics ("" disables)`)
 	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (go tool pprof http://ADDR/debug/pprof/profile)")
 	o.Webhook.bindFlags(fs)
+	o.Gateway.bindFlags(fs)
 	o.Codec.bindFlags(fs)
 	o.Log.BindFlags(fs)
 }
@@ -125,6 +128,7 @@ func (o *options) validate() error {
 	if o.TaskQueue == "" {
 		errs = append(errs, errors.New("--task-queue must not be empty"))
 	}
+	errs = append(errs, o.Gateway.validate())
 	if o.MaxConcurrentActivities < 1 || o.MaxConcurrentWorkflowTasks < 2 {
 		errs = append(errs, errors.New("--max-concurrent-activities must be ≥ 1 and --max-concurrent-workflow-tasks ≥ 2"))
 	}

@@ -43,7 +43,7 @@ const (
 // goroutines and processes.
 type Store struct {
 	dir    string
-	remote *Registry
+	remote Remote
 	pulls  singleflight.Group
 }
 
@@ -62,8 +62,28 @@ func New(dir string) (*Store, error) {
 // manifests and options to r and, for those missing locally, reads them
 // from r and keeps a verified copy in the directory. A nil r gives a
 // store without a remote. Bundles stay local. s itself is unchanged.
-func (s *Store) WithRemote(r *Registry) *Store {
+func (s *Store) WithRemote(r Remote) *Store {
+	if r == nil || r == Remote((*Registry)(nil)) {
+		return &Store{dir: s.dir}
+	}
 	return &Store{dir: s.dir, remote: r}
+}
+
+// Remote is where a Store writes its content and reads what it misses: a
+// Registry, or (agents) the controller's gateway.
+type Remote interface {
+	Push(ctx context.Context, kind Kind, id string, data []byte) error
+	Pull(ctx context.Context, kind Kind, id string) ([]byte, error)
+	String() string
+}
+
+// remoteMaxSize is the largest item r gives: a registry's limit, else
+// the default.
+func remoteMaxSize(r Remote) int64 {
+	if reg, ok := r.(*Registry); ok {
+		return reg.maxSize
+	}
+	return defaultMaxSize
 }
 
 // PutManifest is PutManifestContext with a background context;
@@ -365,7 +385,7 @@ func (s *Store) pull(ctx context.Context, kind Kind, id string) error {
 	// registry's bytes.
 	switch kind {
 	case KindManifest:
-		m, err := decodeManifest(id, src, data, s.remote.maxSize)
+		m, err := decodeManifest(id, src, data, remoteMaxSize(s.remote))
 		if err != nil {
 			return fmt.Errorf("get manifest %s: %w", id, err)
 		}
@@ -510,4 +530,27 @@ func isLowerHex(s string) bool {
 		}
 	}
 	return true
+}
+
+// Raw returns the stored bytes of the item of kind and id (what a
+// Registry holds for it), after checking them against id; a miss is
+// pulled from the remote first. The gateway serves agents these.
+func (s *Store) Raw(ctx context.Context, kind Kind, id string) ([]byte, error) {
+	var err error
+	switch kind {
+	case KindManifest:
+		_, err = s.GetManifestContext(ctx, id)
+	case KindOptions:
+		_, err = s.GetOptionsContext(ctx, id)
+	default:
+		return nil, fmt.Errorf("unknown kind %q", string(kind))
+	}
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(s.path(kind, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s %s: %w", kind, id, ErrNotFound)
+	}
+	return data, err
 }

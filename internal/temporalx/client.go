@@ -69,6 +69,10 @@ type ClientOptions struct {
 	// Metrics receives the SDK's metrics (NewPrometheusMetrics). Not a
 	// flag. Optional: default none.
 	Metrics client.MetricsHandler
+	// Plaintext never uses TLS, even with an API key (with which the SDK
+	// otherwise turns TLS on): an agent's gateway served without TLS.
+	// Not a flag. Optional: default false.
+	Plaintext bool
 	// dialOptions are extra gRPC options (DialForwarder).
 	dialOptions []grpc.DialOption
 }
@@ -166,6 +170,7 @@ func (o ClientOptions) ClientConfig(logger *zap.Logger) (client.Options, error) 
 	if key != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(key)
 	}
+	opts.ConnectionOptions.TLSDisabled = o.Plaintext && !o.tlsEnabled()
 	return opts, nil
 }
 
