@@ -119,6 +119,22 @@ func testServiceAccountBypass(t *testing.T, f *failureFleet) {
 		_, ok := f.configMap(t, "cluster-1", cm.ns, cm.name)
 		assert.False(t, ok, "%s/%s not applied", cm.ns, cm.name)
 	}
+
+	// downstreamResources are copied as the account: weak may manage
+	// Secrets only, so its copy of a ConfigMap is refused.
+	const weak = "saweak"
+	f.serviceAccount(t, ns, "weak", "secrets")
+	f.apply(t, sourceConfigMapDoc("sa-shared", "on"))
+	weakRepo := f.git.CreateRepo(t, weak, map[string]string{
+		"copy/fleet.yaml":  downstreamFleetYAML(ns, "ConfigMap/sa-shared"),
+		"copy/secret.yaml": secretDoc("sa-copy", "x"),
+	})
+	f.apply(t, gitRepoDoc(weak, weakRepo.URL(), "  serviceAccount: weak\n"+clusterTarget("cluster-1")))
+	d = f.failedOn(t, weak, weak+"-copy")
+	assert.Contains(t, d.Message, "cluster cluster-1: bundle saweak-copy: downstreamResources: service account sa-tenant/weak: ")
+	assert.Contains(t, d.Message, `configmaps "sa-shared" is forbidden`)
+	_, ok := f.configMap(t, "cluster-1", ns, "sa-shared")
+	assert.False(t, ok, "no copy made with the cluster's own credentials")
 }
 
 // authRecorder is a chart server on another host than the GitRepo's
