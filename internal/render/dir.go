@@ -9,6 +9,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
+	"github.com/flotilla-gitops/flotilla/internal/target"
 )
 
 // DirOptions say what to render: the bundles under Root, for one cluster.
@@ -19,7 +20,7 @@ type DirOptions struct {
 	Paths []string
 	// GitRepo, when set, is the spec of the GitRepo the bundles belong
 	// to, applied as a rollout applies it: its options to every bundle
-	// (GitRepoOptions), its paths unless Paths are set, and its targets
+	// (GitRepoOptions) and its Bounds, its paths unless Paths are set, and its targets
 	// (EffectiveTargets: clusterGroup default when it names none) unless
 	// Restrict is set. Nil: no GitRepo, as Fleet's `fleet test`.
 	GitRepo *api.GitRepoSpec
@@ -89,11 +90,13 @@ func Dir(ctx context.Context, o DirOptions) ([]Result, error) {
 			if err != nil {
 				return err
 			}
+			var bounds target.Bounds
 			if o.GitRepo != nil {
-				b.Options = GitRepoOptions(b.Options, *o.GitRepo)
+				b.Options, bounds = GitRepoOptions(b.Options, *o.GitRepo), Bounds(*o.GitRepo)
 			}
 			out[i].Bundle = b
-			out[i].Deployment, out[i].Objects, err = Template(ctx, o.Deployer, b, m, o.Cluster, restrict, o.KubeVersion)
+			p := target.Compile(b, restrict).Bind(bounds)
+			out[i].Deployment, out[i].Objects, err = templateCompiled(ctx, o.Deployer, p, b, m, o.Cluster, o.KubeVersion)
 			return err
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/render"
+	"github.com/flotilla-gitops/flotilla/internal/target"
 )
 
 func TestGitRepoOptions(t *testing.T) {
@@ -111,4 +112,25 @@ func TestTemplateCustomizationValuesFiles(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(out), `replicas: "7"`, "from the customization's values file")
 	assert.Contains(t, string(out), `env: "inline"`, "the customization's inline value over the bundle's")
+}
+
+// Dir with a GitRepo refuses what leaves its bounds, as targeting does:
+// `flotilla render --gitrepo` shows the refusal a rollout would make.
+func TestDirWithGitRepoBounds(t *testing.T) {
+	root := writeBundle(t, "targetCustomizations:\n- name: prod\n  clusterSelector: {matchLabels: {env: prod}}\n  namespace: kube-system\n", nil)
+	prod := bundle.Cluster{Name: "c1", Labels: map[string]string{"env": "prod"}}
+	spec := &api.GitRepoSpec{TargetNamespace: "apps", Targets: []api.TargetSelector{{ClusterName: "c1"}}}
+	opts := render.DirOptions{Root: root, RepoName: "repo", Deployer: deployer.New(deployer.Options{}), Cluster: prod, GitRepo: spec}
+	_, err := render.Dir(context.Background(), opts)
+	var be *target.BoundsError
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "targetCustomizations[0].namespace", be.Field)
+	assert.Equal(t, "app/fleet.yaml", be.File)
+	assert.Contains(t, err.Error(), "bundle repo-app: cluster c1: app/fleet.yaml: targetCustomizations[0].namespace")
+
+	// The same customization with the GitRepo's own namespace renders.
+	spec.TargetNamespace = "kube-system"
+	results, err := render.Dir(context.Background(), opts)
+	require.NoError(t, err)
+	assert.Equal(t, "kube-system", results[0].Deployment.Namespace)
 }

@@ -157,7 +157,14 @@ func ReadyOptions(opts bundle.Options) deployer.ReadyOptions {
 // without a cluster: nil output when the bundle does not go there.
 func Template(ctx context.Context, d *deployer.Deployer, b bundle.Bundle, m bundle.Manifest, c bundle.Cluster,
 	restrict []api.TargetSelector, kubeVersion string) (Deployment, []byte, error) {
-	dep, err := ForCluster(b, m.ID(), c, restrict)
+	return templateCompiled(ctx, d, target.Compile(b, restrict), b, m, c, kubeVersion)
+}
+
+// templateCompiled is Template with b's targets compiled (and bound, see
+// Bounds).
+func templateCompiled(ctx context.Context, d *deployer.Deployer, p *target.Compiled, b bundle.Bundle, m bundle.Manifest,
+	c bundle.Cluster, kubeVersion string) (Deployment, []byte, error) {
+	dep, err := ForClusterCompiled(p, b, m.ID(), c)
 	if err != nil || !dep.Deploy {
 		return dep, nil, err
 	}
