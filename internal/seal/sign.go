@@ -41,13 +41,12 @@ var (
 // its length as a big-endian uint16, so no two different keys share a
 // message.
 func SignedMessage(p PublicKey, signer []byte) []byte {
-	var b bytes.Buffer
-	b.WriteString(signatureContext)
+	b := []byte(signatureContext)
 	for _, field := range [][]byte{[]byte(p.ID), p.Key, signer} {
-		_ = binary.Write(&b, binary.BigEndian, uint16(len(field))) // a bytes.Buffer does not fail
-		b.Write(field)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(field))) //nolint:gosec // IDs and keys are far shorter than 64 KiB
+		b = append(b, field...)
 	}
-	return b.Bytes()
+	return b
 }
 
 // Signer signs the public sealing keys a controller publishes.

@@ -27,7 +27,9 @@ func TestDecide(t *testing.T) {
 	fp, other := mine.Fingerprint(), theirs.Fingerprint()
 	forged := mine.Sign(key("fk-3", 3))
 	forged.Key = key("fk-3", 4).Key
-	keys := func(newest seal.PublicKey) []seal.PublicKey { return []seal.PublicKey{mine.Sign(key("fk-1", 1)), newest} }
+	keys := func(newest seal.PublicKey) []seal.PublicKey {
+		return []seal.PublicKey{mine.Sign(key("fk-1", 1)), newest}
+	}
 
 	cases := []struct {
 		name      string
