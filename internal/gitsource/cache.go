@@ -14,11 +14,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
@@ -168,7 +171,7 @@ func (c *Cache) lock(ctx context.Context, url string) (func(), error) {
 // rename) when missing and recreating it when it cannot be opened.
 func (c *Cache) openClone(url string) (*git.Repository, error) {
 	dir := c.clonePath(url)
-	if repo, err := git.PlainOpen(dir); err == nil {
+	if repo, err := openBare(dir); err == nil {
 		return repo, removeOrphanIndexes(dir)
 	} else if !errors.Is(err, git.ErrRepositoryNotExists) {
 		if err := os.RemoveAll(dir); err != nil {
@@ -193,11 +196,29 @@ func (c *Cache) openClone(url string) (*git.Repository, error) {
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, fmt.Errorf("create clone of %s: %w", url, err)
 	}
-	repo, err = git.PlainOpen(dir)
+	repo, err = openBare(dir)
 	if err != nil {
 		return nil, fmt.Errorf("open clone of %s: %w", url, err)
 	}
 	return repo, nil
+}
+
+// largeObject is the size from which go-git streams an object from its
+// pack instead of reading it whole into memory (and its object cache):
+// repository files are untrusted, and writeTree must see a blob's size
+// before its content is read. objectCache bounds that cache.
+const (
+	largeObject = 1 << 20
+	objectCache = 16 << 20
+)
+
+// openBare opens the bare clone in dir with go-git's streaming of large
+// objects, and a smaller object cache than its default of 96 MiB per
+// clone.
+func openBare(dir string) (*git.Repository, error) {
+	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(objectCache),
+		filesystem.Options{LargeObjectThreshold: largeObject})
+	return git.Open(st, nil)
 }
 
 func (c *Cache) clonePath(url string) string {
