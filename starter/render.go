@@ -49,7 +49,7 @@ Without --gitrepo, a bundle's own targets and targetCustomizations decide whethe
 cluster gets it, as with Fleet's "fleet test". --gitrepo FILE (a GitRepo document, as
 "flotilla apply" takes it) renders as that GitRepo's rollout would: its targets select
 the cluster (clusterGroup "default" when it has none), its paths are scanned, its name
-prefixes bundle names, its namespace is .ClusterNamespace, and its targetNamespace,
+prefixes bundle names, its namespace is .ClusterNamespace, and its targetNamespace, serviceAccount,
 keepResources, deleteNamespace, forceSyncGeneration and correctDrift apply to every bundle.
 
 The cluster's groups are the --cluster-group names (--cluster-group-label NAME:k=v gives
@@ -79,7 +79,7 @@ define, raw YAML files with a document that is not an object), is printed on std
 	fs.StringArrayVar(&f.groups, "cluster-group", nil, "ClusterGroup the simulated cluster belongs to (repeatable)")
 	fs.StringArrayVar(&f.groupLabels, "cluster-group-label", nil, "label k=v of a group the cluster belongs to, as NAME:k=v (repeatable; matched by clusterGroupSelector)")
 	fs.StringVar(&f.groupsFile, "groups", "", "YAML file of ClusterGroups: the cluster is in each whose selector selects its labels (other kinds are ignored)")
-	fs.StringVar(&f.gitRepoFile, "gitrepo", "", "YAML file holding one GitRepo: render as its rollout would (targets, paths, name, namespace, targetNamespace, keepResources, deleteNamespace, forceSyncGeneration, correctDrift; other kinds are ignored)")
+	fs.StringVar(&f.gitRepoFile, "gitrepo", "", "YAML file holding one GitRepo: render as its rollout would (targets, paths, name, namespace, targetNamespace and serviceAccount, which bind every bundle, keepResources, deleteNamespace, forceSyncGeneration, correctDrift; other kinds are ignored)")
 	fs.BoolVar(&f.strict, "strict", false, "fail when there is any warning (unknown fleet.yaml keys, skipped raw YAML files, unknown fields in --gitrepo/--groups)")
 	fs.StringArrayVar(&f.values, "cluster-value", nil, "template value k=v of the simulated cluster (repeatable; .ClusterValues, v parsed as YAML)")
 	fs.StringArrayVar(&f.paths, "paths", nil, "scan only these paths (globs) under PATH, as GitRepo spec.paths (repeatable; overrides the --gitrepo's)")
