@@ -36,7 +36,8 @@ import (
 // and targeted by a GitRepo, it runs nothing: the canary is never
 // written, the token file never used, the proxy never dialled, nothing is
 // deployed; the deployment reports that no inline credentials are left,
-// the controller logs the ignored fields once and keeps running.
+// the controller logs the ignored fields once and keeps running, and
+// deploys to the same API server added with an inline-data kubeconfig.
 func TestKubeconfigCarriesNoCommands(t *testing.T) {
 	f := startFleet(t, 1, 0)
 	kube := f.clusters[0]
@@ -80,6 +81,20 @@ func TestKubeconfigCarriesNoCommands(t *testing.T) {
 	assert.False(t, proxy.dialled.Load(), "the proxy was never dialled")
 	_, err = kube.Clientset(t).CoreV1().ConfigMaps("crafted-ns").Get(t.Context(), "crafted", metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "nothing was deployed: %v", err)
+
+	// The same API server with an inline-data kubeconfig is added and
+	// deployed to; the crafted one keeps failing, and is not warned about
+	// again.
+	f.cli(t, "cluster", "add", "plain", "--kubeconfig", kube.KubeconfigPath, "--label", "kc=crafted")
+	f.waitFor(t, "crafted", "deployed to the plain cluster", func(st status.GitRepo) bool {
+		for _, d := range st.Deployments {
+			if d.Cluster == "plain" && d.State == status.Ready {
+				return true
+			}
+		}
+		return false
+	})
+	assert.NoFileExists(t, canary, "the exec plugin never ran")
 	logs, err := os.ReadFile(f.w.proc.LogPath())
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(logs), "Ignored kubeconfig fields"), "warned once")
