@@ -23,8 +23,10 @@ import (
 const (
 	DefaultMaxBody      = 10 << 20
 	DefaultDedupeWindow = time.Hour
-	// DefaultMaxInFlight bounds deliveries handled at once; more are
-	// answered 429 so a flood cannot exhaust the controller.
+	// DefaultMaxInFlight bounds deliveries read and handled at once (so
+	// at most this many bodies are in memory); more are answered 429
+	// before their body is read, so a flood cannot exhaust the
+	// controller.
 	DefaultMaxInFlight = 64
 	// maxSeen bounds the deduplication memory; the oldest entries go first.
 	maxSeen = 50_000
@@ -65,8 +67,8 @@ type Config struct {
 	// DedupeWindow is how long a delivery ID is remembered
 	// (DefaultDedupeWindow when 0).
 	DedupeWindow time.Duration
-	// MaxInFlight bounds deliveries handled at once (DefaultMaxInFlight
-	// when 0).
+	// MaxInFlight bounds deliveries read and handled at once, bodies
+	// included (DefaultMaxInFlight when 0).
 	MaxInFlight int
 	Logger      *zap.Logger
 	// Now is the clock (time.Now when nil).
