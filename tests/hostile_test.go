@@ -1,16 +1,11 @@
 package tests
 
 import (
-	"bufio"
-	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -31,24 +26,14 @@ func TestHostileRepository(t *testing.T) {
 	t.Logf("TestHostileRepository ran in %s", time.Since(start).Round(time.Second))
 }
 
-// peakRSS is the worker's peak resident memory so far (VmHWM), in bytes.
-func (f *failureFleet) peakRSS(t testing.TB) int64 {
+// peakMiB is the worker's peak resident memory so far (VmHWM), in MiB.
+func (f *failureFleet) peakMiB(t testing.TB) float64 {
 	t.Helper()
-	file, err := os.Open(fmt.Sprintf("/proc/%d/status", f.w.proc.PID()))
+	hwm, _, err := procMemMB(f.w.proc.PID())
 	if err != nil {
-		t.Skipf("no /proc to read the worker's memory from: %v", err)
+		t.Skipf("cannot read the worker's memory: %v", err)
 	}
-	defer func() { _ = file.Close() }() // read-only
-	sc := bufio.NewScanner(file)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			require.NoError(t, err, "VmHWM %q", rest)
-			return kb << 10
-		}
-	}
-	t.Skip("the kernel reports no VmHWM")
-	return 0
+	return hwm
 }
 
 // requireUp fails when the worker process has exited.
@@ -61,10 +46,10 @@ func (f *failureFleet) requireUp(t testing.TB) {
 	}
 }
 
-// maxPeakGrowth bounds how much a refused input may raise the worker's
-// peak memory: a tenth of what reading it whole cost before (a 50 MB
-// manifest took the worker from 236 MiB to 1.1 GiB).
-const maxPeakGrowth = 96 << 20
+// maxPeakGrowthMiB bounds how much a refused input may raise the
+// worker's peak memory: a tenth of what reading it whole cost before (a
+// 50 MB manifest took the worker from 236 MiB to 1.1 GiB).
+const maxPeakGrowthMiB = 96
 
 func testHostileTemplateBomb(t *testing.T, f *failureFleet) {
 	const name, ns = "bomb", "hostile-bomb"
@@ -74,7 +59,7 @@ func testHostileTemplateBomb(t *testing.T, f *failureFleet) {
 		"good/fleet.yaml": fleetYAML(ns),
 		"good/cm.yaml":    configMapDoc("good", "v1"),
 	})
-	before := f.peakRSS(t)
+	before := f.peakMiB(t)
 	f.apply(t, gitRepoDoc(name, repo.URL(), clusterTarget("cluster-1")))
 
 	st := f.readyOn(t, name, name+"-good", repo.Head(t))
@@ -94,9 +79,9 @@ func testHostileTemplateBomb(t *testing.T, f *failureFleet) {
 	st = f.readyOn(t, name, name+"-good", head)
 	assert.True(t, is(st, name+"-bomb", "cluster-1", status.ErrApplied))
 	f.requireUp(t)
-	grew := f.peakRSS(t) - before
-	t.Logf("worker peak memory grew by %d MiB", grew>>20)
-	assert.Less(t, grew, int64(maxPeakGrowth), "the bomb was refused before it allocated")
+	grew := f.peakMiB(t) - before
+	t.Logf("worker peak memory grew by %.0f MiB", grew)
+	assert.Less(t, grew, float64(maxPeakGrowthMiB), "the bomb was refused before it allocated")
 }
 
 func testHostileOversizedFile(t *testing.T, f *failureFleet) {
@@ -111,7 +96,7 @@ func testHostileOversizedFile(t *testing.T, f *failureFleet) {
 	f.apply(t, gitRepoDoc(name, repo.URL(), clusterTarget("cluster-1")))
 	f.readyOn(t, name, name+"-small", repo.Head(t))
 
-	before := f.peakRSS(t)
+	before := f.peakMiB(t)
 	repo.Commit(t, map[string]string{"app/fleet.yaml": fleetYAML(ns), "app/cm.yaml": big}, "a huge manifest")
 	f.sync(t, name)
 	st := f.waitFor(t, name, "the oversized file refused", func(st status.GitRepo) bool { return st.Error != "" })
@@ -121,7 +106,7 @@ func testHostileOversizedFile(t *testing.T, f *failureFleet) {
 	_, applied := f.configMap(t, "cluster-1", ns, "big")
 	assert.False(t, applied, "nothing of the oversized bundle is applied")
 	f.requireUp(t)
-	grew := f.peakRSS(t) - before
-	t.Logf("worker peak memory grew by %d MiB", grew>>20)
-	assert.Less(t, grew, int64(maxPeakGrowth), "the file was refused before it was read whole")
+	grew := f.peakMiB(t) - before
+	t.Logf("worker peak memory grew by %.0f MiB", grew)
+	assert.Less(t, grew, float64(maxPeakGrowthMiB), "the file was refused before it was read whole")
 }

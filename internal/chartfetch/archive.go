@@ -128,20 +128,11 @@ func untar(data []byte, maxUnpacked int64) ([]File, error) {
 		if !ok {
 			continue
 		}
-		if hdr.Size > remaining {
-			return nil, tooLarge(limit.Error("the chart's files together, up to " + name))
-		}
-		b, err := io.ReadAll(io.LimitReader(tr, remaining+1))
-		if errors.As(err, &tooBig) {
-			return nil, tooLarge(limit.Error("the archive, decompressed"))
-		}
+		b, err := readEntry(tr, hdr, name, remaining, limit)
 		if err != nil {
-			return nil, fmt.Errorf("%w: reading %q: %w", ErrInvalidArchive, name, err)
+			return nil, err
 		}
 		remaining -= int64(len(b))
-		if remaining < 0 {
-			return nil, tooLarge(limit.Error("the chart's files together, up to " + name))
-		}
 		files = append(files, File{Name: name, Data: b})
 	}
 	if len(files) == 0 {
@@ -149,6 +140,27 @@ func untar(data []byte, maxUnpacked int64) ([]File, error) {
 	}
 	sortFiles(files)
 	return files, nil
+}
+
+// readEntry reads the file name of hdr, the tar reader's current entry,
+// when it fits in remaining of limit's bytes: its declared size is
+// checked first, then what it holds.
+func readEntry(tr io.Reader, hdr *tar.Header, name string, remaining int64, limit sizelimit.Limit) ([]byte, error) {
+	over := tooLarge(limit.Error("the chart's files together, up to " + name))
+	if hdr.Size > remaining {
+		return nil, over
+	}
+	b, err := io.ReadAll(io.LimitReader(tr, remaining+1))
+	var tooBig *sizelimit.Error
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, tooLarge(limit.Error("the archive, decompressed"))
+	case err != nil:
+		return nil, fmt.Errorf("%w: reading %q: %w", ErrInvalidArchive, name, err)
+	case int64(len(b)) > remaining:
+		return nil, over
+	}
+	return b, nil
 }
 
 // regularEntry returns the cleaned name of a regular file's entry and

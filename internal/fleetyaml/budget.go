@@ -312,11 +312,11 @@ func printfSize(a []reflect.Value) int64 {
 // action.
 func addChecks(t *template.Template, iterate, call parse.Node) {
 	for _, tt := range t.Templates() {
-		if tt.Tree == nil || tt.Tree.Root == nil {
+		if tt.Tree == nil || tt.Root == nil {
 			continue
 		}
-		addRangeChecks(tt.Tree.Root, iterate)
-		tt.Tree.Root.Nodes = append([]parse.Node{call}, tt.Tree.Root.Nodes...)
+		addRangeChecks(tt.Root, iterate)
+		tt.Root.Nodes = append([]parse.Node{call}, tt.Root.Nodes...)
 	}
 }
 

@@ -258,7 +258,7 @@ func (e *evaluator) execute(name, text string, data map[string]any) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	addChecks(tmpl, iterate.Tree.Root.Nodes[0], call.Tree.Root.Nodes[0])
+	addChecks(tmpl, iterate.Root.Nodes[0], call.Root.Nodes[0])
 	var buf bytes.Buffer
 	err = tmpl.Execute(io.MultiWriter(e.b, &buf), data)
 	if e.b.err != nil {
