@@ -36,6 +36,10 @@ type AgentActivities struct {
 	Chart       *chart.Chart
 	ChartDigest string
 	Logger      *zap.Logger
+	// Credential issues a cluster's gateway credential; required when
+	// agents reach the controllers through the gateway
+	// (agentcfg.ViaGateway).
+	Credential func(ctx context.Context, cluster string) (string, error)
 
 	hashOnce     sync.Once
 	defaultsHash string
@@ -81,7 +85,15 @@ func AgentDefaultsHash(a *AgentActivities) string {
 // configurations.
 func (a *AgentActivities) EnsureAgent(ctx context.Context, in EnsureAgentInput) (EnsureAgentResult, error) {
 	defer keepAlive(ctx)()
-	eff, secrets, err := agentcfg.Resolve(in.Cluster, a.Defaults, a.Controller, in.Config, a.ChartDigest)
+	ctrl := a.Controller
+	if agentcfg.ViaGateway(a.Defaults, ctrl) && a.Credential != nil {
+		cred, err := a.Credential(ctx, in.Cluster)
+		if err != nil {
+			return EnsureAgentResult{}, fmt.Errorf("cluster %s: issue the agent's gateway credential: %w", in.Cluster, err)
+		}
+		ctrl.Credential = cred
+	}
+	eff, secrets, err := agentcfg.Resolve(in.Cluster, a.Defaults, ctrl, in.Config, a.ChartDigest)
 	if err != nil {
 		return EnsureAgentResult{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidAgentConfig, nil)
 	}

@@ -197,11 +197,16 @@ func TestControllerChartOptionalObjects(t *testing.T) {
 			require.NotNil(t, svc)
 			ports, _, err := unstructured.NestedSlice(svc.Object, "spec", "ports")
 			require.NoError(t, err)
-			wantPorts := 1
+			wantPorts := 2 // http and the agents' gateway (on by default)
 			if tt.wantWebhook {
-				wantPorts = 2
+				wantPorts = 3
 			}
 			assert.Len(t, ports, wantPorts, "Service ports")
+			gw, ok := flagValue(ctr.Args, "--gateway-listen")
+			assert.True(t, ok && gw == ":7243", "--gateway-listen :7243, got %q", gw)
+			addr, _ := flagValue(ctr.Args, "--gateway-address")
+			assert.Equal(t, controllerRelease+"."+controllerNamespace+".svc:7243", addr, "--gateway-address: the release's Service")
+			assert.True(t, hasPort(ctr.Ports, "gateway", 7243), "container port gateway")
 
 			state := volume(d.Spec.Template.Spec, "state")
 			require.NotNil(t, state)

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/freeport"
@@ -42,7 +43,13 @@ func TestGateway(t *testing.T) {
 	ports, err := freeport.Pick("127.0.0.1", 1)
 	require.NoError(t, err)
 	gw := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	f := startAgentFleetArgs(t, 2, "--gateway-listen", gw)
+	// cluster-3's managed agent starts before the gateway exists, with
+	// the controller's credentials; the upgraded controller moves it.
+	f := startAgentFleet(t, 3)
+	managed := startManagedBeforeGateway(t, f)
+	f.ctrlArgs = append(f.ctrlArgs, "--gateway-listen", gw)
+	f.restartController(t)
+	t.Run("ManagedAgentMovedOnce", func(t *testing.T) { testManagedAgentMoved(t, f, gw, managed) })
 
 	for _, name := range []string{"cluster-1", "cluster-2"} {
 		f.startGatewayAgent(t, name, f.newToken(t, "1h"), gw)
@@ -55,7 +62,7 @@ func TestGateway(t *testing.T) {
 	f.cli(t, "apply", "-f", writeTemp(t, "gw-both.yaml", gitRepoDoc("gw-both", repo.URL(), allClusters)))
 	only2 := f.git.CreateRepo(t, "gw-only2", map[string]string{"fleet.yaml": fleetYAML("gw-only2"), "cm.yaml": configMapDoc("only2", "v1")})
 	f.cli(t, "apply", "-f", writeTemp(t, "gw-only2.yaml", gitRepoDoc("gw-only2", only2.URL(), "  targets:\n  - clusterName: cluster-2\n")))
-	f.waitGitRepo(t, "gw-both", "Ready on both clusters through the gateway", 2*time.Minute, settledAt(repo.Head(t), 2))
+	f.waitGitRepo(t, "gw-both", "Ready on all three clusters through the gateway", 2*time.Minute, settledAt(repo.Head(t), 3))
 	st := f.waitGitRepo(t, "gw-only2", "Ready on cluster-2", 2*time.Minute, settledAt(only2.Head(t), 1))
 	d, ok := deploymentOn(st, "gw-only2", "cluster-2")
 	require.True(t, ok, "deployments: %+v", st.Deployments)
@@ -100,6 +107,69 @@ func TestGateway(t *testing.T) {
 			return status.Code(errors.Unwrap(err)) == codes.Unauthenticated || strings.Contains(fmt.Sprint(err), "not registered")
 		}, 30*time.Second, 500*time.Millisecond, "a removed cluster's credential must stop working")
 	})
+}
+
+// startManagedBeforeGateway adds cluster-3 with a managed agent, runs
+// the agent (as a process: the cluster has no kubelet) and deploys a
+// bundle to it. It returns the bundle's Git repo.
+func startManagedBeforeGateway(t *testing.T, f *agentFleet) *testenv.GitRepo {
+	c3 := f.cluster("cluster-3")
+	require.Contains(t, f.cli(t, "cluster", "add", "cluster-3", "--kubeconfig", c3.KubeconfigPath, "--install-agent"), "created")
+	rec := f.waitCluster(t, "cluster-3", "agent installed", time.Minute, func(r protocol.ClusterRecord) bool {
+		return r.Agent != nil && (r.Agent.DeploymentID != "" || r.Agent.Error != "")
+	})
+	require.Empty(t, rec.Agent.Error)
+	f.startAgent(t, "cluster-3", "")
+	repo := f.git.CreateRepo(t, "gw-managed", map[string]string{"fleet.yaml": fleetYAML("gw-managed"), "cm.yaml": configMapDoc("managed", "v1")})
+	f.cli(t, "apply", "-f", writeTemp(t, "gw-managed.yaml", gitRepoDoc("gw-managed", repo.URL(), "  targets:\n  - clusterName: cluster-3\n")))
+	f.waitGitRepo(t, "gw-managed", "Ready on cluster-3", 2*time.Minute, settledAt(repo.Head(t), 1))
+	return repo
+}
+
+// testManagedAgentMoved: the controller upgraded to serve the gateway
+// redeploys cluster-3's agent once, pointing it at the gateway with its
+// cluster's credential and none of the controller's secrets; the agent
+// run with that configuration works, and no bundle is redeployed.
+func testManagedAgentMoved(t *testing.T, f *agentFleet, gw string, repo *testenv.GitRepo) {
+	rec := f.waitCluster(t, "cluster-3", "agent moved to the gateway", time.Minute, func(r protocol.ClusterRecord) bool {
+		return r.Agent.Deploys >= 2 || r.Agent.Error != ""
+	})
+	require.Empty(t, rec.Agent.Error)
+	assert.Equal(t, 2, rec.Agent.Deploys, "installed, then moved once")
+	args := strings.Join(agentDeployment(t, f).Spec.Template.Spec.Containers[0].Args, " ")
+	assert.Contains(t, args, "--temporal-address "+gw)
+	assert.Contains(t, args, "--gateway")
+	assert.NotContains(t, args, "--content-registry")
+	assert.NotContains(t, args, "--payload-keys")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	sec, err := f.cluster("cluster-3").Clientset(t).CoreV1().Secrets(agentNamespace).Get(ctx, "flotilla-agent", metav1.GetOptions{})
+	require.NoError(t, err)
+	cred := string(sec.Data["api-key"])
+	require.True(t, strings.HasPrefix(cred, "flga1."), "the Secret holds the cluster's gateway credential, keys: %v", keysOf(sec.Data))
+
+	f.restartController(t) // a restart moves nothing again
+	f.agents["cluster-3"].proc.Stop()
+	a := f.agents["cluster-3"]
+	a.proc = testenv.StartProcess(f.t, testenv.ProcessOptions{Name: "flotilla-agent-cluster-3-gw", Path: bins.worker,
+		Args: []string{"agent", "--cluster", "cluster-3", "--kubeconfig", a.cluster.KubeconfigPath, "--temporal-address", gw, "--gateway",
+			"--state-dir", a.stateDir, "--heartbeat-interval", "1s", "--http-listen", "127.0.0.1:0"},
+		Env: []string{"FLOTILLA_API_KEY=" + cred}})
+	f.logs = append(f.logs, a.proc.LogPath())
+	waitLog(t, a.proc, `"msg":"Agent started"`, time.Minute)
+	repo.Commit(t, map[string]string{"cm.yaml": configMapDoc("managed", "v2")}, "v2")
+	f.sync(t, "gw-managed")
+	f.waitGitRepo(t, "gw-managed", "v2 Ready through the gateway", 2*time.Minute, settledAt(repo.Head(t), 1))
+	assert.Equal(t, 2, helmRevisions(t, f.cluster("cluster-3"), "gw-managed", "gw-managed"), "v1 once, v2 once: moving the agent redeployed nothing")
+	assert.Equal(t, 2, f.clusterRecord(t, "cluster-3").Agent.Deploys, "a controller restart does not move the agent again")
+}
+
+func keysOf(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
 
 // startGatewayAgent starts cluster name's agent through the gateway gw.
@@ -169,7 +239,7 @@ func testGatewaySDKRefusals(t *testing.T, f *agentFleet, gw, cred string) {
 	denied(t, "start a workflow", err)
 	err = c.SignalWorkflow(ctx, protocol.ClusterID("cluster-2"), "", protocol.SignalHeartbeat, protocol.Heartbeat{Interval: time.Hour})
 	denied(t, "signal another cluster's workflow", err)
-	err = c.SignalWorkflow(ctx, protocol.GitRepoID("default", "gw-both"), "", protocol.SignalLive,
+	err = c.SignalWorkflow(ctx, protocol.GitRepoID("fleet-default", "gw-both"), "", protocol.SignalLive,
 		flstatus.LiveSignal{Cluster: "cluster-2"})
 	denied(t, "report live state of another cluster", err)
 	_, err = ws.PollActivityTaskQueue(ctx, &workflowservice.PollActivityTaskQueueRequest{Namespace: ns,
@@ -183,7 +253,7 @@ func testGatewaySDKRefusals(t *testing.T, f *agentFleet, gw, cred string) {
 		denied(t, "answer a task not handed to cluster-1", err)
 	}
 	_, err = ws.GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{Namespace: ns,
-		Execution: &commonpb.WorkflowExecution{WorkflowId: protocol.GitRepoID("default", "gw-both")}})
+		Execution: &commonpb.WorkflowExecution{WorkflowId: protocol.GitRepoID("fleet-default", "gw-both")}})
 	denied(t, "read history", err)
 	_, err = c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: protocol.KeysID, UpdateName: protocol.UpdatePublishKeys,
 		Args: []any{[]string{"evil"}}, WaitForStage: client.WorkflowUpdateStageCompleted})

@@ -93,7 +93,7 @@ The agent heartbeats to its ClusterWorkflow; a silent agent turns the cluster Of
 	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (go tool pprof http://ADDR/debug/pprof/profile)")
 	fs.IntVar(&o.MaxConcurrentActivities, "max-concurrent-activities", 20, "activities the agent runs at once")
 	fs.BoolVar(&o.Gateway, "gateway", false, "--temporal-address is a Flotilla controller's agents' gateway (--gateway-listen): the agent authenticates with its own cluster's credential (--api-key-file, or the one its registration stored in --credential-file), holds no Temporal credentials, payload keys or registry credentials, and fetches content through the gateway")
-	fs.StringVar(&o.CredentialFile, "credential-file", "", "with --gateway: where the cluster's credential from its registration is kept (default <state-dir>/credential; keep it on a persistent volume or a Secret, or the cluster must register again)")
+	fs.StringVar(&o.CredentialFile, "credential-file", "", "with --gateway: where the cluster's credential from its registration is kept (default: in a pod, the Secret flotilla-agent-credential in the pod's namespace; outside one, <state-dir>/credential)")
 	envflag.Annotate(fs, envPrefix)
 	return cmd
 }
@@ -192,7 +192,7 @@ func runAgent(ctx context.Context, o agentOptions) error {
 	if err := exportSDKMetrics(o.HTTPListen, &o.Temporal); err != nil {
 		return err
 	}
-	c, cs, closeConn, err := connectAgent(ctx, &o, token, labels, logger)
+	c, cs, closeConn, err := connectAgent(ctx, &o, cfg, token, labels, logger)
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func runAgent(ctx context.Context, o agentOptions) error {
 // gateway, registers its cluster if it is new, and opens its content
 // store (backed by the registry, or by the gateway). closeConn closes
 // the gateway connection.
-func connectAgent(ctx context.Context, o *agentOptions, token string, labels map[string]string, logger *zap.Logger) (c client.Client, cs *content.Store, closeConn func(), err error) {
+func connectAgent(ctx context.Context, o *agentOptions, cfg *rest.Config, token string, labels map[string]string, logger *zap.Logger) (c client.Client, cs *content.Store, closeConn func(), err error) {
 	if !o.Gateway {
 		if cs, err = o.Registry.openContent(o.StateDir); err != nil {
 			return nil, nil, nil, err
@@ -243,7 +243,11 @@ func connectAgent(ctx context.Context, o *agentOptions, token string, labels map
 			closeConn()
 		}
 	}()
-	cred, err := agentCredential(ctx, o, conn, token, labels, logger)
+	store, err := credentialStoreFor(o, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cred, err := agentCredential(ctx, o, store, conn, token, labels, logger)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -252,6 +256,7 @@ func connectAgent(ctx context.Context, o *agentOptions, token string, labels map
 		return nil, nil, nil, err
 	}
 	o.Temporal.APIKey, o.Temporal.APIKeyFile, o.Temporal.Plaintext = cred, "", tlsCfg == nil
+	o.Temporal.EncodeFailures = true // failure messages are payloads the gateway encrypts
 	if c, err = o.Temporal.Dial(ctx, logger); err != nil {
 		return nil, nil, nil, err
 	}
@@ -260,29 +265,23 @@ func connectAgent(ctx context.Context, o *agentOptions, token string, labels map
 
 // agentCredential returns the cluster's gateway credential: given
 // (--api-key, --api-key-file), kept from an earlier registration, or
-// issued now for the registration token.
-func agentCredential(ctx context.Context, o *agentOptions, conn *grpc.ClientConn, token string, labels map[string]string, logger *zap.Logger) (string, error) {
+// issued now for the registration token and kept.
+func agentCredential(ctx context.Context, o *agentOptions, store credentialStore, conn *grpc.ClientConn, token string, labels map[string]string, logger *zap.Logger) (string, error) {
 	if o.Temporal.APIKey != "" {
 		return o.Temporal.APIKey, nil
 	}
-	file := o.CredentialFile
-	if file == "" {
-		file = filepath.Join(o.StateDir, "credential")
+	if o.Temporal.APIKeyFile != "" {
+		b, err := os.ReadFile(o.Temporal.APIKeyFile)
+		if err != nil {
+			return "", fmt.Errorf("--api-key-file: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
 	}
-	for _, f := range []string{o.Temporal.APIKeyFile, file} {
-		if f == "" {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err == nil && len(strings.TrimSpace(string(b))) > 0 {
-			return strings.TrimSpace(string(b)), nil
-		}
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("agent credential: %w", err)
-		}
+	if cred, err := store.load(ctx); err != nil || cred != "" {
+		return cred, err
 	}
 	if token == "" {
-		return "", fmt.Errorf("cluster %s has no credential in %s: register it with a token from `flotilla cluster token create` ($FLOTILLA_REGISTRATION_TOKEN or --registration-token-file)", o.Cluster, file)
+		return "", fmt.Errorf("cluster %s has no credential in %s: register it with a token from `flotilla cluster token create` ($FLOTILLA_REGISTRATION_TOKEN or --registration-token-file)", o.Cluster, store)
 	}
 	id, _, err := cluster.ParseToken(token)
 	if err != nil {
@@ -295,13 +294,10 @@ func agentCredential(ctx context.Context, o *agentOptions, conn *grpc.ClientConn
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return "", fmt.Errorf("agent credential: %w", err)
+	if err := store.save(ctx, cred); err != nil {
+		return "", err
 	}
-	if err := os.WriteFile(file, []byte(cred+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("agent credential: %w", err)
-	}
-	logger.Info("Registered cluster; its credential is kept for restarts", zap.String("file", file))
+	logger.Info("Registered cluster; its credential is kept for restarts", zap.String("in", store.String()))
 	return cred, nil
 }
 

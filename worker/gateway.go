@@ -115,3 +115,16 @@ func loopback(a net.Addr) bool {
 	t, ok := a.(*net.TCPAddr)
 	return ok && t.IP.IsLoopback()
 }
+
+// credentialIssuer issues managed agents' gateway credentials (what
+// EnsureAgent puts in the agent's Secret): the same credential the
+// gateway would issue at registration, for the cluster's current epoch.
+func credentialIssuer(c client.Client, namespace string, o *seal.Opener) func(ctx context.Context, cluster string) (string, error) {
+	return func(ctx context.Context, cluster string) (string, error) {
+		epoch, err := gateway.Epoch(ctx, c.WorkflowService(), namespace, cluster)
+		if err != nil {
+			return "", err
+		}
+		return gateway.Issue(sealKeys{o}, cluster, epoch)
+	}
+}

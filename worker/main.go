@@ -137,6 +137,7 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 	if err != nil {
 		return err
 	}
+	agents.Credential = credentialIssuer(c, o.Temporal.Namespace, st.sealing.Opener)
 	stop, err := startControllerWorkers(c, o, st, agents, logger)
 	if err != nil {
 		return err

@@ -84,6 +84,12 @@ type Defaults struct {
 		// TLSSecretKeys are the keys TLSSecret holds. Default: all three.
 		TLSSecretKeys []string `json:"tlsSecretKeys,omitempty"`
 	} `json:"temporal,omitempty"`
+	// Gateway is how agents reach the controllers' gateway. When it has
+	// an address (or the controller serves one, --gateway-address), agents
+	// connect there with their own cluster's credential and get no
+	// Temporal credentials, payload keys or registry credentials.
+	// A pointer, so defaults without it keep their hash.
+	Gateway         *GatewayDefaults `json:"gateway,omitempty"`
 	ContentRegistry struct {
 		// URL defaults to the controller's --content-registry.
 		URL       string `json:"url,omitempty"`
@@ -97,6 +103,24 @@ type Defaults struct {
 	Resources         corev1.ResourceRequirements `json:"resources,omitempty"`
 	Env               []corev1.EnvVar             `json:"env,omitempty"`
 	PriorityClassName string                      `json:"priorityClassName,omitempty"`
+}
+
+// GatewayDefaults say how agents reach the controllers' gateway.
+type GatewayDefaults struct {
+	// Address defaults to the controller's --gateway-address.
+	Address    string `json:"address,omitempty"`
+	ServerName string `json:"serverName,omitempty"`
+	// CAFile verifies the gateway's certificate; setting it (or
+	// ServerName) turns TLS on.
+	CAFile string `json:"caFile,omitempty"`
+}
+
+// gateway returns d's gateway settings (zero when unset).
+func (d Defaults) gateway() GatewayDefaults {
+	if d.Gateway == nil {
+		return GatewayDefaults{}
+	}
+	return *d.Gateway
 }
 
 // Load reads a defaults file; unknown fields are errors naming the file.
@@ -137,6 +161,20 @@ type Controller struct {
 	// (--payload-keys); agents get the same keys. Omitted from
 	// DefaultsHash when empty, so controllers without one keep their hash.
 	PayloadKeys string `json:",omitempty"`
+	// GatewayAddress is the agents' gateway the controller serves
+	// (--gateway-address), GatewayTLS whether it serves TLS. Omitted when
+	// empty, so controllers without a gateway keep their hash.
+	GatewayAddress string `json:",omitempty"`
+	GatewayTLS     bool   `json:",omitempty"`
+	// Credential is the gateway credential of the cluster being resolved
+	// (set per call, never hashed as such: SecretsHash covers it).
+	Credential string `json:"-"`
+}
+
+// ViaGateway reports whether agents reach the controllers through the
+// gateway.
+func ViaGateway(d Defaults, c Controller) bool {
+	return first(d.gateway().Address, c.GatewayAddress) != ""
 }
 
 // Effective is an agent's fully resolved configuration. Secrets are
@@ -162,6 +200,9 @@ type Effective struct {
 	Resources         corev1.ResourceRequirements `json:"resources"`
 	Env               []corev1.EnvVar             `json:"env,omitempty"`
 	PriorityClassName string                      `json:"priorityClassName,omitempty"`
+	// Gateway: TemporalAddress is the controllers' gateway, which the
+	// agent reaches with its cluster's credential alone.
+	Gateway bool `json:"gateway,omitempty"`
 	// PayloadKeyIDs are the IDs of the payload keys the agent gets,
 	// sorted: adding a key (rotation) redeploys the agent. A key never
 	// changes under its ID, so its bytes are not hashed. Omitted when
@@ -201,6 +242,9 @@ func Resolve(cluster string, d Defaults, c Controller, own *protocol.AgentConfig
 	}
 	e := Effective{Cluster: cluster, ChartDigest: chartDigest}
 	e.resolvePod(d, c, own)
+	if ViaGateway(d, c) {
+		return e.resolveGateway(d, c)
+	}
 	e.resolveConnection(d, c, own)
 
 	s, err := readSecrets(d, c)
@@ -267,6 +311,43 @@ func (e *Effective) resolveConnection(d Defaults, c Controller, own *protocol.Ag
 		hb = DefaultHeartbeatInterval
 	}
 	e.HeartbeatInterval = hb.String()
+}
+
+// resolveGateway completes e for an agent behind the gateway: it gets the
+// gateway's address and CA and its cluster's credential, and nothing of
+// the controller's (Temporal credentials, payload keys, registry).
+func (e Effective) resolveGateway(d Defaults, c Controller) (Effective, Secrets, error) {
+	e.Gateway = true
+	e.TemporalAddress = first(d.gateway().Address, c.GatewayAddress)
+	e.TemporalNamespace = first(d.Temporal.Namespace, c.TemporalNamespace, "default")
+	g := d.gateway()
+	e.TLSServerName = g.ServerName
+	hb := d.HeartbeatInterval.Duration
+	if hb <= 0 {
+		hb = DefaultHeartbeatInterval
+	}
+	e.HeartbeatInterval = hb.String()
+	s := Secrets{APIKey: c.Credential}
+	var errs []error
+	if g.CAFile != "" {
+		b, err := os.ReadFile(g.CAFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("gateway CA for agents: %w", err))
+		}
+		s.CA = string(b)
+	}
+	if c.Credential == "" {
+		errs = append(errs, errors.New("no gateway credential for the agent"))
+	}
+	if msgs := validation.IsDNS1123Label(e.Namespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("namespace %q: %s", e.Namespace, strings.Join(msgs, "; ")))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Effective{}, Secrets{}, fmt.Errorf("%w for cluster %s: %w", ErrInvalid, e.Cluster, err)
+	}
+	e.TLS = c.GatewayTLS || s.CA != "" || e.TLSServerName != ""
+	e.SecretsHash = hashOf(s)
+	return e, s, nil
 }
 
 // checkTLSSecret reports what is wrong with the name and keys of the
@@ -387,6 +468,7 @@ func (e Effective) Values(s Secrets) map[string]any {
 		"contentRegistry": map[string]any{"url": e.RegistryURL, "plainHTTP": e.RegistryPlainHTTP, "ca": s.RegistryCA,
 			"username": s.RegistryUsername, "password": s.RegistryPassword},
 		"heartbeatInterval": e.HeartbeatInterval,
+		"gateway":           e.Gateway,
 		"tolerations":       toValue(e.Tolerations),
 		"nodeSelector":      toValue(e.NodeSelector),
 		"resources":         toValue(e.Resources),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -821,3 +822,46 @@ func toJSONBytes(t *testing.T, v any) []byte {
 }
 
 func toJSON(t *testing.T, v any) string { return string(toJSONBytes(t, v)) }
+
+// An agent behind the gateway gets the gateway's address and its own
+// cluster's credential, and none of the controller's secrets: no Temporal
+// API key or client certificate, no payload keys, no registry. Moving to
+// the gateway changes the agent's hash once; restarts keep it.
+func TestResolve_Gateway(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "payload-keys")
+	k, err := keyring.Generate()
+	require.NoError(t, err)
+	require.NoError(t, keyring.WriteKey(keys, k))
+	caFile := filepath.Join(dir, "gw-ca.pem")
+	require.NoError(t, os.WriteFile(caFile, []byte("gateway ca"), 0o600))
+
+	c := testController()
+	c.APIKey, c.PayloadKeys, c.RegistryUsername, c.RegistryPassword = "controller-api-key", keys, "pusher", "registry-password"
+	direct, _ := resolve(t, agentcfg.Defaults{}, c, nil)
+
+	c.GatewayAddress, c.Credential = "flotilla.flotilla-system:7243", "flga1.cred-of-c1"
+	d := agentcfg.Defaults{Gateway: &agentcfg.GatewayDefaults{CAFile: caFile}}
+	e, s := resolve(t, d, c, &protocol.AgentConfig{TemporalAddress: "elsewhere:7233"})
+	assert.True(t, e.Gateway)
+	assert.Equal(t, "flotilla.flotilla-system:7243", e.TemporalAddress, "the gateway, never Temporal")
+	assert.True(t, e.TLS)
+	assert.Empty(t, e.RegistryURL)
+	assert.Empty(t, e.PayloadKeyIDs)
+	assert.Equal(t, agentcfg.Secrets{CA: "gateway ca", APIKey: "flga1.cred-of-c1"}, s)
+	values := fmt.Sprint(e.Values(s))
+	for _, secret := range []string{"controller-api-key", "registry-password", "pusher", keys} {
+		assert.NotContains(t, values, secret)
+	}
+	assert.Equal(t, true, e.Values(s)["gateway"])
+	assert.NotEqual(t, direct.Hash(), e.Hash(), "moving to the gateway redeploys the agent once")
+	again, _ := resolve(t, d, c, &protocol.AgentConfig{TemporalAddress: "elsewhere:7233"})
+	assert.Equal(t, e.Hash(), again.Hash(), "a restart does not")
+	c.Credential = "flga1.rotated"
+	rotated, _ := resolve(t, d, c, nil)
+	assert.NotEqual(t, e.Hash(), rotated.Hash(), "a new credential (cluster re-added) redeploys")
+
+	c.Credential = ""
+	_, _, err = agentcfg.Resolve("c1", d, c, nil, testChartDigest)
+	require.ErrorIs(t, err, agentcfg.ErrInvalid)
+}

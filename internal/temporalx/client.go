@@ -69,6 +69,10 @@ type ClientOptions struct {
 	// Metrics receives the SDK's metrics (NewPrometheusMetrics). Not a
 	// flag. Optional: default none.
 	Metrics client.MetricsHandler
+	// EncodeFailures moves failure messages into a payload even without
+	// PayloadKeys, so that a forwarder that encrypts payloads (an agent's
+	// gateway) encrypts them too. Not a flag. Optional: default false.
+	EncodeFailures bool
 	// Plaintext never uses TLS, even with an API key (with which the SDK
 	// otherwise turns TLS on): an agent's gateway served without TLS.
 	// Not a flag. Optional: default false.
@@ -188,6 +192,9 @@ func (o ClientOptions) DataConverter() (converter.DataConverter, error) {
 func (o ClientOptions) setConverters(opts *client.Options) error {
 	if o.PayloadKeys == "" {
 		opts.DataConverter = codec.NewKeylessDataConverter()
+		if o.EncodeFailures {
+			opts.FailureConverter = codec.NewFailureConverter(opts.DataConverter)
+		}
 		return nil
 	}
 	ring, err := keyring.LoadDir(o.PayloadKeys) // its errors name the directory
