@@ -31,9 +31,9 @@ import (
 // another key is refused. A Temporal client without the signing key
 // cannot publish a newer key next to the controllers' (the keys workflow
 // refuses it), and when it replaces the keys workflow with its own keys,
-// signed by another key or unsigned, `apply` of a Secret and `cluster
-// add` refuse to seal, saying why and how to re-pin, and nothing is
-// stored. A controller started then does not publish over those keys and
+// signed by another key or unsigned, or with the controllers' own older
+// key (a rollback), `apply` of a Secret and `cluster add` refuse to seal,
+// saying why and how to re-pin, and nothing is stored. A controller started then does not publish over those keys and
 // logs why.
 func TestSealKeyAuthenticated(t *testing.T) {
 	if testing.Short() {
@@ -58,8 +58,10 @@ func TestSealKeyAuthenticated(t *testing.T) {
 	c := f.w.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	genuine, err := cluster.CurrentKey(ctx, c)
+	published, err := cluster.PublishedKeys(ctx, c)
 	require.NoError(t, err)
+	require.Len(t, published, 1)
+	genuine := published[0]
 
 	// First use: the signer is pinned and its fingerprint told.
 	stdout, stderr, err := apply("first")
@@ -114,25 +116,32 @@ func TestSealKeyAuthenticated(t *testing.T) {
 	assert.Contains(t, stdout, "(sealed to key "+newKey.ID+")")
 	assert.Contains(t, stderr, "the controllers' sealing key changed from "+genuine.ID+" to "+newKey.ID+" (signed by the trusted signing key "+fingerprint+")")
 
-	// The same client ends the keys workflow and publishes its own keys:
-	// the CLI refuses to seal to them, says why and how to re-pin.
+	// The same client ends the keys workflow and publishes its own keys,
+	// or the controllers' older key again: the CLI refuses to seal to
+	// them, says why and how to re-pin.
 	kubeconfig := writeTemp(t, "inline.kubeconfig", inlineDataKubeconfig)
-	for _, k := range []seal.PublicKey{forged, unsigned} {
+	for _, tc := range []struct {
+		key      seal.PublicKey
+		why, fix string
+	}{
+		{forged, "it is signed by " + attacker.Fingerprint() + ", not by " + fingerprint + ", the controllers' signing key pinned in " + pins,
+			"run the command again with --seal-key-fingerprint <that fingerprint>"},
+		{unsigned, "it is not signed, so anyone with access to the Temporal namespace could have published it",
+			"run the command again with --seal-key-fingerprint <that fingerprint>"},
+		{genuine, "it is older than " + newKey.ID + ", the key this CLI sealed to before", "delete this namespace's line from " + pins},
+	} {
+		k := tc.key
 		require.NoError(t, c.TerminateWorkflow(ctx, protocol.KeysID, "", "replaced by a client without the signing key"))
 		_, err = cluster.PublishKeys(ctx, c, protocol.DefaultTaskQueue, []seal.PublicKey{k})
 		require.NoError(t, err)
-		why := "it is signed by " + attacker.Fingerprint() + ", not by " + fingerprint + ", the controllers' signing key pinned in " + pins
-		if k.ID == unsigned.ID {
-			why = "it is not signed, so anyone with access to the Temporal namespace could have published it"
-		}
 		_, stderr, err = apply("forged")
 		require.Error(t, err, "apply sealed to %s", k.ID)
-		assert.Contains(t, stderr, "refusing to seal to the controllers' sealing key "+k.ID+": "+why)
-		assert.Contains(t, stderr, "run the command again with --seal-key-fingerprint <that fingerprint>")
+		assert.Contains(t, stderr, "refusing to seal to the controllers' sealing key "+k.ID+": "+tc.why)
+		assert.Contains(t, stderr, tc.fix)
 		assertSecretNotStored(ctx, t, c, "forged")
 		_, stderr, err = f.cliErr(t, "--known-seal-keys", pins, "cluster", "add", "forged", "--kubeconfig", kubeconfig)
 		require.Error(t, err, "cluster add sealed to %s", k.ID)
-		assert.Contains(t, stderr, "register cluster forged: refusing to seal to the controllers' sealing key "+k.ID+": "+why)
+		assert.Contains(t, stderr, "register cluster forged: refusing to seal to the controllers' sealing key "+k.ID+": "+tc.why)
 		_, err = c.DescribeWorkflowExecution(ctx, protocol.ClusterID("forged"), "")
 		var nf *serviceerror.NotFound
 		require.ErrorAs(t, err, &nf, "cluster forged was not registered")

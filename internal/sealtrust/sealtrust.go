@@ -33,6 +33,10 @@ const (
 	// WrongFingerprint: it is signed by another signing key than the one
 	// given with --seal-key-fingerprint.
 	WrongFingerprint Reason = "WrongFingerprint"
+	// Rollback: it is older than the key the CLI sealed to before: the
+	// published keys were replaced by older ones (an older key may be the
+	// one rotated away because it leaked).
+	Rollback Reason = "Rollback"
 )
 
 // RefusedError is a published key the CLI does not seal to. Its Error
@@ -45,8 +49,10 @@ type RefusedError struct {
 	Signer string
 	// Trusted is the fingerprint the CLI trusts (pinned or given).
 	Trusted string
-	// Where names the pins file (UntrustedSigner).
+	// Where names the pins file (UntrustedSigner, Rollback).
 	Where string
+	// Previous is the key sealed to before (Rollback).
+	Previous string
 }
 
 func (e *RefusedError) Error() string {
@@ -62,6 +68,9 @@ func (e *RefusedError) Error() string {
 		return head + "its signature by " + e.Signer + " does not verify: it was altered or forged" + repin
 	case WrongFingerprint:
 		return head + "it is signed by " + e.Signer + ", not by the " + e.Trusted + " given with " + FlagName
+	case Rollback:
+		return head + "it is older than " + e.Previous + ", the key this CLI sealed to before: the published keys were replaced by older ones. " +
+			"If the controllers' newer key was removed on purpose, delete this namespace's line from " + e.Where + " and run the command again"
 	default:
 		return head + "it is signed by " + e.Signer + ", not by " + e.Trusted + ", the controllers' signing key pinned in " + e.Where +
 			": someone with access to the Temporal namespace may have published a key of their own" + repin
@@ -109,7 +118,9 @@ func ValidateFingerprint(fp string) error {
 // Decide picks the published key to seal to: the newest, if it is
 // signed by the signer given (fingerprint, when not "") or else pinned
 // (pin, when not nil); on first use, by any signer, which is then pinned.
-// where names the pins file for errors.
+// Under a trusted pin, a newest key older than the pinned one (key IDs
+// sort by age) is refused: published keys rolled back. where names the
+// pins file for errors.
 func Decide(published []seal.PublicKey, pin *Pin, fingerprint, where string) (Decision, error) {
 	newest, ok := seal.Newest(published)
 	if !ok {
@@ -141,9 +152,14 @@ func Decide(published []seal.PublicKey, pin *Pin, fingerprint, where string) (De
 		refused.Reason, refused.Trusted = UntrustedSigner, pin.Fingerprint
 		return Decision{}, refused
 	}
-	if pin != nil && !d.Pinned && pin.KeyID != newest.ID {
-		d.PreviousKeyID = pin.KeyID
+	if pin == nil || d.Pinned || pin.KeyID == newest.ID {
+		return d, nil
 	}
+	if newest.ID < pin.KeyID {
+		refused.Reason, refused.Previous = Rollback, pin.KeyID
+		return Decision{}, refused
+	}
+	d.PreviousKeyID = pin.KeyID
 	return d, nil
 }
 

@@ -56,6 +56,9 @@ func TestDecide(t *testing.T) {
 		{name: "flag differs", newest: mine.Sign(key("fk-2", 2)), flag: other, reason: WrongFingerprint,
 			errSubstr: "it is signed by " + fp + ", not by the " + other + " given with --seal-key-fingerprint"},
 		{name: "flag does not trust an unsigned key", newest: key("fk-2", 2), flag: fp, reason: Unsigned},
+		{name: "rolled back to an older key of the signer", newest: mine.Sign(key("fk-2", 2)), pin: &Pin{fp, "fk-3"}, reason: Rollback,
+			errSubstr: "it is older than fk-3, the key this CLI sealed to before"},
+		{name: "rolled back, with the flag", newest: mine.Sign(key("fk-2", 2)), pin: &Pin{fp, "fk-3"}, flag: fp, reason: Rollback},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,7 +69,7 @@ func TestDecide(t *testing.T) {
 				assert.Equal(t, tc.reason, refused.Reason)
 				assert.Equal(t, tc.newest.ID, refused.KeyID)
 				assert.Contains(t, err.Error(), tc.errSubstr)
-				if tc.reason != WrongFingerprint {
+				if tc.reason != WrongFingerprint && tc.reason != Rollback {
 					assert.Contains(t, err.Error(), "run the command again with --seal-key-fingerprint", "says how to re-pin")
 				}
 				return
