@@ -12,6 +12,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
+	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 )
 
 // ErrTypeChart: a HelmOp's chart repository or registry refused the
@@ -45,12 +46,14 @@ func (a *Activities) resolveChart(ctx context.Context, in ResolveInput) (Resolve
 }
 
 // chartError classifies a chart repository's failure: refused
-// credentials and no matching version are the HelmOp's to fix
-// (non-retryable, naming it); anything else is tried again.
+// credentials, no matching version and an index.yaml over its size limit
+// are the HelmOp's to fix (non-retryable, naming it); anything else is
+// tried again.
 func chartError(ref GitRepoRef, err error) error {
 	msg := fmt.Sprintf("%s: %v", ref.Title(), err)
 	switch {
-	case errors.Is(err, chartfetch.ErrAuth), errors.Is(err, chartfetch.ErrNotFound), errors.Is(err, chartfetch.ErrUnsupportedSource):
+	case errors.Is(err, chartfetch.ErrAuth), errors.Is(err, chartfetch.ErrNotFound), errors.Is(err, chartfetch.ErrUnsupportedSource),
+		errors.Is(err, sizelimit.ErrTooLarge):
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeChart, nil)
 	}
 	return temporal.NewApplicationError(msg, ErrTypeChart)
