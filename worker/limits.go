@@ -6,7 +6,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 )
@@ -35,12 +34,19 @@ func (l *limitFlags) bindFlags(fs *pflag.FlagSet) {
 // apply sets the limits on the stores' Git cache, chart fetcher and
 // bundle reader limits (activities.Activities.Limits), before the workers
 // start.
+// Unset limits (options built without flags) keep the stores' defaults.
 func (l limitFlags) apply(st *stores) {
-	st.git.MaxCheckoutSize = int64(l.Checkout)
-	st.charts.MaxArchiveSize = int64(l.Chart)
-	st.charts.MaxUnpackedSize = int64(l.ChartUnpacked)
-	st.charts.MaxIndexSize = int64(l.Index)
-	st.limits = bundle.Limits{File: int64(l.File), Bundle: int64(l.Checkout)}
+	set := func(dst *int64, v byteSize) {
+		if v > 0 {
+			*dst = int64(v)
+		}
+	}
+	set(&st.git.MaxCheckoutSize, l.Checkout)
+	set(&st.charts.MaxArchiveSize, l.Chart)
+	set(&st.charts.MaxUnpackedSize, l.ChartUnpacked)
+	set(&st.charts.MaxIndexSize, l.Index)
+	set(&st.limits.File, l.File)
+	set(&st.limits.Bundle, l.Checkout)
 }
 
 // byteSize is a flag of a number of bytes, written as a Kubernetes

@@ -130,6 +130,7 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 	if err != nil {
 		return err
 	}
+	o.Limits.apply(st)
 	if st.sealing, err = o.openSealing(c, logger); err != nil {
 		return err
 	}

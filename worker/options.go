@@ -41,6 +41,9 @@ type options struct {
 	Webhook webhookFlags
 	// Gateway serves the agents' gateway (--gateway-listen).
 	Gateway gatewayFlags
+	// Limits bound what repositories and charts may make the controller
+	// read (--max-file-size and others).
+	Limits limitFlags
 	// Codec configures the payload codec endpoint served on HTTPListen
 	// when Temporal.PayloadKeys is set.
 	Codec codecFlags
@@ -82,6 +85,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Pprof, "pprof", false, "also serve Go's CPU, heap and goroutine profiles under /debug/pprof/ on --http-listen (go tool pprof http://ADDR/debug/pprof/profile)")
 	o.Webhook.bindFlags(fs)
 	o.Gateway.bindFlags(fs)
+	o.Limits.bindFlags(fs)
 	o.Codec.bindFlags(fs)
 	o.Log.BindFlags(fs)
 }
