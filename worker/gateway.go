@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/gateway"
@@ -21,6 +22,8 @@ type gatewayFlags struct {
 	Advertise string
 	TLSCert   string
 	TLSKey    string
+	// MaxConnections bounds the gateway's open connections (one per agent).
+	MaxConnections int
 }
 
 func (g *gatewayFlags) bindFlags(fs *pflag.FlagSet) {
@@ -28,6 +31,7 @@ func (g *gatewayFlags) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&g.Advertise, "gateway-address", "", "address managed agents dial to reach the gateway, host:port (default: --gateway-listen); set it to the controller Service's name")
 	fs.StringVar(&g.TLSCert, "gateway-tls-cert", "", "PEM certificate the gateway serves TLS with (with --gateway-tls-key); without it agents' credentials cross the network in clear")
 	fs.StringVar(&g.TLSKey, "gateway-tls-key", "", "PEM private key of --gateway-tls-cert")
+	fs.IntVar(&g.MaxConnections, "gateway-max-connections", 10000, "most connections the gateway holds open at once (each agent keeps one); more wait unaccepted")
 }
 
 // address is what managed agents dial.
@@ -41,6 +45,9 @@ func (g gatewayFlags) address() string {
 func (g gatewayFlags) validate() error {
 	if (g.TLSCert == "") != (g.TLSKey == "") {
 		return fmt.Errorf("--gateway-tls-cert and --gateway-tls-key go together")
+	}
+	if g.Listen != "" && g.MaxConnections < 1 {
+		return fmt.Errorf("--gateway-max-connections must be ≥ 1")
 	}
 	return nil
 }
@@ -83,6 +90,9 @@ func serveGateway(ctx context.Context, o options, c client.Client, st *stores, l
 	if err != nil {
 		fwd.Close()
 		return fmt.Errorf("--gateway-listen: %w", err)
+	}
+	if g.MaxConnections > 0 {
+		ln = netutil.LimitListener(ln, g.MaxConnections)
 	}
 	srv := gateway.New(gateway.Options{
 		Namespace: o.Temporal.Namespace,
