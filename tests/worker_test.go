@@ -41,6 +41,24 @@ type devWorker struct {
 // ports and waits until the frontend answers.
 func startDevWorker(t testing.TB, stateDir string, extra ...string) *devWorker {
 	t.Helper()
+	// The embedded server opens more ports than the two picked here; one of
+	// its own may take a picked port first. Such a start is tried again on
+	// new ports (the failed process has exited).
+	for attempt := 1; ; attempt++ {
+		w, err := tryDevWorker(t, stateDir, extra...)
+		if err == nil {
+			return w
+		}
+		if attempt == 3 || !strings.Contains(w.proc.LogTail(80), "address already in use") {
+			require.NoError(t, err)
+		}
+		t.Logf("dev worker start %d lost a port race; trying new ports: %v", attempt, err)
+	}
+}
+
+// tryDevWorker starts a dev worker on two free ports and waits until it
+// runs.
+func tryDevWorker(t testing.TB, stateDir string, extra ...string) (*devWorker, error) {
 	ports := testenv.FreePorts(t, 2)
 	w := &devWorker{
 		frontend: fmt.Sprintf("127.0.0.1:%d", ports[0]),
@@ -52,13 +70,12 @@ func startDevWorker(t testing.TB, stateDir string, extra ...string) *devWorker {
 	w.proc = testenv.StartProcess(t, testenv.ProcessOptions{Name: "flotilla-worker", Path: bins.worker, Args: args})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	require.NoError(t, w.proc.WaitReady(ctx, func(context.Context) error {
+	return w, w.proc.WaitReady(ctx, func(context.Context) error {
 		if !strings.Contains(w.proc.LogTail(50), `"msg":"Worker started"`) {
 			return errors.New("worker not started yet")
 		}
 		return nil
-	}))
-	return w
+	})
 }
 
 func (w *devWorker) client(t testing.TB) client.Client {
