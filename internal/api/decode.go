@@ -20,6 +20,10 @@ type Document struct {
 	Secret       *Secret
 	HelmOp       *HelmOp
 	ConfigMap    *ConfigMap
+	// GitRepoRestriction and Policy restrict the GitRepos and HelmOps of
+	// their namespace (internal/policy).
+	GitRepoRestriction *GitRepoRestriction
+	Policy             *Policy
 	// Warnings name the document's fields Flotilla does not know (see
 	// UnknownFields): it ignores them, and `flotilla apply` says so.
 	Warnings []string
@@ -40,6 +44,10 @@ func (d Document) Kind() string {
 		return KindHelmOp
 	case d.ConfigMap != nil:
 		return KindConfigMap
+	case d.GitRepoRestriction != nil:
+		return KindGitRepoRestriction
+	case d.Policy != nil:
+		return KindPolicy
 	}
 	return ""
 }
@@ -59,6 +67,10 @@ func (d Document) Name() string {
 		return d.HelmOp.Metadata.Namespace + "/" + d.HelmOp.Metadata.Name
 	case d.ConfigMap != nil:
 		return d.ConfigMap.Metadata.Namespace + "/" + d.ConfigMap.Metadata.Name
+	case d.GitRepoRestriction != nil:
+		return d.GitRepoRestriction.Metadata.Namespace + "/" + d.GitRepoRestriction.Metadata.Name
+	case d.Policy != nil:
+		return d.Policy.Metadata.Namespace + "/" + d.Policy.Metadata.Name
 	}
 	return ""
 }
@@ -108,9 +120,15 @@ func decodeOne(raw map[string]any, src string) (Document, error) {
 	case kind == KindHelmOp && (apiVersion == Version || apiVersion == FleetVersion):
 		doc.HelmOp = &HelmOp{}
 		err = unmarshal(data, doc.HelmOp)
-	case kind == KindCluster && apiVersion == Version:
+	case kind == KindCluster && (apiVersion == Version || apiVersion == FleetVersion):
 		doc.Cluster = &Cluster{}
 		err = unmarshal(data, doc.Cluster)
+	case kind == KindGitRepoRestriction && (apiVersion == Version || apiVersion == FleetVersion):
+		doc.GitRepoRestriction = &GitRepoRestriction{}
+		err = unmarshal(data, doc.GitRepoRestriction)
+	case kind == KindPolicy && (apiVersion == Version || apiVersion == FleetVersion):
+		doc.Policy = &Policy{}
+		err = unmarshal(data, doc.Policy)
 	case kind == KindSecret && apiVersion == "v1":
 		doc.Secret = &Secret{}
 		err = unmarshal(data, doc.Secret)
@@ -118,8 +136,8 @@ func decodeOne(raw map[string]any, src string) (Document, error) {
 		doc.ConfigMap = &ConfigMap{}
 		err = unmarshal(data, doc.ConfigMap)
 	default:
-		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo, HelmOp or ClusterGroup in %s or %s, Cluster in %s, or a v1 Secret or ConfigMap)",
-			src, kind, apiVersion, Version, FleetVersion, Version)
+		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo, HelmOp, Cluster, ClusterGroup, GitRepoRestriction or Policy in %s or %s, or a v1 Secret or ConfigMap)",
+			src, kind, apiVersion, Version, FleetVersion)
 	}
 	if err != nil {
 		return Document{}, fmt.Errorf("%s: %s %s: %w", src, kind, metaName(raw), err)
@@ -146,6 +164,10 @@ func (d *Document) object() any {
 		return d.HelmOp
 	case d.ConfigMap != nil:
 		return d.ConfigMap
+	case d.GitRepoRestriction != nil:
+		return d.GitRepoRestriction
+	case d.Policy != nil:
+		return d.Policy
 	}
 	return d.Secret
 }
@@ -172,6 +194,12 @@ func (d *Document) defaultAndValidate() error {
 			d.ConfigMap.Metadata.Namespace = DefaultNamespace
 		}
 		return d.ConfigMap.Validate()
+	case d.GitRepoRestriction != nil:
+		d.GitRepoRestriction.Default()
+		return d.GitRepoRestriction.Validate()
+	case d.Policy != nil:
+		d.Policy.Default()
+		return d.Policy.Validate()
 	}
 	return nil
 }

@@ -165,6 +165,13 @@ type ClusterSpec struct {
 	AgentTolerations []corev1.Toleration          `json:"agentTolerations,omitempty"`
 	AgentAffinity    *corev1.Affinity             `json:"agentAffinity,omitempty"`
 	AgentResources   *corev1.ResourceRequirements `json:"agentResources,omitempty"`
+	// KubeConfigSecret names the Secret (key "value", as in Fleet) holding
+	// the cluster's kubeconfig, in KubeConfigSecretNamespace or else the
+	// Cluster's namespace. Only the Kubernetes-native mode reads it: it
+	// registers the cluster with that kubeconfig, as `cluster add` does.
+	KubeConfigSecret          string `json:"kubeConfigSecret,omitempty"`
+	KubeConfigSecretNamespace string `json:"kubeConfigSecretNamespace,omitempty"`
+
 	// AgentUpgradeWindows are the times the controller may upgrade the
 	// cluster's managed agent in (Flotilla's own, in the form of
 	// fleet.yaml's rolloutStrategy.windows). Outside all of them an
