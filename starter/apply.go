@@ -17,9 +17,10 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/applier"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/seal"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
-	"github.com/flotilla-gitops/flotilla/internal/webhook"
 )
 
 func newApplyCommand(g *globals) *cobra.Command {
@@ -145,60 +146,25 @@ func historyBudget() int {
 	return n
 }
 
-func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) (string, error) {
-	switch {
-	case d.ConfigMap != nil:
-		return applyConfigMap(ctx, c, g.TaskQueue, *d.ConfigMap)
-	case d.Secret != nil:
-		return applySecret(ctx, c, g, *d.Secret)
-	case d.GitRepo != nil:
-		gr := d.GitRepo
-		var res protocol.ApplyResult
-		err := temporalx.UpdateWithStart(ctx, c, g.TaskQueue, protocol.GitRepoID(gr.Metadata.Namespace, gr.Metadata.Name), protocol.UpdateApply,
-			protocol.GitRepoApply{GitRepo: *gr}, &res, protocol.GitRepoWorkflow,
-			protocol.GitRepoStart{Namespace: gr.Metadata.Namespace, Name: gr.Metadata.Name, HistoryBudget: historyBudget()},
-			temporalx.KeyGitRepo.ValueSet(gr.Metadata.Namespace+"/"+gr.Metadata.Name),
-			temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(gr.Spec.Repo)))
-		return verb(res.Created, res.Changed), err
-	case d.HelmOp != nil:
-		h := d.HelmOp
-		var res protocol.ApplyResult
-		err := temporalx.UpdateWithStart(ctx, c, g.TaskQueue, protocol.HelmOpID(h.Metadata.Namespace, h.Metadata.Name), protocol.UpdateApply,
-			protocol.HelmOpApply{HelmOp: *h}, &res, protocol.HelmOpWorkflow,
-			protocol.GitRepoStart{Namespace: h.Metadata.Namespace, Name: h.Metadata.Name, HistoryBudget: historyBudget()},
-			temporalx.KeyGitRepo.ValueSet("helmop/"+h.Metadata.Namespace+"/"+h.Metadata.Name))
-		return verb(res.Created, res.Changed), err
-	case d.ClusterGroup != nil:
-		cg := d.ClusterGroup
-		var res protocol.GroupRecord
-		err := temporalx.UpdateWithStart(ctx, c, g.TaskQueue, protocol.ClusterGroupID(cg.Metadata.Name), protocol.UpdateApply, *cg, &res,
-			protocol.ClusterGroupWorkflow, protocol.GroupStart{Record: protocol.GroupRecord{Name: cg.Metadata.Name}})
-		return verb(res.Generation == 1, true), err
-	case d.Cluster != nil:
-		cl := d.Cluster
-		paused := cl.Spec.Paused
-		a := protocol.ClusterApply{Labels: cl.Metadata.Labels, SetLabels: true,
-			Annotations: cl.Metadata.Annotations, TemplateValues: cl.Spec.TemplateValues, Paused: &paused}
-		if cl.Spec.HasAgentSettings() {
-			a.AgentSettings = &protocol.AgentSettings{Namespace: cl.Spec.AgentNamespace, Env: cl.Spec.AgentEnvVars,
-				Tolerations: cl.Spec.AgentTolerations, Affinity: cl.Spec.AgentAffinity, Resources: cl.Spec.AgentResources,
-				UpgradeWindows: cl.Spec.AgentUpgradeWindows}
-		}
-		rec, err := applyCluster(ctx, c, g.TaskQueue, cl.Metadata.Name, a)
-		return verb(rec.Generation == 1, true), err
-	}
-	return "", fmt.Errorf("unsupported document")
+// applier applies documents for the CLI: Secrets sealed to the published
+// key this CLI trusts, nothing marked as managed.
+func (g *globals) applier(c client.Client) *applier.Applier {
+	return &applier.Applier{Temporal: c, TaskQueue: g.TaskQueue, Sealer: cliSealer{g}, HistoryBudget: historyBudget()}
 }
 
-func verb(created, changed bool) string {
-	switch {
-	case created:
-		return "created"
-	case changed:
-		return "configured"
-	}
-	return "unchanged"
+// cliSealer seals to the controllers' newest published key, once its
+// signature is trusted (globals.sealData).
+type cliSealer struct{ g *globals }
+
+func (s cliSealer) Seal(ctx context.Context, c client.Client, data []byte) (seal.Box, error) {
+	return s.g.sealData(ctx, c, data)
 }
+
+func applyOne(ctx context.Context, c client.Client, g *globals, d api.Document) (string, error) {
+	return g.applier(c).Apply(ctx, d)
+}
+
+func verb(created, changed bool) string { return applier.Verb(created, changed) }
 
 func applyCluster(ctx context.Context, c client.Client, queue, name string, a protocol.ClusterApply) (protocol.ClusterRecord, error) {
 	return temporalx.ApplyCluster(ctx, c, queue, name, a)

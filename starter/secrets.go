@@ -8,33 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
-	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
-
-// sealSecret seals a Secret's credentials and webhook keys to the
-// controllers' newest key.
-func (g *globals) sealSecret(ctx context.Context, c client.Client, sec api.Secret) (protocol.SecretRecord, error) {
-	if sec.Metadata.Namespace == "" {
-		sec.Metadata.Namespace = api.DefaultNamespace
-	}
-	ns, name := sec.Metadata.Namespace, sec.Metadata.Name
-	data, err := cluster.EncodeSecret(sec)
-	if err != nil {
-		return protocol.SecretRecord{}, err
-	}
-	keys, err := cluster.ContentKeys(ns, name, data)
-	if err != nil {
-		return protocol.SecretRecord{}, err
-	}
-	box, err := g.sealData(ctx, c, data)
-	if err != nil {
-		return protocol.SecretRecord{}, err
-	}
-	return protocol.SecretRecord{Namespace: ns, Name: name, Type: sec.Type, Keys: keys, Sealed: box}, nil
-}
 
 func newSecretsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -137,17 +112,4 @@ func newConfigMapsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "configmaps", Aliases: []string{"configmap"}, Short: "Manage ConfigMaps applied with `flotilla apply`"}
 	cmd.AddCommand(newDeleteStoredCommand(g, "configmap", "Delete a ConfigMap applied with `flotilla apply` (namespace from -n)", protocol.ConfigMapID))
 	return cmd
-}
-
-// applySecret seals and stores a Secret.
-func applySecret(ctx context.Context, c client.Client, g *globals, sec api.Secret) (string, error) {
-	rec, err := g.sealSecret(ctx, c, sec)
-	if err != nil {
-		return "", err
-	}
-	out, err := temporalx.ApplySecret(ctx, c, g.TaskQueue, rec)
-	if err != nil {
-		return "", err
-	}
-	return verb(out.Generation == 1, true) + " (sealed to key " + rec.Sealed.KeyID + ")", nil
 }

@@ -153,12 +153,22 @@ func WatchQueue(queue string) string { return queue + "-watch" }
 // GitRepoApply is the argument of the GitRepo apply update.
 type GitRepoApply struct {
 	GitRepo api.GitRepo `json:"gitRepo"`
+	// ManagedBy is who applies: "" for the CLI, ManagedByKubernetes for
+	// the management controller. Once a GitRepo was applied with a
+	// non-empty one, the workflow refuses applies from anyone else.
+	ManagedBy string `json:"managedBy,omitempty"`
 }
 
 // HelmOpApply is the argument of the HelmOp apply update.
 type HelmOpApply struct {
 	HelmOp api.HelmOp `json:"helmOp"`
+	// ManagedBy is as in GitRepoApply.
+	ManagedBy string `json:"managedBy,omitempty"`
 }
+
+// ManagedByKubernetes is the ManagedBy of what the management controller
+// (internal/kubenative) applies from a management cluster.
+const ManagedByKubernetes = "kubernetes"
 
 // ApplyResult answers an apply update.
 type ApplyResult struct {
