@@ -1,0 +1,147 @@
+package fleetstatus
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"time"
+
+	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// syncMirrors makes owner's Bundle mirrors what st says, at most once per
+// MinInterval: it creates missing ones, reverts edited ones (metadata and
+// spec as found on the server; status when it differs from what was last
+// written) and deletes those of bundles that are gone. pending reports
+// work that waits for MinInterval.
+func (w *Writer) syncMirrors(ctx context.Context, e *entry, owner Ref, st status.GitRepo) (pending bool, err error) {
+	if !w.current(e) {
+		return false, nil // forgotten: its mirrors are being deleted
+	}
+	if time.Since(e.mirrorWrite) < w.cfg.MinInterval {
+		return true, nil
+	}
+	res := w.cfg.Dynamic.Resource(gvrOf(KindBundle)).Namespace(owner.Namespace)
+	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: mirrorSelector(owner)})
+	if err != nil {
+		return false, fmt.Errorf("list the bundle mirrors of %s %s/%s: %w", owner.Kind, owner.Namespace, owner.Name, err)
+	}
+	have := map[string]*unstructured.Unstructured{}
+	for i := range list.Items {
+		have[list.Items[i].GetName()] = &list.Items[i]
+	}
+	if e.mirrors == nil {
+		e.mirrors = map[string][]byte{}
+	}
+	wrote := false
+	for _, m := range Mirrors(owner, st) {
+		name := m.Object.GetName()
+		n, err := w.syncMirror(ctx, res, e, m, have[name])
+		if err != nil {
+			return false, err
+		}
+		wrote = wrote || n
+		delete(have, name)
+	}
+	for name := range have {
+		if err := res.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("delete bundle mirror %s/%s: %w", owner.Namespace, name, err)
+		}
+		delete(e.mirrors, name)
+		wrote = true
+	}
+	if wrote {
+		e.mirrorWrite = time.Now()
+	}
+	return false, nil
+}
+
+// syncMirror creates or reverts one mirror (live: the object on the
+// server, nil if none) and reports whether it wrote.
+func (w *Writer) syncMirror(ctx context.Context, res dynamic.ResourceInterface, e *entry, m Mirror, live *unstructured.Unstructured) (bool, error) {
+	name := m.Object.GetName()
+	wrote := false
+	var err error
+	switch {
+	case live == nil:
+		live, err = res.Create(ctx, m.Object, metav1.CreateOptions{FieldManager: fieldManager})
+		delete(e.mirrors, name)
+		wrote = true
+	case !sameMirror(live, m.Object):
+		obj := live.DeepCopy()
+		obj.SetLabels(m.Object.GetLabels())
+		obj.SetAnnotations(m.Object.GetAnnotations())
+		obj.SetOwnerReferences(m.Object.GetOwnerReferences())
+		obj.Object["spec"] = m.Object.Object["spec"]
+		live, err = res.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
+		wrote = true
+	}
+	if err != nil {
+		return wrote, fmt.Errorf("write bundle mirror %s/%s: %w", m.Object.GetNamespace(), name, err)
+	}
+	prev := statusConditions(live)
+	m.Status.Conditions = Stamp(m.Status.Conditions, prev, time.Now())
+	b, err := canonical(m.Status)
+	if err != nil {
+		return wrote, err
+	}
+	if bytes.Equal(b, e.mirrors[name]) {
+		return wrote, nil
+	}
+	obj := live.DeepCopy()
+	var st map[string]any
+	if err := json.Unmarshal(b, &st); err != nil {
+		return wrote, err
+	}
+	obj.Object["status"] = st
+	if _, err := res.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
+		return true, fmt.Errorf("write the status of bundle mirror %s/%s: %w", m.Object.GetNamespace(), name, err)
+	}
+	e.mirrors[name] = b
+	return true, nil
+}
+
+// sameMirror reports whether live has want's labels, annotations, owner
+// references and spec.
+func sameMirror(live, want *unstructured.Unstructured) bool {
+	return reflect.DeepEqual(live.GetLabels(), want.GetLabels()) &&
+		reflect.DeepEqual(live.GetAnnotations(), want.GetAnnotations()) &&
+		reflect.DeepEqual(live.GetOwnerReferences(), want.GetOwnerReferences()) &&
+		reflect.DeepEqual(live.Object["spec"], want.Object["spec"])
+}
+
+func statusConditions(obj *unstructured.Unstructured) []Condition {
+	raw, ok := obj.Object["status"]
+	if !ok {
+		return nil
+	}
+	b, err := canonical(raw)
+	if err != nil {
+		return nil
+	}
+	var parsed struct {
+		Conditions []Condition `json:"conditions"`
+	}
+	if json.Unmarshal(b, &parsed) != nil {
+		return nil
+	}
+	return parsed.Conditions
+}
+
+// deleteMirrors deletes the Bundle mirrors of a forgotten owner (the
+// garbage collector would, on a cluster that runs one).
+func (w *Writer) deleteMirrors(ctx context.Context, owner Ref) {
+	res := w.cfg.Dynamic.Resource(gvrOf(KindBundle)).Namespace(owner.Namespace)
+	err := res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: mirrorSelector(owner)})
+	if err != nil && !apierrors.IsNotFound(err) {
+		w.cfg.Logger.Warn("Failed to delete bundle mirrors", refField(owner), zap.Error(err))
+	}
+}

@@ -1,0 +1,192 @@
+package fleetstatus
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/status"
+)
+
+// queryTimeout bounds one read of Flotilla's status.
+const queryTimeout = 10 * time.Second
+
+// gvrOf is the plural resource of a kind of Fleet's API.
+func gvrOf(kind string) schema.GroupVersionResource {
+	plural := map[string]string{KindGitRepo: "gitrepos", KindHelmOp: "helmops", KindCluster: "clusters",
+		KindClusterGroup: "clustergroups", KindBundle: "bundles"}[kind]
+	return schema.GroupVersionResource{Group: Group, Version: Version, Resource: plural}
+}
+
+// process reads, projects and writes one entry, then schedules its next
+// read: soon while it is not settled or a write waits for MinInterval,
+// later once it is settled.
+func (w *Writer) process(ctx context.Context, e *entry) {
+	w.mu.Lock()
+	ref, seen := e.ref, e.changes
+	overrides := make([]Condition, 0, len(e.overrides))
+	for _, c := range e.overrides {
+		overrides = append(overrides, c)
+	}
+	w.mu.Unlock()
+	sort.Slice(overrides, func(i, j int) bool { return overrides[i].Type < overrides[j].Type })
+
+	var settled bool
+	var err error
+	switch ref.Kind {
+	case KindGitRepo, KindHelmOp:
+		settled, err = w.processGitRepo(ctx, e, ref, overrides)
+	case KindCluster:
+		settled, err = w.processCluster(ctx, e, ref)
+	case KindClusterGroup:
+		settled, err = w.processGroup(ctx, e, ref)
+	default:
+		err = errors.New("unknown kind " + ref.Kind)
+	}
+	if err != nil && ctx.Err() == nil {
+		w.cfg.Logger.Warn("Failed to update the status", refField(ref), zap.Error(err))
+	}
+	next := w.cfg.MinInterval
+	if settled && err == nil {
+		next = w.cfg.SettledInterval
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e.busy, e.seen = false, seen
+	e.due = time.Now().Add(next)
+}
+
+// current reports whether e is still the entry of its ref (Track may have
+// replaced it for a new object of the same name, Forget removed it).
+func (w *Writer) current(e *entry) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.entries[e.ref.key()] == e
+}
+
+// query runs the status query of workflow id into out; found is false
+// when there is no such workflow.
+func (w *Writer) query(ctx context.Context, id string, out any) (found bool, err error) {
+	qctx, cancel := context.WithTimeout(ctx, queryTimeout)
+	defer cancel()
+	v, err := w.cfg.Temporal.QueryWorkflow(qctx, id, "", protocol.QueryStatus)
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, v.Get(out)
+}
+
+func (w *Writer) processGitRepo(ctx context.Context, e *entry, ref Ref, overrides []Condition) (bool, error) {
+	id := protocol.GitRepoID(ref.Namespace, ref.Name)
+	if ref.Kind == KindHelmOp {
+		id = protocol.HelmOpID(ref.Namespace, ref.Name)
+	}
+	var st status.GitRepo
+	found, err := w.query(ctx, id, &st)
+	if err != nil {
+		return false, err
+	}
+	if !found {
+		st = status.GitRepo{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}
+		st.Finish()
+	}
+	obs := Observe(st)
+	w.mu.Lock()
+	if found && st.Generation > 0 && e.specGenOf != ref.Generation && e.ref.Generation == ref.Generation {
+		e.specGen, e.specGenOf = st.Generation, ref.Generation
+	}
+	specGen := int64(0)
+	if e.specGenOf == ref.Generation {
+		specGen = e.specGen
+	}
+	prev := e.obs
+	e.obs, e.last = &obs, &st
+	w.mu.Unlock()
+	if !w.current(e) {
+		return true, nil
+	}
+	if found {
+		for _, ev := range Transitions(prev, obs) {
+			w.Event(ref, ev.Type, ev.Reason, ev.Message)
+		}
+	}
+	in := GitRepoInput{Status: st, Generation: ref.Generation, SpecGeneration: specGen, Overrides: overrides}
+	proj := Bound(ProjectGitRepo(in), MaxStatusSize)
+	pending, err := w.writeStatus(ctx, e, ref, func(prev []Condition, now time.Time) (any, []Condition) {
+		proj.Conditions = Stamp(proj.Conditions, prev, now)
+		return proj, proj.Conditions
+	})
+	if err != nil {
+		return false, err
+	}
+	mirrorsPending, err := w.syncMirrors(ctx, e, ref, st)
+	if err != nil {
+		return false, err
+	}
+	return st.Settled && in.caughtUp() && !pending && !mirrorsPending, nil
+}
+
+// gitRepos returns the last status of every followed GitRepo and HelmOp.
+func (w *Writer) gitRepos() []status.GitRepo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []status.GitRepo
+	for _, e := range w.entries {
+		if e.last != nil {
+			out = append(out, *e.last)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func (w *Writer) processCluster(ctx context.Context, e *entry, ref Ref) (bool, error) {
+	rec := protocol.ClusterRecord{Name: ref.Name}
+	if _, err := w.query(ctx, protocol.ClusterID(ref.Name), &rec); err != nil {
+		return false, err
+	}
+	proj := ProjectCluster(ClusterInput{Record: rec, GitRepos: w.gitRepos(), Generation: ref.Generation})
+	pending, err := w.writeStatus(ctx, e, ref, func(prev []Condition, now time.Time) (any, []Condition) {
+		proj.Conditions = Stamp(proj.Conditions, prev, now)
+		return proj, proj.Conditions
+	})
+	return !pending && proj.Conditions[0].Status == "True", err
+}
+
+func (w *Writer) processGroup(ctx context.Context, e *entry, ref Ref) (bool, error) {
+	var rec protocol.GroupRecord
+	if _, err := w.query(ctx, protocol.ClusterGroupID(ref.Name), &rec); err != nil {
+		return false, err
+	}
+	clusters, err := cluster.NewRegistry(w.cfg.Temporal, nil).Clusters(ctx)
+	if err != nil {
+		return false, err
+	}
+	proj := ProjectGroup(GroupInput{Selector: rec.Selector, Clusters: clusters, GitRepos: w.gitRepos(), Generation: ref.Generation})
+	pending, err := w.writeStatus(ctx, e, ref, func(prev []Condition, now time.Time) (any, []Condition) {
+		proj.Conditions = Stamp(proj.Conditions, prev, now)
+		return proj, proj.Conditions
+	})
+	return !pending && proj.Conditions[0].Status == status.ConditionTrue, err
+}
+
+// refField names ref in a log line.
+func refField(ref Ref) zap.Field {
+	return zap.String("object", ref.Kind+" "+ref.Namespace+"/"+ref.Name)
+}
