@@ -55,6 +55,10 @@ run: build ## Start the worker (embedded Temporal + UI), a local demo cluster an
 	FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; export FLOTILLA_TESTBIN; \
 	$(GO) run ./hack/demo -bin $(BIN) $(ARGS)
 
+.PHONY: crds
+crds: ## Regenerate deploy/charts/flotilla/crds/ (Fleet's CRDs) from internal/api's types
+	$(GO) run ./hack/crdgen -out deploy/charts/flotilla/crds
+
 testbin: ## Build (once, cached) the kube-apiserver/etcd/kwok binaries tests use
 	@bash hack/k8s-testbin/build.sh
 

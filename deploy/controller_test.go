@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/flotilla-gitops/flotilla/deploy"
+	"github.com/flotilla-gitops/flotilla/internal/crds"
 	"github.com/flotilla-gitops/flotilla/internal/keyring"
 )
 
@@ -31,11 +32,15 @@ func TestControllerChartRender(t *testing.T) {
 	require.NoError(t, err)
 	objs := renderObjects(t, c, controllerRelease, controllerNamespace, controllerValues(t, ""))
 
-	assert.ElementsMatch(t, []string{
+	want := []string{
 		"ServiceAccount/flotilla", "Secret/flotilla", "Secret/flotilla-seal-keys",
 		"ConfigMap/flotilla-config", "Role/flotilla", "RoleBinding/flotilla",
 		"Service/flotilla", "Deployment/flotilla", "PodDisruptionBudget/flotilla",
-	}, kinds(objs), "no PersistentVolumeClaim: the state dir is a cache")
+	}
+	for _, k := range crds.Kinds { // the chart's crds/: Fleet's CRDs
+		want = append(want, "CustomResourceDefinition/"+k.CRDName())
+	}
+	assert.ElementsMatch(t, want, kinds(objs), "no PersistentVolumeClaim: the state dir is a cache")
 	_, sealKey := generatedSealKey(t, find(objs, "Secret", "flotilla-seal-keys"))
 	assertNoSecretsOutsideSecrets(t, objs, append(slices.Clone(secretValues), sealKey))
 
