@@ -149,7 +149,7 @@ func (s *Server) startTemporal(sqlCfg *config.SQL) error {
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(cfg),
 		temporal.ForServices(temporal.DefaultServices),
-		temporal.WithLogger(log.NewZapLogger(serverLogger)),
+		temporal.WithLogger(newServerLogger(serverLogger)),
 		temporal.WithDynamicConfigClient(serverconfig.Dynamic()),
 	)
 	if err != nil {
