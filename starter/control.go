@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -34,6 +35,11 @@ func newSignalCommand(g *globals, name, signal, short string, waitByDefault bool
 				before, err := gitRepoStatus(ctx, c, g.Namespace, repo)
 				if err != nil {
 					return err
+				}
+				if before.ManagedBy != "" && signal != protocol.SignalSync {
+					// The spec in the management cluster is the truth:
+					// pause, resume and delete change it there.
+					return errors.New(protocol.ManagedMessage(e.title(), before.ManagedBy))
 				}
 				if err := c.SignalWorkflow(ctx, id, "", signal, nil); err != nil {
 					return notFound(err, e.title())

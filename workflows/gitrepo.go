@@ -100,6 +100,9 @@ type GitRepoState struct {
 	Guarded           []rollout.ReleaseRef `json:"guarded,omitempty"`
 	DeletionsApproved []rollout.ReleaseRef `json:"deletionsApproved,omitempty"`
 	DeletionApprovals int                  `json:"deletionApprovals,omitempty"`
+	// ManagedBy is who applied the spec when not the CLI
+	// (protocol.ManagedByKubernetes): applies from anyone else are refused.
+	ManagedBy string `json:"managedBy,omitempty"`
 }
 
 // RunningRollout is a rollout carried across continue-as-new.
@@ -414,7 +417,7 @@ func (g *gitRepo) validate(ctx workflow.Context, in protocol.GitRepoApply) error
 	repo := in.GitRepo
 	repo.Default()
 	//workflowcheck:ignore deterministic: result does not depend on map order
-	return g.checkApply(api.KindGitRepo, repo.Metadata, repo.Validate)
+	return g.checkApply(api.KindGitRepo, repo.Metadata, in.ManagedBy, repo.Validate)
 }
 
 // helmOp reports whether the workflow is a HelmOp's.
@@ -424,19 +427,24 @@ func (g *gitRepo) validateHelmOp(ctx workflow.Context, in protocol.HelmOpApply) 
 	h := in.HelmOp
 	h.Default()
 	//workflowcheck:ignore deterministic: result does not depend on map order
-	return g.checkApply(api.KindHelmOp, h.Metadata, h.Validate)
+	return g.checkApply(api.KindHelmOp, h.Metadata, in.ManagedBy, h.Validate)
 }
 
 // checkApply rejects an apply of a resource named by meta that was sent
-// to another entity's workflow, or that arrives while this one is being
-// deleted; otherwise it is the resource's own validation.
-func (g *gitRepo) checkApply(kind string, meta api.ObjectMeta, validate func() error) error {
+// to another entity's workflow, that arrives while this one is being
+// deleted, or that comes from another door than the one managing it (a
+// CLI apply of a GitRepo the management cluster holds); otherwise it is
+// the resource's own validation. A rejection adds nothing to the history.
+func (g *gitRepo) checkApply(kind string, meta api.ObjectMeta, managedBy string, validate func() error) error {
 	if meta.Namespace != g.ref.Namespace || meta.Name != g.ref.Name {
 		return temporal.NewNonRetryableApplicationError(kind+" "+meta.Namespace+"/"+meta.Name+
 			" sent to the workflow of "+g.ref.String(), "InvalidSpec", nil)
 	}
 	if g.s.Deleting {
 		return temporal.NewNonRetryableApplicationError(g.ref.Title()+" is being deleted", "Deleting", nil)
+	}
+	if g.s.ManagedBy != "" && managedBy != g.s.ManagedBy {
+		return temporal.NewNonRetryableApplicationError(protocol.ManagedMessage(g.ref.Title(), g.s.ManagedBy), ErrTypeManaged, nil)
 	}
 	return validate()
 }
@@ -447,7 +455,7 @@ func (g *gitRepo) applyHelmOp(ctx workflow.Context, in protocol.HelmOpApply) (pr
 	h.Default()
 	g.s.HelmOp = &h
 	//workflowcheck:ignore deterministic: decodes the spec's JSON; no map order, time or I/O
-	return g.apply(ctx, protocol.GitRepoApply{GitRepo: h.AsGitRepo()})
+	return g.apply(ctx, protocol.GitRepoApply{GitRepo: h.AsGitRepo(), ManagedBy: in.ManagedBy})
 }
 
 func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protocol.ApplyResult, error) {
@@ -468,6 +476,12 @@ func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protoco
 		g.pollReset++
 	}
 	g.s.GitRepo = &repo
+	g.s.ManagedBy = in.ManagedBy
 	res.Generation = g.s.Generation
 	return res, nil
 }
+
+// ErrTypeManaged is the error type of an apply refused because another
+// door manages the resource (GitRepoState.ManagedBy).
+const ErrTypeManaged = "Managed"
+

@@ -64,7 +64,7 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 	st := status.GitRepo{Kind: g.ref.Kind, Namespace: g.ref.Namespace, Name: g.ref.Name, Commit: g.s.Commit, LatestCommit: g.s.LatestCommit,
 		Generation: g.s.Generation, ObservedGeneration: g.s.ObservedGeneration, Paused: g.s.Paused, Deleting: g.s.Deleting,
 		Rollout: g.running, LastRollout: g.s.LastRollout, Error: g.s.Error, Syncs: g.s.Syncs,
-		PollFailures: g.s.PollFailures, WebhookCommit: g.s.WebhookCommit}
+		PollFailures: g.s.PollFailures, WebhookCommit: g.s.WebhookCommit, ManagedBy: g.s.ManagedBy}
 	if !g.s.LastWebhookTime.IsZero() {
 		t := g.s.LastWebhookTime
 		st.LastWebhookTime = &t

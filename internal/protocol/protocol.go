@@ -170,6 +170,15 @@ type HelmOpApply struct {
 // (internal/kubenative) applies from a management cluster.
 const ManagedByKubernetes = "kubernetes"
 
+// ManagedMessage says that the resource title ("GitRepo ns/name") is
+// managed by managedBy, so the CLI may not change it, and where to.
+func ManagedMessage(title, managedBy string) string {
+	if managedBy == ManagedByKubernetes {
+		return title + " is managed from the management cluster (kubectl): change it there, or delete it there first"
+	}
+	return title + " is managed by " + managedBy + ": change it there, or delete it there first"
+}
+
 // ApplyResult answers an apply update.
 type ApplyResult struct {
 	// Generation is the spec generation after the update.

@@ -248,6 +248,9 @@ type GitRepo struct {
 	ObservedGeneration int64 `json:"observedGeneration"`
 	Paused             bool  `json:"paused,omitempty"`
 	Deleting           bool  `json:"deleting,omitempty"`
+	// ManagedBy is who applies the spec when not the CLI ("kubernetes":
+	// the management cluster); the CLI then only reads it and syncs it.
+	ManagedBy string `json:"managedBy,omitempty"`
 	// Rollout is the ID of the running rollout, if any; LastRollout the
 	// ID of the last finished one.
 	Rollout     string `json:"rollout,omitempty"`
