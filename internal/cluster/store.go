@@ -93,6 +93,26 @@ func ReadKubeconfig(name, path, contextName string) (data []byte, hash string, e
 	return data, hashOf(data), nil
 }
 
+// PrepareKubeconfig is ReadKubeconfig for a kubeconfig held in memory
+// (the management controller reads it from a Cluster's kubeConfigSecret):
+// it returns the kubeconfig reduced to contextName (empty: its current
+// context) with inline data only, and its SHA-256 (hex), or a
+// *KubeconfigError naming each field that is not inline data. Errors
+// never include the kubeconfig's content.
+func PrepareKubeconfig(name string, kubeconfig []byte, contextName string) (data []byte, hash string, err error) {
+	if err := validateClusterName(name); err != nil {
+		return nil, "", err
+	}
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, "", parseError(name, err)
+	}
+	if data, err = prepare(name, "", cfg, contextName); err != nil {
+		return nil, "", err
+	}
+	return data, hashOf(data), nil
+}
+
 // prepare reduces cfg (read from file, when not empty) to contextName
 // (empty: its current context), refuses what is not inline data in it,
 // checks that it yields a REST client configuration and encodes it.
