@@ -3,7 +3,6 @@ package applier
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"go.temporal.io/sdk/client"
 
@@ -177,10 +176,4 @@ func Verb(created, changed bool) string {
 		return Configured
 	}
 	return Unchanged
-}
-
-// errPolicyUnsupported is what applying or deleting a GitRepoRestriction
-// or Policy answers until internal/policy stores them.
-func errPolicyUnsupported(kind string) error {
-	return fmt.Errorf("%s: not supported yet by this version of Flotilla", kind)
 }
