@@ -80,7 +80,8 @@ func (r *Remote) Pull(ctx context.Context, kind content.Kind, id string) ([]byte
 	case codes.DataLoss:
 		return nil, fmt.Errorf("%s %s at %s: %w", kind, id, r, content.ErrCorrupt)
 	}
-	return nil, fmt.Errorf("get %s %s from %s: %s", kind, id, r, st.Message())
+	// The status error is wrapped: callers read its code (status.FromError).
+	return nil, fmt.Errorf("get %s %s from %s: %w", kind, id, r, err)
 }
 
 // bearer is a per-call credential.

@@ -215,7 +215,7 @@ func (s *Server) epoch(ctx context.Context, cluster string, fresh bool) (string,
 	e, ok := s.epochs[cluster]
 	s.mu.Unlock()
 	if !ok || fresh || time.Since(e.read) > epochTTL {
-		id, err := s.readEpoch(ctx, cluster)
+		id, err := readEpoch(ctx, s.opts.Forward, s.opts.Namespace, cluster)
 		if err != nil {
 			return "", err
 		}
@@ -232,11 +232,11 @@ func (s *Server) epoch(ctx context.Context, cluster string, fresh bool) (string,
 
 // readEpoch reads cluster's epoch from Temporal; "" when the cluster has
 // no running workflow (never registered, or removed).
-func (s *Server) readEpoch(ctx context.Context, cluster string) (string, error) {
+func readEpoch(ctx context.Context, c workflowservice.WorkflowServiceClient, namespace, cluster string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	d, err := s.opts.Forward.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
-		Namespace: s.opts.Namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: protocol.ClusterID(cluster)}})
+	d, err := c.DescribeWorkflowExecution(ctx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: namespace, Execution: &commonpb.WorkflowExecution{WorkflowId: protocol.ClusterID(cluster)}})
 	var nf *serviceerror.NotFound
 	switch {
 	case errors.As(err, &nf):
@@ -256,8 +256,7 @@ func (s *Server) readEpoch(ctx context.Context, cluster string) (string, error) 
 // Epoch is Issue's epoch for cluster, read from Temporal: what the
 // controller issues a managed agent's credential for.
 func Epoch(ctx context.Context, c workflowservice.WorkflowServiceClient, namespace, cluster string) (string, error) {
-	s := &Server{opts: Options{Forward: c, Namespace: namespace}}
-	id, err := s.readEpoch(ctx, cluster)
+	id, err := readEpoch(ctx, c, namespace, cluster)
 	if err == nil && id == "" {
 		err = fmt.Errorf("cluster %s is not registered", cluster)
 	}
