@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -306,6 +307,8 @@ func (t *targeting) downstream(ctx context.Context, dep *render.Deployment, rb B
 type NotifyNamespaceInput struct {
 	Namespace string `json:"namespace"`
 	Reason    string `json:"reason"`
+	// Signal is the signal sent; "" is protocol.SignalClustersChanged.
+	Signal string `json:"signal,omitempty"`
 }
 
 // NotifyNamespace signals every running GitRepo and HelmOp of a namespace
@@ -319,7 +322,7 @@ func (a *Activities) NotifyNamespace(ctx context.Context, in NotifyNamespaceInpu
 		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(id, p) }) {
 			return nil
 		}
-		err := a.Client.SignalWorkflow(ctx, id, "", protocol.SignalClustersChanged, nil)
+		err := a.Client.SignalWorkflow(ctx, id, "", cmp.Or(in.Signal, protocol.SignalClustersChanged), nil)
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
 			return nil // it ended since it was listed

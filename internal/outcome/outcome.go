@@ -35,6 +35,11 @@ const (
 	// ContentUnavailable: the rendered bundle could not be read from the
 	// content store or registry. WaitApplied, retried like Unreachable.
 	ContentUnavailable Class = "ContentUnavailable"
+	// Refused: a GitRepoRestriction or Policy of the GitRepo's (or
+	// HelmOp's) namespace refuses its spec (internal/policy). Nothing is
+	// rendered or deployed; a change of the spec or of the policy, not a
+	// retry, lifts it.
+	Refused Class = "Refused"
 )
 
 // Rollback is what rolling a release back to its previous deployment did.

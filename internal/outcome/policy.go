@@ -77,7 +77,7 @@ const (
 
 // All lists every class, OK first; the policy table has a row for each
 // and no other.
-var All = []Class{OK, Unreachable, Unauthorized, BundleFailed, Invalid, ContentUnavailable}
+var All = []Class{OK, Unreachable, Unauthorized, BundleFailed, Invalid, ContentUnavailable, Refused}
 
 // policies is the table: one row per class.
 var policies = map[Class]Policy{
@@ -95,6 +95,9 @@ var policies = map[Class]Policy{
 	// gives up records these as Unreachable anyway.
 	ContentUnavailable: {State: waitApplied, Retry: RetrySoon, Note: "content unavailable",
 		Log: "Content unavailable"},
+	// Nothing was tried, and the same spec is refused again: nothing
+	// retries it; a change of the spec or of the policy does.
+	Refused: {State: errApplied, Failed: true, Note: "refused by policy", Log: "Bundle refused by policy"},
 }
 
 // Unclassified is the policy of a class this code does not know (a

@@ -21,6 +21,7 @@ func TestStateOf(t *testing.T) {
 		outcome.BundleFailed:       status.ErrApplied,
 		outcome.Invalid:            status.ErrApplied,
 		outcome.ContentUnavailable: status.WaitApplied,
+		outcome.Refused:            status.ErrApplied,
 		"FromANewerWorker":         status.ErrApplied,
 	}
 	for _, c := range outcome.All {
