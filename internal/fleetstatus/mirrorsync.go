@@ -44,11 +44,11 @@ func (w *Writer) syncMirrors(ctx context.Context, e *entry, owner Ref, st status
 	wrote := false
 	for _, m := range Mirrors(owner, st) {
 		name := m.Object.GetName()
-		n, err := w.syncMirror(ctx, res, e, m, have[name])
+		n, p, err := w.syncMirror(ctx, res, e, m, have[name])
 		if err != nil {
 			return false, err
 		}
-		wrote = wrote || n
+		wrote, pending = wrote || n, pending || p
 		delete(have, name)
 	}
 	for name := range have {
@@ -61,52 +61,67 @@ func (w *Writer) syncMirrors(ctx context.Context, e *entry, owner Ref, st status
 	if wrote {
 		e.mirrorWrite = time.Now()
 	}
-	return false, nil
+	return pending, nil
 }
 
-// syncMirror creates or reverts one mirror (live: the object on the
-// server, nil if none) and reports whether it wrote.
-func (w *Writer) syncMirror(ctx context.Context, res dynamic.ResourceInterface, e *entry, m Mirror, live *unstructured.Unstructured) (bool, error) {
+// syncMirror makes one request at most for one mirror (live: the object
+// on the server, nil if none): it creates it, or reverts its metadata and
+// spec, or writes its status; so a mirror, too, is written at most once
+// per MinInterval. wrote reports a request, pending a status still to
+// write.
+func (w *Writer) syncMirror(ctx context.Context, res dynamic.ResourceInterface, e *entry, m Mirror, live *unstructured.Unstructured) (wrote, pending bool, err error) {
 	name := m.Object.GetName()
-	wrote := false
-	var err error
 	switch {
 	case live == nil:
-		live, err = res.Create(ctx, m.Object, metav1.CreateOptions{FieldManager: fieldManager})
 		delete(e.mirrors, name)
-		wrote = true
+		_, err = res.Create(ctx, m.Object, metav1.CreateOptions{FieldManager: fieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			// An object of that name without the mirror label: a
+			// mirror someone relabelled is taken back; anything else is
+			// not Flotilla's to touch.
+			if live, err = res.Get(ctx, name, metav1.GetOptions{}); err == nil && live.GetAnnotations()[MirrorKey] == MirrorReadOnly {
+				_, err = res.Update(ctx, reverted(live, m.Object), metav1.UpdateOptions{FieldManager: fieldManager})
+			}
+		}
+		return true, true, wrapMirrorErr(err, m)
 	case !sameMirror(live, m.Object):
-		obj := live.DeepCopy()
-		obj.SetLabels(m.Object.GetLabels())
-		obj.SetAnnotations(m.Object.GetAnnotations())
-		obj.SetOwnerReferences(m.Object.GetOwnerReferences())
-		obj.Object["spec"] = m.Object.Object["spec"]
-		live, err = res.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
-		wrote = true
+		_, err = res.Update(ctx, reverted(live, m.Object), metav1.UpdateOptions{FieldManager: fieldManager})
+		return true, true, wrapMirrorErr(err, m)
 	}
-	if err != nil {
-		return wrote, fmt.Errorf("write bundle mirror %s/%s: %w", m.Object.GetNamespace(), name, err)
-	}
-	prev := statusConditions(live)
-	m.Status.Conditions = Stamp(m.Status.Conditions, prev, time.Now())
+	m.Status.Conditions = Stamp(m.Status.Conditions, statusConditions(live), time.Now())
 	b, err := canonical(m.Status)
-	if err != nil {
-		return wrote, err
-	}
-	if bytes.Equal(b, e.mirrors[name]) {
-		return wrote, nil
+	if err != nil || bytes.Equal(b, e.mirrors[name]) {
+		return false, false, err
 	}
 	obj := live.DeepCopy()
 	var st map[string]any
 	if err := json.Unmarshal(b, &st); err != nil {
-		return wrote, err
+		return false, false, err
 	}
 	obj.Object["status"] = st
 	if _, err := res.UpdateStatus(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager}); err != nil {
-		return true, fmt.Errorf("write the status of bundle mirror %s/%s: %w", m.Object.GetNamespace(), name, err)
+		return true, false, fmt.Errorf("write the status of bundle mirror %s/%s: %w", m.Object.GetNamespace(), name, err)
 	}
 	e.mirrors[name] = b
-	return true, nil
+	return true, false, nil
+}
+
+// reverted is live with want's labels, annotations, owner references and
+// spec.
+func reverted(live, want *unstructured.Unstructured) *unstructured.Unstructured {
+	obj := live.DeepCopy()
+	obj.SetLabels(want.GetLabels())
+	obj.SetAnnotations(want.GetAnnotations())
+	obj.SetOwnerReferences(want.GetOwnerReferences())
+	obj.Object["spec"] = want.Object["spec"]
+	return obj
+}
+
+func wrapMirrorErr(err error, m Mirror) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("write bundle mirror %s/%s: %w", m.Object.GetNamespace(), m.Object.GetName(), err)
 }
 
 // sameMirror reports whether live has want's labels, annotations, owner

@@ -39,6 +39,8 @@ func (w *Writer) writeStatus(ctx context.Context, e *entry, ref Ref, project fun
 	if now.Sub(e.lastWrite) < w.cfg.MinInterval || !w.current(e) {
 		return true, nil
 	}
+	// The interval counts from the request, not from the read before it.
+	writeAt := time.Now()
 	if err := w.patchStatus(ctx, ref, b); err != nil {
 		e.loaded = false // read the object again: it may be gone or another one
 		if apierrors.IsNotFound(err) {
@@ -46,7 +48,7 @@ func (w *Writer) writeStatus(ctx context.Context, e *entry, ref Ref, project fun
 		}
 		return false, err
 	}
-	e.written, e.conds, e.lastWrite = b, conds, now
+	e.written, e.conds, e.lastWrite = b, conds, writeAt
 	return false, nil
 }
 
