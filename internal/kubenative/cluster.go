@@ -396,20 +396,21 @@ func recordEvent(ctx context.Context, d *Deps, obj *unstructured.Unstructured, e
 
 // sealer seals what the handlers store for the controllers: to the newest
 // sealing key the controllers published whose signature verifies.
-func (d *Deps) sealer() applier.Sealer { return publishedSealer{} }
+func (d *Deps) sealer() applier.Sealer {
+	if d.Sealer != nil {
+		return d.Sealer
+	}
+	return publishedSealer{}
+}
 
 // publishedSealer seals to the newest published sealing key.
 type publishedSealer struct{}
 
 // Seal seals data to the newest published key, refusing an unsigned one.
 func (publishedSealer) Seal(ctx context.Context, c client.Client, data []byte) (seal.Box, error) {
-	keys, err := cluster.PublishedKeys(ctx, c)
+	k, err := cluster.CurrentKey(ctx, c)
 	if err != nil {
 		return seal.Box{}, err
-	}
-	k, ok := seal.Newest(keys)
-	if !ok {
-		return seal.Box{}, errors.New("no sealing key published yet")
 	}
 	if err := k.Verify(); err != nil {
 		return seal.Box{}, err

@@ -12,6 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/flotilla-gitops/flotilla/internal/applier"
+	"github.com/flotilla-gitops/flotilla/internal/fleetstatus"
 )
 
 // ManagedBy marks what the management controller applies (protocol's
@@ -37,4 +40,10 @@ type Deps struct {
 	Kube      kubernetes.Interface
 	Dynamic   dynamic.Interface
 	Logger    *zap.Logger
+	// Sealer seals the Secrets the handlers store: the controller's own
+	// newest sealing key (applier.KeySealer). Optional: nil seals to the
+	// newest verified published key.
+	Sealer applier.Sealer
+	// Status keeps the resources' Fleet status; nil in unit tests.
+	Status *fleetstatus.Writer
 }

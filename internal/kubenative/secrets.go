@@ -1,0 +1,167 @@
+package kubenative
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/applier"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+)
+
+// ReasonSecretNotFound: a Secret a resource names is not in its
+// namespace.
+const ReasonSecretNotFound = "SecretNotFound"
+
+// secretRef is a Secret a resource names, and the field naming it.
+type secretRef struct{ field, name string }
+
+// secretRefs lists the Secrets of obj's namespace a GitRepo or HelmOp
+// names, in field order, each name once.
+func secretRefs(obj *unstructured.Unstructured) []secretRef {
+	fields := []string{"helmSecretName"}
+	if obj.GetKind() == api.KindGitRepo {
+		fields = []string{"clientSecretName", "helmSecretName", "helmSecretNameForPaths", "webhookSecret"}
+	}
+	var out []secretRef
+	seen := map[string]bool{}
+	for _, f := range fields {
+		name, _, _ := unstructured.NestedString(obj.Object, "spec", f)
+		if name != "" && !seen[name] {
+			seen[name] = true
+			out = append(out, secretRef{field: "spec." + f, name: name})
+		}
+	}
+	return out
+}
+
+// secretSync seals the Secrets GitRepos and HelmOps name into Temporal
+// when they change, and indexes which objects name which Secret, so that
+// a changed Secret applies them again. What it remembers lives in memory:
+// after a restart or a leader change every named Secret is sealed once
+// more (the same content under a new seal, which changes no deployment).
+type secretSync struct {
+	d      *Deps
+	lister corelisters.SecretLister
+	mu     sync.Mutex
+	// sealed is the resourceVersion last sealed per "namespace/name".
+	sealed map[string]string
+	// refs is the Secrets ("namespace/name") each object names.
+	refs map[objKey][]string
+}
+
+func newSecretSync(d *Deps, lister corelisters.SecretLister) *secretSync {
+	return &secretSync{d: d, lister: lister, sealed: map[string]string{}, refs: map[objKey][]string{}}
+}
+
+// index records the Secrets k names.
+func (s *secretSync) index(k objKey, secrets []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(secrets) == 0 {
+		delete(s.refs, k)
+		return
+	}
+	s.refs[k] = secrets
+}
+
+func (s *secretSync) unindex(k objKey) { s.index(k, nil) }
+
+// referrers are the objects that name the Secret "namespace/name".
+func (s *secretSync) referrers(secret string) []objKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []objKey
+	for k, names := range s.refs {
+		for _, n := range names {
+			if n == secret {
+				out = append(out, k)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// ensure seals and stores each Secret obj names whose resourceVersion
+// was not sealed yet. A missing Secret is a RefusedError naming the field
+// (its creation enqueues obj again).
+func (s *secretSync) ensure(ctx context.Context, obj *unstructured.Unstructured, refs []secretRef) error {
+	ns := obj.GetNamespace()
+	for _, r := range refs {
+		sec, err := s.lister.Secrets(ns).Get(r.name)
+		if apierrors.IsNotFound(err) {
+			return refusal(obj, r.field, ReasonSecretNotFound, "Secret "+ns+"/"+r.name+" not found")
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.seal(ctx, sec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seal stores sec unless its resourceVersion is stored already. Only its
+// type and data are read: never its annotations, which may hold the
+// plaintext (kubectl's last-applied-configuration).
+func (s *secretSync) seal(ctx context.Context, sec *corev1.Secret) error {
+	key := sec.Namespace + "/" + sec.Name
+	s.mu.Lock()
+	done := s.sealed[key] == sec.ResourceVersion
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	doc := api.Document{Secret: &api.Secret{
+		TypeMeta: api.TypeMeta{APIVersion: "v1", Kind: api.KindSecret},
+		Metadata: api.ObjectMeta{Name: sec.Name, Namespace: sec.Namespace},
+		Type:     string(sec.Type), Data: sec.Data,
+	}}
+	verb, err := s.applier().Apply(ctx, doc)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.sealed[key] = sec.ResourceVersion
+	s.mu.Unlock()
+	s.d.Logger.Info("Sealed a Secret into Temporal", zap.String("secret", key), zap.String("result", verb))
+	return nil
+}
+
+// deleted removes the sealed copy of a Secret deleted from the management
+// cluster, if this controller sealed it.
+func (s *secretSync) deleted(ctx context.Context, k objKey) error {
+	key := k.Namespace + "/" + k.Name
+	if _, err := s.lister.Secrets(k.Namespace).Get(k.Name); err == nil {
+		return nil // there again
+	}
+	s.mu.Lock()
+	_, ours := s.sealed[key]
+	s.mu.Unlock()
+	if !ours {
+		return nil
+	}
+	err := s.applier().Delete(ctx, api.KindSecret, k.Namespace, k.Name)
+	if err != nil && !errors.Is(err, applier.ErrNotFound) {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.sealed, key)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *secretSync) applier() *applier.Applier {
+	return &applier.Applier{Temporal: s.d.Temporal, TaskQueue: s.d.TaskQueue, Sealer: s.d.sealer(), ManagedBy: protocol.ManagedByKubernetes}
+}
