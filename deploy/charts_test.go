@@ -142,7 +142,7 @@ func TestChartsLoad(t *testing.T) {
 		wantVersion string
 	}{
 		{"flotilla-agent", deploy.AgentChart, "0.1.1"},
-		{"flotilla", deploy.ControllerChart, "0.2.0"},
+		{"flotilla", deploy.ControllerChart, "0.3.0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -37,6 +37,8 @@ func TestControllerChartRender(t *testing.T) {
 		"ConfigMap/flotilla-config", "Role/flotilla", "RoleBinding/flotilla",
 		"Service/flotilla", "Deployment/flotilla", "PodDisruptionBudget/flotilla",
 	}
+	want = append(want, managementRBAC...) // management.enabled is on by default
+	want = append(want, userRoles...)
 	for _, k := range crds.Kinds { // the chart's crds/: Fleet's CRDs
 		want = append(want, "CustomResourceDefinition/"+k.CRDName())
 	}

@@ -324,3 +324,17 @@ A PodDisruptionBudget bound: an integer, or a percentage string as given.
 {{- define "flotilla.intOrPercent" -}}
 {{- if kindIs "string" . }}{{ . | quote }}{{ else }}{{ int64 . }}{{ end }}
 {{- end }}
+
+{{/*
+The Fleet resources the management controller watches, as a JSON list,
+each with the suffix given in the dict's "suffix" (a subresource such as
+"/status"), if any.
+*/}}
+{{- define "flotilla.fleetResources" -}}
+{{- $suffix := .suffix | default "" }}
+{{- $out := list }}
+{{- range list "gitrepos" "helmops" "clusters" "clustergroups" "clusterregistrationtokens" "gitreporestrictions" "policies" }}
+{{- $out = append $out (printf "%s%s" . $suffix) }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
