@@ -156,6 +156,10 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 		stop()
 		return err
 	}
+	if err := startManagement(ctx, o.Management, c, o.TaskQueue, st.sealing, logger); err != nil {
+		stop()
+		return err
+	}
 	p.setReady(true, "")
 	go announceAgentDefaults(ctx, c, activities.AgentDefaultsHash(agents), logger)
 	logger.Info("Worker started",

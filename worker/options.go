@@ -44,6 +44,9 @@ type options struct {
 	// Limits bound what repositories and charts may make the controller
 	// read (--max-file-size and others).
 	Limits limitFlags
+	// Management serves Fleet's resources from a management cluster
+	// (--management-kubeconfig, --management-in-cluster).
+	Management managementFlags
 	// Codec configures the payload codec endpoint served on HTTPListen
 	// when Temporal.PayloadKeys is set.
 	Codec codecFlags
@@ -87,6 +90,7 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	o.Gateway.bindFlags(fs)
 	o.Limits.bindFlags(fs)
 	o.Codec.bindFlags(fs)
+	o.Management.bindFlags(fs)
 	o.Log.BindFlags(fs)
 }
 
@@ -142,6 +146,7 @@ func (o *options) validate() error {
 	if _, err := o.deletionGuard(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, o.Management.validate())
 	errs = append(errs, o.Webhook.validate(), o.Codec.validate(o.Temporal.PayloadKeys, o.HTTPListen), o.Temporal.Validate())
 	return errors.Join(errs...)
 }
