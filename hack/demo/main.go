@@ -2,8 +2,10 @@
 // Temporal server and UI, one local Kubernetes cluster (a real
 // kube-apiserver with controller-manager, scheduler and a kwok node, from
 // the test harness), and a Git server holding examples/demo-repo. It
-// registers the cluster, applies examples/demo.yaml and leaves everything
-// running until Ctrl-C.
+// registers the cluster, applies examples/demo.yaml with the flotilla CLI
+// and, the demo cluster being the management cluster too (Fleet's CRDs,
+// --management-kubeconfig), examples/demo-kubectl.yaml with kubectl, prints
+// what both doors show and leaves everything running until Ctrl-C.
 package main
 
 import (
@@ -52,18 +54,24 @@ func main() {
 
 	fmt.Println("Starting a local demo cluster (kube-apiserver, etcd, controller-manager, scheduler, kwok)...")
 	cluster := testenv.StartClusters(r, 1, testenv.Options{Sim: true})[0]
+	prepareManagement(ctx, r, cluster)
 	repoURL := serveDemoRepo(r, f.examples)
-	done := startWorker(ctx, r, f)
+	done := startWorker(ctx, r, f, cluster.KubeconfigPath)
 	applyDemo(ctx, r, f, cluster.KubeconfigPath, repoURL)
+	k := newKubectl(r, cluster.KubeconfigPath)
+	applyKubectl(ctx, r, f, k, repoURL)
+	showDoors(ctx, r, f, k)
 	fmt.Printf(`
 Flotilla is running.
   Temporal UI:   http://%s  (workflows gitrepo/fleet-default/demo, rollout/..., cluster/demo)
-  Status:        bin/flotilla status demo --watch
+  CLI door:      bin/flotilla status demo --watch        (applied with bin/flotilla apply)
+  kubectl door:  kubectl --kubeconfig %[2]s get gitrepos -A   (demo-kubectl, applied with kubectl)
   Clusters:      bin/flotilla cluster list
-  Demo cluster:  kubectl --kubeconfig %s get configmaps,deployments -A
-  Webhooks:      POST http://%s/ (README "Webhooks")
+  Demo cluster:  kubectl --kubeconfig %[2]s get configmaps,deployments -A
+  kubectl:       %[3]s
+  Webhooks:      POST http://%[4]s/ (README "Webhooks")
 Press Ctrl-C to stop.
-`, f.uiListen, cluster.KubeconfigPath, f.webhookListen)
+`, f.uiListen, cluster.KubeconfigPath, k.path, f.webhookListen)
 
 	select {
 	case <-ctx.Done():
@@ -90,11 +98,13 @@ func serveDemoRepo(r *runner, examples string) string {
 	return repo.URL()
 }
 
-// startWorker starts flotilla-worker --dev; the channel receives its exit.
-// Cancelling ctx stops it with SIGTERM.
-func startWorker(ctx context.Context, r *runner, f demoFlags) <-chan error {
+// startWorker starts flotilla-worker --dev, serving the Fleet resources of
+// the cluster of kubeconfig too (the Kubernetes-native mode); the channel
+// receives its exit. Cancelling ctx stops it with SIGTERM.
+func startWorker(ctx context.Context, r *runner, f demoFlags, kubeconfig string) <-chan error {
 	worker := exec.CommandContext(ctx, filepath.Join(f.bin, "flotilla-worker"), "--dev", "--state-dir", f.stateDir,
-		"--dev-listen", f.devListen, "--ui-listen", f.uiListen, "--webhook-listen", f.webhookListen, "--log-format", "console")
+		"--dev-listen", f.devListen, "--ui-listen", f.uiListen, "--webhook-listen", f.webhookListen, "--log-format", "console",
+		"--management-kubeconfig", kubeconfig, "--management-namespace", managementNamespace)
 	worker.Stdout, worker.Stderr = os.Stdout, os.Stderr
 	worker.Cancel = func() error { return worker.Process.Signal(syscall.SIGTERM) }
 	worker.WaitDelay = 15 * time.Second
