@@ -1,6 +1,8 @@
 package temporalx
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	"go.temporal.io/sdk/log"
@@ -38,8 +40,29 @@ func (l *Logger) Info(msg string, keyvals ...any) { l.z.Info(msg, fields(keyvals
 // Warn logs at warn level.
 func (l *Logger) Warn(msg string, keyvals ...any) { l.z.Warn(msg, fields(keyvals)...) }
 
-// Error logs at error level.
-func (l *Logger) Error(msg string, keyvals ...any) { l.z.Error(msg, fields(keyvals)...) }
+// Error logs at error level, except an entry carrying a cancellation
+// (an error that is context.Canceled), which it logs at info: the SDK
+// reports an activity that ended because its workflow cancelled it (a
+// cluster's drift watch restarted for a new set of releases) or because the
+// worker is stopping as "Activity error.", yet nothing failed.
+func (l *Logger) Error(msg string, keyvals ...any) {
+	if canceled(keyvals) {
+		l.z.Info(msg, fields(keyvals)...)
+		return
+	}
+	l.z.Error(msg, fields(keyvals)...)
+}
+
+// canceled reports whether a value of keyvals is an error that is
+// context.Canceled.
+func canceled(keyvals []any) bool {
+	for i := 1; i < len(keyvals); i += 2 {
+		if err, ok := keyvals[i].(error); ok && errors.Is(err, context.Canceled) {
+			return true
+		}
+	}
+	return false
+}
 
 // With returns a logger that adds keyvals to every entry.
 func (l *Logger) With(keyvals ...any) log.Logger {
