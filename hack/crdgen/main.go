@@ -129,7 +129,8 @@ func crd(k crds.Kind, def kindDef) map[string]any {
 // root is the kind's openAPIV3Schema.
 func root(def kindDef) *Schema {
 	s := &Schema{
-		Type: "object", Description: def.description,
+		// Unknown top-level fields are kept too (Fleet's CRDs prune them).
+		Type: "object", Description: def.description, PreserveUnknown: true,
 		Properties: map[string]*Schema{
 			"apiVersion": {Type: "string"},
 			"kind":       {Type: "string"},
@@ -145,7 +146,6 @@ func root(def kindDef) *Schema {
 	case topLevel:
 		b := newBuilder()
 		b.addFields(s, def.typ)
-		s.PreserveUnknown = true
 		// metadata and the type fields are the API server's, not the
 		// Go type's (internal/api's ObjectMeta is a subset).
 		s.Properties["metadata"] = &Schema{Type: "object"}

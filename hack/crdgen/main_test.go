@@ -148,7 +148,7 @@ func TestGenerate_EveryObjectKeepsUnknownFields(t *testing.T) {
 		}
 		objects := 0
 		walkSchema(s, kind, func(path string, o map[string]any) {
-			if o["type"] != "object" || path == kind+".metadata" || (path == kind && !topLevel) {
+			if o["type"] != "object" || path == kind+".metadata" {
 				return
 			}
 			objects++
