@@ -101,6 +101,9 @@ func (w *Writer) processGitRepo(ctx context.Context, e *entry, ref Ref, override
 		st = status.GitRepo{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}
 		st.Finish()
 	}
+	if err := w.foldRollout(ctx, &st); err != nil {
+		return false, err
+	}
 	obs := Observe(st)
 	w.mu.Lock()
 	if found && st.Generation > 0 && e.specGenOf != ref.Generation && e.ref.Generation == ref.Generation {
@@ -189,4 +192,23 @@ func (w *Writer) processGroup(ctx context.Context, e *entry, ref Ref) (bool, err
 // refField names ref in a log line.
 func refField(ref Ref) zap.Field {
 	return zap.String("object", ref.Kind+" "+ref.Namespace+"/"+ref.Name)
+}
+
+// foldRollout folds the running rollout's live state (deployments, waits,
+// partitions, halts, progress) into st, as `flotilla status` does, so
+// that the status shows a rollout's progress while it runs. A rollout
+// that just ended leaves st as it is.
+func (w *Writer) foldRollout(ctx context.Context, st *status.GitRepo) error {
+	if st.Rollout == "" {
+		return nil
+	}
+	var ro status.Rollout
+	found, err := w.query(ctx, st.Rollout, &ro)
+	if err != nil || !found || len(ro.Deployments) == 0 {
+		return err
+	}
+	st.Deployments = ro.Deployments
+	st.Waits, st.Partitions, st.Halts, st.Progress = ro.Waits, ro.Partitions, ro.Halts, ro.Progress
+	st.Finish()
+	return nil
 }
