@@ -189,7 +189,12 @@ func lower(kind string) string {
 // Cluster, and spec.kubeConfigSecret's kubeconfig as `flotilla cluster
 // add` (push mode). A Cluster is namespaced in Fleet; its Flotilla cluster
 // is metadata.name (see nameHolder).
-type clusterHandler struct{ globalName }
+type clusterHandler struct {
+	globalName
+	// secrets indexes each Cluster's kubeConfigSecret, so that a changed
+	// Secret applies the Cluster again; nil: not indexed.
+	secrets *secretSync
+}
 
 // globalName is what the handlers of Fleet's namespaced kinds that are
 // global by name in Flotilla (Cluster, ClusterGroup) share.
@@ -205,8 +210,12 @@ func newGlobalName(d *Deps, gvr schema.GroupVersionResource, kind string) global
 }
 
 // NewClusterHandler returns the Handler of fleet.cattle.io Clusters.
-func NewClusterHandler(d *Deps) Handler {
-	return &clusterHandler{newGlobalName(d, fleetClusters, api.KindCluster)}
+func NewClusterHandler(d *Deps) Handler { return newClusterHandler(d, nil) }
+
+// newClusterHandler is NewClusterHandler with kubeConfigSecrets indexed
+// in ss.
+func newClusterHandler(d *Deps, ss *secretSync) *clusterHandler {
+	return &clusterHandler{globalName: newGlobalName(d, fleetClusters, api.KindCluster), secrets: ss}
 }
 
 // Apply registers or updates the cluster. A Cluster without
@@ -217,6 +226,9 @@ func (h *clusterHandler) Apply(ctx context.Context, obj *unstructured.Unstructur
 }
 
 func (h *clusterHandler) apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	if h.secrets != nil {
+		h.secrets.index(objKey{Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName()}, SecretsOf(obj))
+	}
 	doc, err := documentOf(obj)
 	if err != nil {
 		return err

@@ -73,7 +73,7 @@ func handlerTable(d *Deps, ss *secretSync) []served {
 	return []served{
 		{kind: api.KindGitRepo, finalizer: FinalizerGitRepo, handler: entity},
 		{kind: api.KindHelmOp, finalizer: FinalizerHelmOp, handler: entity},
-		{kind: api.KindCluster, finalizer: FinalizerCluster, handler: NewClusterHandler(d)},
+		{kind: api.KindCluster, finalizer: FinalizerCluster, handler: newClusterHandler(d, ss)},
 		{kind: api.KindClusterGroup, finalizer: FinalizerOther, handler: NewClusterGroupHandler(d)},
 		{kind: "ClusterRegistrationToken", finalizer: FinalizerOther, handler: NewTokenHandler(d)},
 		{kind: api.KindGitRepoRestriction, finalizer: FinalizerOther, handler: policyHandler{d: d, ev: newEventLog(d)}},

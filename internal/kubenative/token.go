@@ -286,9 +286,11 @@ func (h *tokenHandler) writeStatus(ctx context.Context, obj *unstructured.Unstru
 	if equalStatus(have, want) {
 		return nil
 	}
-	next := obj.DeepCopy()
-	next.Object["status"] = want
-	_, err := h.d.Dynamic.Resource(fleetTokens).Namespace(obj.GetNamespace()).UpdateStatus(ctx, next, metav1.UpdateOptions{})
+	patch, err := json.Marshal(map[string]any{"status": want})
+	if err != nil {
+		return err
+	}
+	_, err = h.d.Dynamic.Resource(fleetTokens).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return fmt.Errorf("write the status of ClusterRegistrationToken %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
