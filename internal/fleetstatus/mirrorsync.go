@@ -142,13 +142,7 @@ func statusConditions(obj *unstructured.Unstructured) []Condition {
 	if err != nil {
 		return nil
 	}
-	var parsed struct {
-		Conditions []Condition `json:"conditions"`
-	}
-	if json.Unmarshal(b, &parsed) != nil {
-		return nil
-	}
-	return parsed.Conditions
+	return conditionsOf(b)
 }
 
 // deleteMirrors deletes the Bundle mirrors of a forgotten owner (the

@@ -88,20 +88,8 @@ func (w *Writer) query(ctx context.Context, id string, out any) (found bool, err
 }
 
 func (w *Writer) processGitRepo(ctx context.Context, e *entry, ref Ref, overrides []Condition) (bool, error) {
-	id := protocol.GitRepoID(ref.Namespace, ref.Name)
-	if ref.Kind == KindHelmOp {
-		id = protocol.HelmOpID(ref.Namespace, ref.Name)
-	}
-	var st status.GitRepo
-	found, err := w.query(ctx, id, &st)
+	st, found, err := w.readGitRepo(ctx, ref)
 	if err != nil {
-		return false, err
-	}
-	if !found {
-		st = status.GitRepo{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}
-		st.Finish()
-	}
-	if err := w.foldRollout(ctx, &st); err != nil {
 		return false, err
 	}
 	obs := Observe(st)
@@ -126,10 +114,7 @@ func (w *Writer) processGitRepo(ctx context.Context, e *entry, ref Ref, override
 	}
 	in := GitRepoInput{Status: st, Generation: ref.Generation, SpecGeneration: specGen, Overrides: overrides}
 	proj := Bound(ProjectGitRepo(in), MaxStatusSize)
-	pending, err := w.writeStatus(ctx, e, ref, func(prev []Condition, now time.Time) (any, []Condition) {
-		proj.Conditions = Stamp(proj.Conditions, prev, now)
-		return proj, proj.Conditions
-	})
+	pending, err := w.writeStatus(ctx, e, ref, stamped(&proj, &proj.Conditions))
 	if err != nil {
 		return false, err
 	}
@@ -165,10 +150,7 @@ func (w *Writer) processCluster(ctx context.Context, e *entry, ref Ref) (bool, e
 		return false, err
 	}
 	proj := ProjectCluster(ClusterInput{Record: rec, GitRepos: w.gitRepos(), Generation: ref.Generation})
-	pending, err := w.writeStatus(ctx, e, ref, func(prev []Condition, now time.Time) (any, []Condition) {
-		proj.Conditions = Stamp(proj.Conditions, prev, now)
-		return proj, proj.Conditions
-	})
+	pending, err := w.writeStatus(ctx, e, ref, stamped(&proj, &proj.Conditions))
 	return !pending && proj.Conditions[0].Status == "True", err
 }
 
@@ -182,10 +164,7 @@ func (w *Writer) processGroup(ctx context.Context, e *entry, ref Ref) (bool, err
 		return false, err
 	}
 	proj := ProjectGroup(GroupInput{Selector: rec.Selector, Clusters: clusters, GitRepos: w.gitRepos(), Generation: ref.Generation})
-	pending, err := w.writeStatus(ctx, e, ref, func(prev []Condition, now time.Time) (any, []Condition) {
-		proj.Conditions = Stamp(proj.Conditions, prev, now)
-		return proj, proj.Conditions
-	})
+	pending, err := w.writeStatus(ctx, e, ref, stamped(&proj, &proj.Conditions))
 	return !pending && proj.Conditions[0].Status == status.ConditionTrue, err
 }
 
@@ -211,4 +190,33 @@ func (w *Writer) foldRollout(ctx context.Context, st *status.GitRepo) error {
 	st.Waits, st.Partitions, st.Halts, st.Progress = ro.Waits, ro.Partitions, ro.Halts, ro.Progress
 	st.Finish()
 	return nil
+}
+
+// stamped is the projection writeStatus writes: v, whose conditions
+// (*conds) get their timestamps from those last written.
+func stamped(v any, conds *[]Condition) func(prev []Condition, now time.Time) (any, []Condition) {
+	return func(prev []Condition, now time.Time) (any, []Condition) {
+		*conds = Stamp(*conds, prev, now)
+		return v, *conds
+	}
+}
+
+// readGitRepo reads Flotilla's status of a GitRepo or HelmOp with its
+// running rollout folded in; found is false when Flotilla has no such
+// resource (then st is an empty, finished status).
+func (w *Writer) readGitRepo(ctx context.Context, ref Ref) (st status.GitRepo, found bool, err error) {
+	id := protocol.GitRepoID(ref.Namespace, ref.Name)
+	if ref.Kind == KindHelmOp {
+		id = protocol.HelmOpID(ref.Namespace, ref.Name)
+	}
+	found, err = w.query(ctx, id, &st)
+	if err != nil {
+		return st, false, err
+	}
+	if !found {
+		st = status.GitRepo{Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name}
+		st.Finish()
+		return st, false, nil
+	}
+	return st, true, w.foldRollout(ctx, &st)
 }

@@ -20,7 +20,7 @@ const (
 // Reasons this package sets.
 const (
 	ReasonRolloutInProgress = "RolloutInProgress"
-	ReasonPolicyViolation   = "PolicyViolation"
+	ReasonPolicyViolation   = status.ReasonPolicyViolation
 	ReasonRetrying          = "Retrying"
 	ReasonPaused            = "Paused"
 )
@@ -99,10 +99,6 @@ func gitRepoConditions(in GitRepoInput) []Condition {
 		byType[c.Type] = Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
 	}
 	byType[ConditionReconciling] = reconciling(in)
-	if v := policyViolation(st); v != "" {
-		byType[status.ConditionStalled] = Condition{Type: status.ConditionStalled, Status: status.ConditionTrue,
-			Reason: ReasonPolicyViolation, Message: v}
-	}
 	var extra []Condition
 	for _, o := range in.Overrides {
 		if _, known := byType[o.Type]; !known {
@@ -213,16 +209,13 @@ func retries(deps []status.Deployment) string {
 func display(st status.GitRepo, conds []Condition) Display {
 	d := Display{ReadyBundleDeployments: st.Display.ReadyBundleDeployments, State: st.Display.State,
 		Message: st.Display.Message}
-	if v := policyViolation(st); v != "" {
-		d.State, d.Message = ReasonPolicyViolation, v
-	}
 	if i := slices.IndexFunc(conds, func(c Condition) bool { return c.Type == status.ConditionReady }); i >= 0 {
 		if r := conds[i]; r.Status == status.ConditionFalse && d.Message == "" {
 			d.Message = r.Message
 		}
 	}
 	switch d.State {
-	case status.DisplayError, status.DisplayHalted, string(status.ErrApplied), ReasonPolicyViolation:
+	case status.DisplayError, status.DisplayHalted, string(status.ErrApplied), status.DisplayPolicyViolation:
 		d.Error = true
 	}
 	return d
@@ -262,7 +255,7 @@ func modifiedStatus(m status.ModifiedStatus) ModifiedStatus {
 }
 
 // policyViolation is the rule a GitRepo violates ("" for none).
-func policyViolation(st status.GitRepo) string { _ = st; return "" }
+func policyViolation(st status.GitRepo) string { return st.PolicyViolation }
 
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {

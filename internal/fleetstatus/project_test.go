@@ -82,6 +82,14 @@ func TestProjectGitRepo(t *testing.T) {
 			wantReady: "False", wantReadyReason: "Invalid", wantReconciling: "False", wantStalled: "True",
 			wantCond:    &Condition{Type: "Accepted", Status: "False", Reason: "Invalid", Message: "spec.repo: Required value"},
 			wantDisplay: Display{ReadyBundleDeployments: "2/2", State: "Ready", Message: "spec.repo: Required value"}},
+		{name: "policy violation", specGen: 3,
+			st: gitRepo(func(g *status.GitRepo) {
+				g.PolicyViolation = `Policy team-a/strict: allowedRepoPatterns do not match repo "x"`
+			}, ready...),
+			wantReady: "False", wantReadyReason: "PolicyViolation", wantReconciling: "False", wantStalled: "True",
+			wantCond: &Condition{Type: "Stalled", Status: "True", Reason: "PolicyViolation", Message: `Policy team-a/strict: allowedRepoPatterns do not match repo "x"`},
+			wantDisplay: Display{ReadyBundleDeployments: "2/2", State: "PolicyViolation",
+				Message: `Policy team-a/strict: allowedRepoPatterns do not match repo "x"`, Error: true}},
 		{name: "a partition waits for approval", specGen: 3,
 			st: gitRepo(func(g *status.GitRepo) {
 				g.Waits = []status.Wait{{Bundle: "demo-a", Kind: status.WaitApproval, Partition: "prod", Message: "waits"}}

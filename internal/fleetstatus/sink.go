@@ -70,11 +70,7 @@ func (w *Writer) load(ctx context.Context, e *entry, ref Ref) (found bool, err e
 		if e.written, err = canonical(st); err != nil {
 			return false, err
 		}
-		var parsed struct {
-			Conditions []Condition `json:"conditions"`
-		}
-		_ = json.Unmarshal(e.written, &parsed) // a status of another shape has no conditions to keep
-		e.conds = parsed.Conditions
+		e.conds = conditionsOf(e.written)
 	}
 	e.loaded = true
 	return true, nil
@@ -112,4 +108,16 @@ func canonical(v any) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(generic)
+}
+
+// conditionsOf returns the conditions of a status's JSON (none when it
+// has another shape: there are no timestamps to keep then).
+func conditionsOf(statusJSON []byte) []Condition {
+	var parsed struct {
+		Conditions []Condition `json:"conditions"`
+	}
+	if json.Unmarshal(statusJSON, &parsed) != nil {
+		return nil
+	}
+	return parsed.Conditions
 }
