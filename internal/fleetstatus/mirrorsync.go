@@ -146,11 +146,17 @@ func statusConditions(obj *unstructured.Unstructured) []Condition {
 }
 
 // deleteMirrors deletes the Bundle mirrors of a forgotten owner (the
-// garbage collector would, on a cluster that runs one).
+// garbage collector would, on a cluster that runs one), one by one: the
+// chart grants list and delete, not deletecollection.
 func (w *Writer) deleteMirrors(ctx context.Context, owner Ref) {
 	res := w.cfg.Dynamic.Resource(gvrOf(KindBundle)).Namespace(owner.Namespace)
-	err := res.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: mirrorSelector(owner)})
-	if err != nil && !apierrors.IsNotFound(err) {
+	list, err := res.List(ctx, metav1.ListOptions{LabelSelector: mirrorSelector(owner)})
+	for i := 0; err == nil && i < len(list.Items); i++ {
+		if err = res.Delete(ctx, list.Items[i].GetName(), metav1.DeleteOptions{}); apierrors.IsNotFound(err) {
+			err = nil
+		}
+	}
+	if err != nil {
 		w.cfg.Logger.Warn("Failed to delete bundle mirrors", refField(owner), zap.Error(err))
 	}
 }
