@@ -71,13 +71,17 @@ func write(dir string) error {
 
 // generate returns every CRD file by name.
 func generate() (map[string][]byte, error) {
+	docs, err := apiDocs()
+	if err != nil {
+		return nil, fmt.Errorf("read internal/api's doc comments: %w", err)
+	}
 	out := map[string][]byte{}
 	for _, k := range crds.Kinds {
 		def, ok := kinds[k.Kind]
 		if !ok {
 			return nil, fmt.Errorf("no definition for kind %s", k.Kind)
 		}
-		b, err := yaml.Marshal(crd(k, def))
+		b, err := yaml.Marshal(crd(k, def, docs))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", k.Kind, err)
 		}
@@ -91,10 +95,10 @@ func generate() (map[string][]byte, error) {
 }
 
 // crd is the CustomResourceDefinition of one kind.
-func crd(k crds.Kind, def kindDef) map[string]any {
+func crd(k crds.Kind, def kindDef, docs map[string]string) map[string]any {
 	version := map[string]any{
 		"name": crds.Version, "served": true, "storage": true,
-		"schema": map[string]any{"openAPIV3Schema": root(def)},
+		"schema": map[string]any{"openAPIV3Schema": root(def, docs)},
 	}
 	if cols := Columns[k.Kind]; len(cols) > 0 {
 		version["additionalPrinterColumns"] = cols
@@ -127,7 +131,7 @@ func crd(k crds.Kind, def kindDef) map[string]any {
 }
 
 // root is the kind's openAPIV3Schema.
-func root(def kindDef) *Schema {
+func root(def kindDef, docs map[string]string) *Schema {
 	s := &Schema{
 		// Unknown top-level fields are kept too (Fleet's CRDs prune them).
 		Type: "object", Description: def.description, PreserveUnknown: true,
@@ -139,13 +143,12 @@ func root(def kindDef) *Schema {
 	}
 	switch def.shape {
 	case withSpec:
-		spec := newBuilder().schemaOf(def.typ)
+		spec := newBuilder(docs).schemaOf(def.typ)
 		spec.Nullable = true
 		s.Properties["spec"] = spec
 		s.Properties["status"] = preserved()
 	case topLevel:
-		b := newBuilder()
-		b.addFields(s, def.typ)
+		newBuilder(docs).addFields(s, def.typ)
 		// metadata and the type fields are the API server's, not the
 		// Go type's (internal/api's ObjectMeta is a subset).
 		s.Properties["metadata"] = &Schema{Type: "object"}

@@ -208,7 +208,7 @@ func TestSchemaOf_Types(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := yaml.Marshal(newBuilder().schemaOf(reflect.TypeOf(tc.v)))
+			got, err := yaml.Marshal(newBuilder(nil).schemaOf(reflect.TypeOf(tc.v)))
 			require.NoError(t, err)
 			want, err := yaml.JSONToYAML([]byte(tc.want))
 			require.NoError(t, err)
@@ -234,6 +234,8 @@ func TestGenerate_FleetFieldTypes(t *testing.T) {
 		}
 		return s
 	}
+	assert.Equal(t, "Repo is the clone URL (http, https).", prop("GitRepo", "spec", "repo")["description"],
+		"internal/api's doc comments describe the fields (kubectl explain)")
 	assert.Equal(t, "string", prop("GitRepo", "spec", "pollingInterval")["type"])
 	assert.Equal(t, "string", prop("ClusterRegistrationToken", "spec", "ttl")["type"])
 	assert.Nil(t, prop("GitRepo", "spec", "helmOp"), "spec.helmOp is Flotilla-internal")

@@ -91,6 +91,8 @@ var (
 type builder struct {
 	// path holds the struct types being expanded, to stop at a recursive type.
 	path map[reflect.Type]bool
+	// docs are internal/api's doc comments (apiDocs), the descriptions.
+	docs map[string]string
 }
 
 // schemaOf returns the schema of values of type t.
@@ -151,6 +153,7 @@ func (b *builder) object(t reflect.Type) *Schema {
 	b.path[t] = true
 	defer delete(b.path, t)
 	s := &Schema{Type: "object", PreserveUnknown: true, Properties: map[string]*Schema{}}
+	s.Description = b.doc(t, "")
 	b.addFields(s, t)
 	return s
 }
@@ -185,9 +188,26 @@ func (b *builder) addFields(s *Schema, t reflect.Type) {
 		}
 		p := b.schemaOf(f.Type)
 		p.Nullable = true
+		if d := b.doc(t, f.Name); d != "" {
+			p.Description = d
+		}
 		s.Properties[name] = p
 	}
 }
 
-// newBuilder returns a builder with an empty path.
-func newBuilder() *builder { return &builder{path: map[reflect.Type]bool{}} }
+// newBuilder returns a builder that describes internal/api's types and
+// fields with docs.
+func newBuilder(docs map[string]string) *builder {
+	return &builder{path: map[reflect.Type]bool{}, docs: docs}
+}
+
+// doc is the doc comment of internal/api's type t, or of its field.
+func (b *builder) doc(t reflect.Type, field string) string {
+	if t.PkgPath() != apiPkg {
+		return ""
+	}
+	if field != "" {
+		return b.docs[t.Name()+"."+field]
+	}
+	return b.docs[t.Name()]
+}
