@@ -24,6 +24,9 @@ const (
 	// kubectlGitRepo is the GitRepo examples/demo-kubectl.yaml defines.
 	kubectlGitRepo          = "demo-kubectl"
 	kubectlGitRepoNamespace = "fleet-default"
+	// mirrorLabel selects the GitRepo's Bundle mirrors, as Fleet labels
+	// a GitRepo's bundles.
+	mirrorLabel = "fleet.cattle.io/repo-name=" + kubectlGitRepo
 )
 
 // kubectl runs the testbin's kubectl against one cluster.
@@ -88,7 +91,13 @@ func showDoors(ctx context.Context, r *runner, f demoFlags, k kubectl) {
 			return k.run(ctx, "", "wait", "--for=condition=Ready", ref, "-n", kubectlGitRepoNamespace, "--timeout=3m")
 		}},
 		{"kubectl get gitrepos -A", func() error { return k.run(ctx, "", "get", "gitrepos", "-A") }},
+		// A mirror gets its status on the sync after its creation.
+		{"kubectl wait --for=jsonpath={.status.display.state}=Ready bundles -l " + mirrorLabel + " -n " + kubectlGitRepoNamespace, func() error {
+			return k.run(ctx, "", "wait", "--for=jsonpath={.status.display.state}=Ready", "bundles", "-l", mirrorLabel,
+				"-n", kubectlGitRepoNamespace, "--timeout=1m")
+		}},
 		{"kubectl get bundles -A", func() error { return k.run(ctx, "", "get", "bundles", "-A") }},
+		{"kubectl get events -n " + kubectlGitRepoNamespace, func() error { return k.run(ctx, "", "get", "events", "-n", kubectlGitRepoNamespace) }},
 		{"bin/flotilla status " + kubectlGitRepo, func() error { return f.cli(ctx, "", "status", kubectlGitRepo) }},
 	}
 	fmt.Println("\nThe GitRepo applied with kubectl, through both doors:")
