@@ -269,6 +269,34 @@ func TestKubeNative(t *testing.T) {
 		assert.Empty(t, found, "a Secret's plaintext in a history")
 	})
 
+	t.Run("DownstreamResourcesLabelled", func(t *testing.T) {
+		const token = "mgmt-downstream-t0ken-5ab1"
+		f.k.run(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: fleet-default, labels: {flotilla.dev/downstream: \"true\"}}\n"+
+			"data: {mode: one}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: api-token, namespace: fleet-default, labels: {flotilla.dev/downstream: \"true\"}}\n"+
+			"stringData: {token: "+token+"}\n", "apply", "-f", "-")
+		ds := f.git.CreateRepo(t, "kn-downstream", map[string]string{
+			"fleet.yaml": downstreamFleetYAML("kn-downstream", "ConfigMap/settings", "Secret/api-token"), "cm.yaml": configMapDoc("ds", "v1")})
+		f.k.run(t, "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata: {name: kn-downstream, namespace: fleet-default}\nspec:\n  repo: "+
+			ds.URL()+"\n"+selectorTarget("env", "dev"), "apply", "-f", "-")
+		f.waitIn(t, "fleet-default", "kn-downstream", "deployed with its downstream resources", time.Minute, settledReady(2))
+		for _, c := range down {
+			sec := copiedSecret(t, c, "kn-downstream", "api-token")
+			require.NotNil(t, sec, c.Name)
+			assert.Equal(t, token, string(sec.Data["token"]))
+			cm, err := c.Clientset(t).CoreV1().ConfigMaps("kn-downstream").Get(t.Context(), "settings", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, "one", cm.Data["mode"])
+		}
+		f.k.run(t, "", "patch", "configmap", "settings", "-n", "fleet-default", "--type=merge", "-p", `{"data":{"mode":"two"}}`)
+		require.Eventually(t, func() bool {
+			cm, err := down[0].Clientset(t).CoreV1().ConfigMaps("kn-downstream").Get(t.Context(), "settings", metav1.GetOptions{})
+			return err == nil && cm.Data["mode"] == "two"
+		}, time.Minute, 250*time.Millisecond, "a changed ConfigMap is copied again")
+		_, found := auditHistories(t.Context(), t, f.w.client(t), map[string]string{"downstream token": token})
+		assert.Empty(t, found, "a downstream Secret's plaintext in a history")
+		f.k.run(t, "", "delete", "gitrepo", "kn-downstream", "-n", "fleet-default", "--timeout=90s")
+	})
+
 	t.Run("DeleteKeepsOrRemoves", func(t *testing.T) {
 		f.k.run(t, "", "patch", "gitrepo", "private", "-n", "fleet-default", "--type=merge", "-p", `{"spec":{"keepResources":true}}`)
 		f.waitIn(t, "fleet-default", "private", "keepResources applied", time.Minute, settledReady(2))

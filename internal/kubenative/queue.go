@@ -56,12 +56,15 @@ const kindSecret = "Secret"
 
 // controller runs the informers and the workqueue of one leadership.
 type controller struct {
-	d       *Deps
-	queue   workqueue.TypedRateLimitingInterface[objKey]
-	kinds   map[string]*served
-	dyn     dynamicinformer.DynamicSharedInformerFactory
-	core    informers.SharedInformerFactory
-	secrets *secretSync
+	d     *Deps
+	queue workqueue.TypedRateLimitingInterface[objKey]
+	kinds map[string]*served
+	dyn   dynamicinformer.DynamicSharedInformerFactory
+	core  informers.SharedInformerFactory
+	// labelled watches the ConfigMaps labelled LabelDownstream.
+	labelled   informers.SharedInformerFactory
+	secrets    *secretSync
+	configMaps *configMapSync
 	// refused are the objects shown Accepted=False by the controller.
 	mu      sync.Mutex
 	refused map[objKey]bool
@@ -94,8 +97,11 @@ func newController(d *Deps, resync time.Duration) (*controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[objKey]{Name: "flotilla-management"}),
 		dyn:  dynamicinformer.NewDynamicSharedInformerFactory(d.Dynamic, resync),
 		core: informers.NewSharedInformerFactory(d.Kube, resync),
+		labelled: informers.NewSharedInformerFactoryWithOptions(d.Kube, resync,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelDownstream + "=true" })),
 	}
 	c.secrets = newSecretSync(d, c.core.Core().V1().Secrets().Lister())
+	c.configMaps = newConfigMapSync(d, c.labelled.Core().V1().ConfigMaps().Lister())
 	for _, s := range handlerTable(d, c.secrets) {
 		k, ok := have[s.kind]
 		if !ok {
@@ -110,6 +116,9 @@ func newController(d *Deps, resync time.Duration) (*controller, error) {
 		}
 	}
 	if _, err := c.core.Core().V1().Secrets().Informer().AddEventHandler(c.secretEvents()); err != nil {
+		return nil, err
+	}
+	if _, err := c.labelled.Core().V1().ConfigMaps().Informer().AddEventHandler(c.objectEvents(kindConfigMap)); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -141,7 +150,8 @@ func (c *controller) objectEvents(kind string) cache.ResourceEventHandlerFuncs {
 }
 
 // secretEvents enqueues the objects that reference a changed Secret, and
-// the Secret itself when it is deleted (its sealed copy goes too).
+// the Secret itself when it is labelled LabelDownstream or deleted (its
+// sealed copy goes too).
 func (c *controller) secretEvents() cache.ResourceEventHandlerFuncs {
 	changed := func(obj any) {
 		m, err := metaOf(obj)
@@ -150,6 +160,9 @@ func (c *controller) secretEvents() cache.ResourceEventHandlerFuncs {
 		}
 		for _, k := range c.secrets.referrers(m.GetNamespace() + "/" + m.GetName()) {
 			c.queue.Add(k)
+		}
+		if isDownstream(m) {
+			c.queue.Add(objKey{Kind: kindSecret, Namespace: m.GetNamespace(), Name: m.GetName()})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
@@ -186,14 +199,17 @@ func (c *controller) run(ctx context.Context, workers int) error {
 	defer c.queue.ShutDown()
 	c.dyn.Start(ctx.Done())
 	c.core.Start(ctx.Done())
+	c.labelled.Start(ctx.Done())
 	defer c.dyn.Shutdown()
 	defer c.core.Shutdown()
+	defer c.labelled.Shutdown()
 	for t, ok := range c.dyn.WaitForCacheSync(ctx.Done()) {
 		if !ok && ctx.Err() == nil {
 			return fmt.Errorf("management cluster: informer of %s did not sync", t.Resource)
 		}
 	}
 	c.core.WaitForCacheSync(ctx.Done())
+	c.labelled.WaitForCacheSync(ctx.Done())
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
@@ -234,8 +250,11 @@ func (c *controller) next(ctx context.Context) bool {
 
 // reconcile brings Flotilla in line with the object of k.
 func (c *controller) reconcile(ctx context.Context, k objKey) error {
-	if k.Kind == kindSecret {
-		return c.secrets.deleted(ctx, k)
+	switch k.Kind {
+	case kindSecret:
+		return c.secrets.reconcileSecret(ctx, k)
+	case kindConfigMap:
+		return c.configMaps.reconcile(ctx, k)
 	}
 	s := c.kinds[k.Kind]
 	got, err := s.lister.ByNamespace(k.Namespace).Get(k.Name)

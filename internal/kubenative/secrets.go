@@ -139,13 +139,24 @@ func (s *secretSync) seal(ctx context.Context, sec *corev1.Secret) error {
 	return nil
 }
 
-// deleted removes the sealed copy of a Secret deleted from the management
-// cluster, if this controller sealed it.
+// reconcileSecret seals a Secret labelled LabelDownstream when it
+// changed, and removes the sealed copy of one deleted from the management
+// cluster (if this controller sealed it).
+func (s *secretSync) reconcileSecret(ctx context.Context, k objKey) error {
+	sec, err := s.lister.Secrets(k.Namespace).Get(k.Name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return s.deleted(ctx, k)
+	case err != nil:
+		return err
+	case isDownstream(sec):
+		return s.seal(ctx, sec)
+	}
+	return nil
+}
+
 func (s *secretSync) deleted(ctx context.Context, k objKey) error {
 	key := k.Namespace + "/" + k.Name
-	if _, err := s.lister.Secrets(k.Namespace).Get(k.Name); err == nil {
-		return nil // there again
-	}
 	s.mu.Lock()
 	_, ours := s.sealed[key]
 	s.mu.Unlock()
