@@ -52,7 +52,7 @@ func frontendWarmupError() error {
 // frontend's warm-up error.
 func (l serverLogger) Error(msg string, tags ...tag.Tag) {
 	if l.isWarmup(tags) {
-		l.Logger.Debug(msg, tags...)
+		l.Debug(msg, tags...)
 		return
 	}
 	l.Logger.Error(msg, tags...)
