@@ -103,6 +103,9 @@ type GitRepoState struct {
 	// ManagedBy is who applied the spec when not the CLI
 	// (protocol.ManagedByKubernetes): applies from anyone else are refused.
 	ManagedBy string `json:"managedBy,omitempty"`
+	// Policy is what the GitRepo knows of its namespace's
+	// GitRepoRestrictions and Policies (versionPolicy).
+	Policy PolicyState `json:"policy,omitzero"`
 }
 
 // RunningRollout is a rollout carried across continue-as-new.
@@ -156,6 +159,7 @@ func runEntity(ctx workflow.Context, ref activities.GitRepoRef, in GitRepoInput)
 		g.s = *in.State
 	}
 	g.longLived = workflow.GetVersion(ctx, versionLongLived, workflow.DefaultVersion, 1) == 1
+	g.policy = workflow.GetVersion(ctx, versionPolicy, workflow.DefaultVersion, 1) == 1
 	if err := g.register(ctx); err != nil {
 		return err
 	}
@@ -209,6 +213,9 @@ type gitRepo struct {
 	longLived bool
 	// budget is the history length at which the run continues as new.
 	budget int
+	// policy: this run checks its spec against the namespace's policies
+	// (versionPolicy).
+	policy bool
 	// settle settles done with the running rollout's end.
 	settle func(err error)
 	// owned: the running rollout is a child this run started (not one it
@@ -291,6 +298,7 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		{protocol.SignalResume, signal{apply: plain(g.resume)}},
 		{protocol.SignalDelete, signal{apply: plain(func() { g.s.Deleting = true })}},
 		{protocol.SignalClustersChanged, signal{apply: func(ctx workflow.Context, _ any) { g.clustersChanged(ctx) }}},
+		{protocol.SignalPolicyChanged, signal{apply: plain(g.policyChanged)}},
 		{protocol.SignalPush, signal{
 			value: func() any { return new(protocol.Push) },
 			apply: func(ctx workflow.Context, v any) { g.push(ctx, *v.(*protocol.Push)) },
@@ -405,7 +413,7 @@ func (g *gitRepo) source() (protocol.GitRepoSource, error) {
 	if g.s.GitRepo == nil {
 		return protocol.GitRepoSource{}, fmt.Errorf("%s is not applied", g.ref.Title())
 	}
-	src := protocol.GitRepoSource{Spec: g.s.GitRepo.Spec, Generation: g.s.Generation, Commit: g.s.Commit,
+	src := protocol.GitRepoSource{Spec: g.spec(), Generation: g.s.Generation, Commit: g.s.Commit,
 		LatestCommit: g.s.LatestCommit}
 	if g.running != "" {
 		src.RolloutCommit = g.cur.Commit
@@ -484,4 +492,3 @@ func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protoco
 // ErrTypeManaged is the error type of an apply refused because another
 // door manages the resource (GitRepoState.ManagedBy).
 const ErrTypeManaged = "Managed"
-

@@ -35,6 +35,7 @@ func newFailingFleet(fail func(bundle, cluster string, tried int) (status.State,
 	var a *activities.Activities
 	var ca *activities.ClusterActivities
 	env.RegisterWorkflow(RolloutWorkflow)
+	allowPolicies(env)
 	env.OnActivity(a.ResolveCommit, mock.Anything, mock.Anything).Return(activities.ResolveResult{Ref: "refs/heads/main",
 		Commit: "c0ffee0000000000000000000000000000000001"}, nil)
 	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(activities.RenderResult{Bundles: []activities.Bundle{

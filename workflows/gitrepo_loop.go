@@ -55,6 +55,11 @@ func (g *gitRepo) step(ctx workflow.Context, in GitRepoInput, action loop.Action
 	case loop.End:
 		return true, nil
 	case loop.Resolve:
+		if g.refused(ctx) {
+			g.s.ResolveDue = false
+			g.resolved++ // the poller waits for a check of the remote
+			break
+		}
 		g.resolve(ctx)
 	case loop.Supersede:
 		g.superseding = true
@@ -69,6 +74,10 @@ func (g *gitRepo) step(ctx workflow.Context, in GitRepoInput, action loop.Action
 		logger.Info("GitRepo deleted", "gitrepo", g.ref.String())
 		return true, nil
 	case loop.Start:
+		if g.refused(ctx) {
+			g.hold(ctx)
+			break
+		}
 		g.startRollout(ctx, false)
 	case loop.ContinueAsNew:
 		return g.continueAsNew(ctx, in)
@@ -119,7 +128,7 @@ func (g *gitRepo) historyFull(ctx workflow.Context) bool {
 
 func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	commit := g.s.LatestCommit
-	in := RolloutInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec, Commit: commit, Generation: g.s.Generation,
+	in := RolloutInput{GitRepo: g.ref, Spec: g.spec(), Commit: commit, Generation: g.s.Generation,
 		Inventory: g.s.Inventory, Delete: del, Repair: g.s.Repair}
 	g.s.Dirty, g.s.Repair, g.s.RetryDue = false, false, false
 	if g.s.ApprovalsCommit == commit {

@@ -88,7 +88,7 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 	var a *activities.Activities
 	var res activities.ResolveResult
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, gitOptions), a.ResolveCommit,
-		activities.ResolveInput{GitRepo: g.ref, Spec: g.s.GitRepo.Spec}).Get(ctx, &res)
+		activities.ResolveInput{GitRepo: g.ref, Spec: g.spec()}).Get(ctx, &res)
 	g.resolved++
 	g.upsertRepoKey(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.temporal.io/sdk/workflow"
@@ -20,7 +21,7 @@ type searchAttrs struct{ state, commit, clusters string }
 func (g *gitRepo) upsert(ctx workflow.Context) {
 	sum := status.Summarize(g.shown()) //workflowcheck:ignore order-independent counts
 	state := string(sum.State)
-	if g.s.Error != "" {
+	if g.s.Error != "" || g.violation() != nil {
 		state = "Error"
 	}
 	clusters := rollout.ClustersOf(g.s.Deployments)
@@ -32,6 +33,9 @@ func (g *gitRepo) upsert(ctx workflow.Context) {
 	// The Temporal UI shows this line on the GitRepo's page (details
 	// are no command: they change without a trace in the history).
 	details := fmt.Sprintf("%s at %s: %d/%d clusters ready", state, shortCommit(g.s.Commit), sum.ReadyClusters, sum.Clusters)
+	if v := g.violation(); v != nil {
+		details += "; " + v.Error()
+	}
 	if g.s.Error != "" {
 		details += "; " + g.s.Error
 	}
@@ -86,6 +90,12 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 		st.Deployments = append(st.Deployments, d)
 	}
 	st.Halts, st.Waits, st.Warnings = g.s.Halts, g.s.Waits, g.s.Warnings
+	if d := g.s.Policy.Decision; d != nil {
+		if d.Violation != nil {
+			st.PolicyViolation = d.Violation.Error()
+		}
+		st.Warnings = append(slices.Clip(d.Notes), st.Warnings...)
+	}
 	st.Watched = len(rollout.LiveReports(g.s.Inventory))
 	st.Finish() //workflowcheck:ignore order-independent: Finish sorts what it builds
 	// Settled: nothing runs and nothing is due, or nothing can run until

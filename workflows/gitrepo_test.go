@@ -36,6 +36,10 @@ type fakeFleet struct {
 	targetings int
 	// guard is the controller's deletion guard.
 	guard rollout.DeletionGuard
+	// policies answer CheckPolicy; targetSpecs are the specs the
+	// rollouts targeted with.
+	policies    *fakePolicies
+	targetSpecs []api.GitRepoSpec
 }
 
 func newFakeFleet() *fakeFleet {
@@ -47,6 +51,7 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 	var a *activities.Activities
 	var ca *activities.ClusterActivities
 	env.RegisterWorkflow(RolloutWorkflow)
+	f.policies = allowPolicies(env)
 	env.OnActivity(a.ResolveCommit, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.ResolveInput) (activities.ResolveResult, error) {
 			f.mu.Lock()
@@ -66,6 +71,7 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.targetings++
+			f.targetSpecs = append(f.targetSpecs, in.Spec)
 			res := activities.TargetsResult{Registered: []string{"c1", "c2"}, DeletionGuard: f.guard}
 			for _, c := range f.matched {
 				res.Matched = append(res.Matched, activities.TargetCluster{Name: c, Bundles: in.Bundles})

@@ -62,12 +62,12 @@ func (r ruled) rule() string { return strings.Join(r.from, "; ") }
 // merged is a Set combined as Fleet combines it: restrictions first, then
 // policies, each sorted by name.
 type merged struct {
-	defaultSA, defaultClientSecret, defaultHelmSecret ruled
-	helmDefaultSA                                     ruled
+	defaultSA, defaultClientSecret, defaultHelmSecret  ruled
+	helmDefaultSA                                      ruled
 	allowedSAs, allowedClientSecrets, targetNamespaces ruled
 	// restrictionRepos are matched unanchored (GitRepoRestriction, as
 	// Fleet does for compatibility), policyRepos anchored.
-	restrictionRepos, policyRepos ruled
+	restrictionRepos, policyRepos  ruled
 	helmSecrets, helmRepos, charts ruled
 	requireSA                      ruled
 	notes                          []string

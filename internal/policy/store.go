@@ -65,8 +65,9 @@ func ApplyDocument(ctx context.Context, c client.Client, taskQueue string, d api
 // DeleteDocument removes the GitRepoRestriction or Policy (kind) named
 // namespace/name; the namespace's GitRepos and HelmOps are told. A
 // document that is not stored is ErrNotFound (wrapped); callers that
-// delete idempotently (a finalizer) treat it as done.
-func DeleteDocument(ctx context.Context, c client.Client, taskQueue, kind, namespace, name string) error {
+// delete idempotently (a finalizer) treat it as done. The task queue
+// (ApplyDocument's) is not needed: a delete never starts the workflow.
+func DeleteDocument(ctx context.Context, c client.Client, _, kind, namespace, name string) error {
 	if kind != api.KindGitRepoRestriction && kind != api.KindPolicy {
 		return fmt.Errorf("delete %s %s/%s: %w", kind, namespace, name, ErrNotPolicy)
 	}

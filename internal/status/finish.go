@@ -24,11 +24,14 @@ type Display struct {
 
 // Display states besides the deployment States.
 const (
-	DisplayDeleting  = "Deleting"
-	DisplayError     = "Error"
-	DisplayHalted    = "Halted"
-	DisplayPaused    = "Paused"
-	DisplayNoTargets = "NoTargets"
+	DisplayDeleting = "Deleting"
+	DisplayError    = "Error"
+	// DisplayPolicyViolation: a GitRepoRestriction or Policy refuses the
+	// spec (PolicyViolation).
+	DisplayPolicyViolation = "PolicyViolation"
+	DisplayHalted          = "Halted"
+	DisplayPaused          = "Paused"
+	DisplayNoTargets       = "NoTargets"
 )
 
 // BundleStatus summarises one bundle over its clusters.
@@ -64,6 +67,11 @@ const (
 // ReasonWarnings is the reason of an Accepted condition that is True
 // while reading the repository gave warnings (GitRepo.Warnings).
 const ReasonWarnings = "AcceptedWithWarnings"
+
+// ReasonPolicyViolation is the reason of the Ready, Accepted and Stalled
+// conditions while a GitRepoRestriction or Policy refuses the spec
+// (GitRepo.PolicyViolation).
+const ReasonPolicyViolation = "PolicyViolation"
 
 // maxWarningsQuoted bounds the warnings the Accepted condition quotes.
 const maxWarningsQuoted = 3
@@ -126,7 +134,8 @@ func (g *GitRepo) Condition(t string) (Condition, bool) {
 //
 // Display.State is the first that holds of:
 //
-//	Deleting   the GitRepo is being deleted
+//	Deleting         the GitRepo is being deleted
+//	PolicyViolation  a GitRepoRestriction or Policy refuses the spec
 //	Error      Error is set: the last rollout could not run
 //	Halted     a bundle's rollout halted on failures
 //	Paused     Paused, and every deployment Ready or OutOfSync (what a
@@ -135,7 +144,9 @@ func (g *GitRepo) Condition(t string) (Condition, bool) {
 //	NoTargets  no deployment: no cluster is targeted
 //	the worst deployment State (Ready when all are)
 //
-// Display.Message is Error, else the halts, else Summary.Message.
+// Display.Message is PolicyViolation, else Error, else the halts, else
+// Summary.Message. A PolicyViolation makes Ready and Accepted False and
+// Stalled True, each with reason ReasonPolicyViolation.
 //
 // Warnings do not change the state: the Accepted condition stays True,
 // with reason ReasonWarnings and a message quoting the first few.
@@ -156,7 +167,7 @@ func (g *GitRepo) Finish() {
 		ReadyBundleDeployments: fmt.Sprintf("%d/%d", g.Summary.Ready, g.Summary.Desired),
 		ReadyClusters:          fmt.Sprintf("%d/%d", g.Summary.ReadyClusters, g.Summary.Clusters),
 		State:                  g.displayState(),
-		Message:                firstNonEmpty(g.Error, haltMsg, g.Summary.Message),
+		Message:                firstNonEmpty(g.PolicyViolation, g.Error, haltMsg, g.Summary.Message),
 	}
 
 	g.Bundles = nil
@@ -201,6 +212,8 @@ func (g *GitRepo) displayState() string {
 	switch {
 	case g.Deleting:
 		return DisplayDeleting
+	case g.PolicyViolation != "":
+		return DisplayPolicyViolation
 	case g.Error != "":
 		return DisplayError
 	case len(g.Halts) > 0:
@@ -220,6 +233,8 @@ func (g *GitRepo) displayState() string {
 func (g *GitRepo) readyCondition() Condition {
 	c := Condition{Type: ConditionReady, Status: ConditionTrue}
 	switch {
+	case g.PolicyViolation != "":
+		c.Status, c.Reason, c.Message = ConditionFalse, ReasonPolicyViolation, g.PolicyViolation
 	case g.Error != "":
 		c.Status, c.Reason, c.Message = ConditionFalse, "Error", firstNonEmpty(g.Summary.Message, g.Error)
 	case g.Summary.State != Ready:
@@ -231,6 +246,9 @@ func (g *GitRepo) readyCondition() Condition {
 }
 
 func (g *GitRepo) acceptedCondition() Condition {
+	if g.PolicyViolation != "" {
+		return Condition{Type: ConditionAccepted, Status: ConditionFalse, Reason: ReasonPolicyViolation, Message: g.PolicyViolation}
+	}
 	if g.Error != "" {
 		return Condition{Type: ConditionAccepted, Status: ConditionFalse, Reason: "Error", Message: g.Error}
 	}
@@ -259,6 +277,8 @@ func (g *GitRepo) stalledCondition(halts []Halt) Condition {
 		halted = "rollout halted for bundle " + strings.Join(slices.Compact(names), ", ")
 	}
 	switch {
+	case g.PolicyViolation != "":
+		c.Status, c.Reason, c.Message = ConditionTrue, ReasonPolicyViolation, g.PolicyViolation
 	case g.Error != "":
 		c.Status, c.Reason, c.Message = ConditionTrue, "Error", g.Error
 		if halted != "" {

@@ -258,6 +258,12 @@ type GitRepo struct {
 	// Error is why the last rollout could not run (bad fleet.yaml, Git
 	// unreachable, ...); deployments keep their previous state.
 	Error string `json:"error,omitempty"`
+	// PolicyViolation names the GitRepoRestriction or Policy rule of the
+	// namespace that refuses the spec, and what it refuses
+	// (internal/policy.Violation): nothing is fetched, rendered or
+	// deployed until the spec or the policy changes; deployments keep
+	// their previous state.
+	PolicyViolation string `json:"policyViolation,omitempty"`
 	// PollFailures counts checks of the remote that failed in a row;
 	// polling backs off while it is not zero.
 	PollFailures int `json:"pollFailures,omitempty"`
