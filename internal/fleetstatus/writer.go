@@ -152,10 +152,12 @@ func (w *Writer) SetCondition(ref Ref, cond Condition) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.entries[ref.key()]
-	if !ok {
+	if !ok || ref.UID != "" && e.ref.UID != ref.UID {
 		e = &entry{ref: ref, overrides: map[string]Condition{}}
 		w.entries[ref.key()] = e
 	}
+	// A refused generation is never tracked: the status still names it.
+	e.ref.Generation = max(e.ref.Generation, ref.Generation)
 	if cond.Status == "" {
 		delete(e.overrides, cond.Type)
 	} else {
