@@ -230,7 +230,7 @@ func managerOf(obj *unstructured.Unstructured, key string) *metav1.ManagedFields
 			continue
 		}
 		var fs map[string]any
-		if json.Unmarshal(m.FieldsV1.Raw, &fs) != nil {
+		if json.Unmarshal(m.FieldsV1.GetRawBytes(), &fs) != nil {
 			continue
 		}
 		md, _ := fs["f:metadata"].(map[string]any)

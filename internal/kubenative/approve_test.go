@@ -63,8 +63,8 @@ func managed(uid, key, manager string, t time.Time) *unstructured.Unstructured {
 	obj.SetAnnotations(map[string]string{key: "*"})
 	mt := metav1.NewTime(t)
 	obj.SetManagedFields([]metav1.ManagedFieldsEntry{
-		{Manager: "other", Time: &mt, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:repo":{}}}`)}},
-		{Manager: manager, Time: &mt, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:` + key + `":{}}}}`)}},
+		{Manager: "other", Time: &mt, FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:repo":{}}}`)},
+		{Manager: manager, Time: &mt, FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:` + key + `":{}}}}`)},
 	})
 	return obj
 }

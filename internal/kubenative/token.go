@@ -247,11 +247,11 @@ func (h *tokenHandler) start(ctx context.Context, sec *corev1.Secret, expires *t
 		} `json:"registration"`
 	}
 	if err := yaml.Unmarshal(sec.Data[TokenValuesKey], &vals); err != nil {
-		return fmt.Errorf("Secret %s/%s: key %s does not parse", sec.Namespace, sec.Name, TokenValuesKey)
+		return fmt.Errorf("secret %s/%s: key %s does not parse", sec.Namespace, sec.Name, TokenValuesKey)
 	}
 	tid, proof, err := cluster.ParseToken(vals.Registration.Token)
 	if err != nil || tid != id {
-		return fmt.Errorf("Secret %s/%s: key %s holds no token %s", sec.Namespace, sec.Name, TokenValuesKey, id)
+		return fmt.Errorf("secret %s/%s: key %s holds no token %s", sec.Namespace, sec.Name, TokenValuesKey, id)
 	}
 	ttl := noExpiry
 	if expires != nil {
