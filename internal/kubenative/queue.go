@@ -248,6 +248,42 @@ func (c *controller) next(ctx context.Context) bool {
 	return true
 }
 
+// step is what reconcile does with an object, decided from what it
+// observed (decide).
+type step int
+
+const (
+	// stepForget: the object is gone; what is kept of it is dropped.
+	stepForget step = iota
+	// stepIgnore: the object is being deleted without our finalizer
+	// (removed already, or never added): nothing to do.
+	stepIgnore
+	// stepFinalize: the object is being deleted and holds our finalizer:
+	// run its deletion, then remove the finalizer.
+	stepFinalize
+	// stepAdopt: a live object without our finalizer: add it, then apply.
+	stepAdopt
+	// stepApply: a live object with our finalizer: apply.
+	stepApply
+)
+
+// decide names the step for obj (nil: not found) served with finalizer.
+func decide(obj *unstructured.Unstructured, finalizer string) step {
+	if obj == nil {
+		return stepForget
+	}
+	ours := slices.Contains(obj.GetFinalizers(), finalizer)
+	switch {
+	case obj.GetDeletionTimestamp() != nil && ours:
+		return stepFinalize
+	case obj.GetDeletionTimestamp() != nil:
+		return stepIgnore
+	case !ours:
+		return stepAdopt
+	}
+	return stepApply
+}
+
 // reconcile brings Flotilla in line with the object of k.
 func (c *controller) reconcile(ctx context.Context, k objKey) error {
 	switch k.Kind {
@@ -257,23 +293,33 @@ func (c *controller) reconcile(ctx context.Context, k objKey) error {
 		return c.configMaps.reconcile(ctx, k)
 	}
 	s := c.kinds[k.Kind]
+	var obj *unstructured.Unstructured
 	got, err := s.lister.ByNamespace(k.Namespace).Get(k.Name)
-	if apierrors.IsNotFound(err) {
-		c.forget(k, "")
-		return nil
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+		obj = got.(*unstructured.Unstructured).DeepCopy()
+	case !apierrors.IsNotFound(err):
 		return err
 	}
-	obj := got.(*unstructured.Unstructured).DeepCopy()
-	if obj.GetDeletionTimestamp() != nil {
+	switch decide(obj, s.finalizer) {
+	case stepForget:
+		c.forget(k, "")
+	case stepIgnore:
+	case stepFinalize:
 		return c.finalize(ctx, s, k, obj)
-	}
-	if !slices.Contains(obj.GetFinalizers(), s.finalizer) {
+	case stepAdopt:
 		if obj, err = c.setFinalizers(ctx, k, obj, append(obj.GetFinalizers(), s.finalizer)); err != nil {
 			return err
 		}
+		return c.apply(ctx, s, k, obj)
+	case stepApply:
+		return c.apply(ctx, s, k, obj)
 	}
+	return nil
+}
+
+// apply runs the kind's handler and tracks the object's status.
+func (c *controller) apply(ctx context.Context, s *served, k objKey, obj *unstructured.Unstructured) error {
 	if err := s.handler.Apply(ctx, obj); err != nil {
 		return err
 	}
@@ -284,9 +330,6 @@ func (c *controller) reconcile(ctx context.Context, k objKey) error {
 // finalize runs obj's deletion and removes the finalizer once it is over;
 // a deletion in progress is looked at again after deletionPoll.
 func (c *controller) finalize(ctx context.Context, s *served, k objKey, obj *unstructured.Unstructured) error {
-	if !slices.Contains(obj.GetFinalizers(), s.finalizer) {
-		return nil
-	}
 	done, err := s.handler.Delete(ctx, obj)
 	if err != nil {
 		return err
