@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -161,38 +160,17 @@ func (b *builder) object(t reflect.Type) *Schema {
 // addFields adds t's JSON fields to s.Properties; embedded structs and
 // fields tagged inline contribute their own fields.
 func (b *builder) addFields(s *Schema, t reflect.Type) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
-			continue
-		}
-		ft := f.Type
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		if (f.Anonymous && name == "") || strings.Contains(opts, "inline") {
-			if ft.Kind() == reflect.Struct {
-				b.addFields(s, ft)
-			}
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		if _, skip := omitted[t][name]; skip {
-			continue
+	api.EachJSONField(t, func(owner reflect.Type, f reflect.StructField, name string) {
+		if _, skip := omitted[owner][name]; skip {
+			return
 		}
 		p := b.schemaOf(f.Type)
 		p.Nullable = true
-		if d := b.doc(t, f.Name); d != "" {
+		if d := b.doc(owner, f.Name); d != "" {
 			p.Description = d
 		}
 		s.Properties[name] = p
-	}
+	})
 }
 
 // newBuilder returns a builder that describes internal/api's types and

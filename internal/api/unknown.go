@@ -87,6 +87,17 @@ func walkUnknown(v any, t reflect.Type, path string, out *[]string) {
 // embedded structs included, to their types.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
+	EachJSONField(t, func(_ reflect.Type, f reflect.StructField, name string) {
+		out[strings.ToLower(name)] = f.Type
+	})
+	return out
+}
+
+// EachJSONField calls fn for every field of struct type t that
+// encoding/json reads, under the name it reads it by; the fields of
+// embedded structs and of fields tagged inline are visited in place, with
+// their own struct type as owner.
+func EachJSONField(t reflect.Type, fn func(owner reflect.Type, f reflect.StructField, name string)) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -99,9 +110,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		}
 		if (f.Anonymous && name == "") || strings.Contains(opts, "inline") {
 			if ft.Kind() == reflect.Struct {
-				for k, v := range jsonFields(ft) {
-					out[k] = v
-				}
+				EachJSONField(ft, fn)
 			}
 			continue
 		}
@@ -111,9 +120,8 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		if name == "" {
 			name = f.Name
 		}
-		out[strings.ToLower(name)] = f.Type
+		fn(t, f, name)
 	}
-	return out
 }
 
 func join(path, key string) string {
