@@ -247,6 +247,7 @@ spec: {ttl: 1h}
 	require.NoError(t, yaml.Unmarshal(sec.Data[kubenative.TokenValuesKey], &values))
 	id, _, err := cluster.ParseToken(values.Registration.Token)
 	require.NoError(t, err)
+	assert.Equal(t, id, crt.GetAnnotations()[kubenative.AnnotationTokenStarted], "started once: never again after Temporal forgets it")
 	list := kn.cli(t, "cluster", "token", "list")
 	assert.Contains(t, list, id, "listed as the CLI's tokens are")
 	assert.Equal(t, 2, strings.Count(list, "\n"), "one token (and the header): %s", list)

@@ -34,6 +34,11 @@ const (
 	// ClusterRegistrationToken, the Flotilla registration token
 	// (clustertoken/<id>) the Secret holds.
 	AnnotationTokenID = "flotilla.dev/token-id"
+	// AnnotationTokenStarted, on the ClusterRegistrationToken, names the
+	// token whose workflow was started: it is never started again, even
+	// once Temporal has forgotten the ended workflow (retention), so a
+	// used, expired or revoked token stays dead.
+	AnnotationTokenStarted = "flotilla.dev/token-started"
 	// fleetManagedLabel marks the Secret as Fleet marks it.
 	fleetManagedLabel = "fleet.cattle.io/managed"
 )
@@ -159,10 +164,28 @@ func (h *tokenHandler) apply(ctx context.Context, obj *unstructured.Unstructured
 			return err
 		}
 	}
-	if err := h.start(ctx, sec, expires); err != nil {
-		return err
+	if id := sec.Annotations[AnnotationTokenID]; obj.GetAnnotations()[AnnotationTokenStarted] != id {
+		if err := h.start(ctx, sec, expires); err != nil {
+			return err
+		}
+		if err := h.annotate(ctx, obj, AnnotationTokenStarted, id); err != nil {
+			return err
+		}
 	}
 	return h.writeStatus(ctx, obj, sec.Name, expires)
+}
+
+// annotate sets annotation key of the ClusterRegistrationToken obj.
+func (h *tokenHandler) annotate(ctx context.Context, obj *unstructured.Unstructured, key, value string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	_, err = h.d.Dynamic.Resource(fleetTokens).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("annotate ClusterRegistrationToken %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
 }
 
 // tokenExpiry is creationTimestamp + spec.ttl, as in Fleet; nil without a
@@ -229,9 +252,8 @@ func (h *tokenHandler) create(ctx context.Context, obj *unstructured.Unstructure
 	if err != nil {
 		return nil, fmt.Errorf("create Secret %s/%s: %w", sec.Namespace, sec.Name, err)
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationTokenID: tok.ID}}})
-	if _, err := h.d.Dynamic.Resource(fleetTokens).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return nil, fmt.Errorf("record token %s on ClusterRegistrationToken %s/%s: %w", tok.ID, obj.GetNamespace(), obj.GetName(), err)
+	if err := h.annotate(ctx, obj, AnnotationTokenID, tok.ID); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
