@@ -212,7 +212,7 @@ func TestKubeNative(t *testing.T) {
 	})
 	appDoc := func(spec string) string {
 		return "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata: {name: kn-app, namespace: fleet-default}\nspec:\n  repo: " +
-			repo.URL() + "\n" + selectorTarget("env", "dev") + spec
+			repo.URL() + "\n  pollingInterval: 1s\n" + selectorTarget("env", "dev") + spec
 	}
 	t.Run("PathsEditRollsOut", func(t *testing.T) {
 		f.k.run(t, appDoc("  paths: [a]\n"), "apply", "-f", "-")
@@ -259,7 +259,7 @@ func TestKubeNative(t *testing.T) {
 		}
 		f.k.run(t, secret(mgmtWrongPass), "apply", "-f", "-")
 		f.k.run(t, "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata: {name: private, namespace: fleet-default}\nspec:\n  repo: "+
-			private.URL()+"\n  clientSecretName: git-creds\n"+selectorTarget("env", "dev"), "apply", "-f", "-")
+			private.URL()+"\n  clientSecretName: git-creds\n  pollingInterval: 1s\n"+selectorTarget("env", "dev"), "apply", "-f", "-")
 		f.waitIn(t, "fleet-default", "private", "the wrong password refused", time.Minute, func(st status.GitRepo) bool { return st.Error != "" })
 		f.k.run(t, secret(mgmtPassword), "apply", "-f", "-")
 		f.waitIn(t, "fleet-default", "private", "fetched with the changed Secret", time.Minute, settledReady(2))

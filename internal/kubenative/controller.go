@@ -120,9 +120,7 @@ func Run(ctx context.Context, cfg Config) error {
 		le, err := leaderelection.NewLeaderElector(electionConfig(cfg, lock, func(lctx context.Context) {
 			cfg.Logger.Info("Leading the management cluster's controllers", zap.String("lease", cfg.Namespace+"/"+LeaseName),
 				zap.String("identity", cfg.Identity))
-			if err := lead(lctx, cfg, deps); err != nil && lctx.Err() == nil {
-				cfg.Logger.Error("The management controller stopped", zap.Error(err))
-			}
+			leadUntilLost(lctx, cfg, deps)
 		}))
 		if err != nil {
 			return fmt.Errorf("management cluster: leader election: %w", err)
@@ -152,6 +150,28 @@ func electionConfig(cfg Config, lock resourcelock.Interface, lead func(context.C
 		},
 	}
 }
+
+// leadUntilLost runs lead while this replica holds the Lease, starting it
+// again after a failure (a discovery or informer error): a leader that
+// gave up would hold the Lease and serve nothing.
+func leadUntilLost(ctx context.Context, cfg Config, deps *Deps) {
+	for {
+		err := lead(ctx, cfg, deps)
+		if ctx.Err() != nil {
+			return
+		}
+		cfg.Logger.Error("The management controller failed; starting it again", zap.Error(err), zap.Duration("after", restartDelay))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(restartDelay):
+		}
+	}
+}
+
+// restartDelay is how long a leader waits before it starts a failed
+// management controller again.
+const restartDelay = 5 * time.Second
 
 // lead runs the status writer and the reconcilers until ctx ends (the
 // Lease is lost, or the worker stops).

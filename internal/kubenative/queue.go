@@ -115,6 +115,12 @@ func newController(d *Deps, resync time.Duration) (*controller, error) {
 			return nil, err
 		}
 	}
+	if len(c.kinds) == 0 {
+		// Tried again by the leader (CRDs may be installed after the
+		// controller started).
+		return nil, fmt.Errorf("the management cluster serves none of %s/%s's kinds: install the CRDs (kubectl apply -f %s)",
+			crds.Group, crds.Version, crds.ChartDir)
+	}
 	if _, err := c.core.Core().V1().Secrets().Informer().AddEventHandler(c.secretEvents()); err != nil {
 		return nil, err
 	}
