@@ -174,12 +174,13 @@ func TestFleetStatus(t *testing.T) {
 			}
 		}
 		t.Logf("writes during the rollout: %v", counts(during))
-		// Settled: wait for the last pending write (the mirror's status
-		// follows its creation), then 10 s without any.
-		time.Sleep(3 * time.Second)
+		// Settled: once the last pending write is done (the mirror's
+		// status follows its creation), 10 s without any.
+		require.Eventually(t, func() bool { return len(writes.since(time.Now().Add(-3*time.Second))) == 0 },
+			20*time.Second, 200*time.Millisecond)
 		quiet := time.Now()
-		time.Sleep(10 * time.Second)
-		assert.Empty(t, writes.since(quiet), "writes while nothing changed")
+		assert.Never(t, func() bool { return len(writes.since(quiet)) > 0 }, 10*time.Second, 250*time.Millisecond,
+			"writes while nothing changed")
 	})
 
 	t.Run("a mirror edit is reverted; Forget deletes the mirrors", func(t *testing.T) {
