@@ -30,6 +30,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
+	"github.com/flotilla-gitops/flotilla/internal/policy"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/strategy"
@@ -669,6 +670,14 @@ func (f *fakes) ResolveCommit(_ context.Context, in activities.ResolveInput) (ac
 			in.GitRepo, in.Spec.Branch, in.Spec.Repo), activities.ErrTypeRefNotFound, nil)
 	}
 	return activities.ResolveResult{Ref: "refs/heads/" + in.Spec.Branch, Commit: repo.commit}, nil
+}
+
+// CheckPolicy: the recorded namespaces have no restrictions or policies.
+func (f *fakes) CheckPolicy(_ context.Context, in activities.CheckPolicyInput) (policy.Decision, error) {
+	if in.HelmOp != nil {
+		return policy.Set{}.HelmOp(*in.HelmOp), nil
+	}
+	return policy.Set{}.GitRepo(*in.Spec), nil
 }
 
 func (f *fakes) Render(_ context.Context, in activities.RenderInput) (activities.RenderResult, error) {

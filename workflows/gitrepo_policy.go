@@ -76,6 +76,20 @@ func (g *gitRepo) refused(ctx workflow.Context) bool {
 	if p.Decision != nil && !p.Due && p.Generation == g.s.Generation && !p.Failed {
 		return p.Decision.Violation != nil
 	}
+	gen := g.s.Generation
+	p.Due = false // a change that comes meanwhile sets it again
+	d, err := g.checkPolicy(ctx)
+	if err != nil {
+		g.s.Error, p.Failed = "policy: "+activityMessage(err), true
+		g.upsert(ctx)
+		return true
+	}
+	g.takeDecision(ctx, d, gen)
+	return d.Violation != nil
+}
+
+// checkPolicy runs activities.CheckPolicy on the applied spec.
+func (g *gitRepo) checkPolicy(ctx workflow.Context) (policy.Decision, error) {
 	in := activities.CheckPolicyInput{GitRepo: g.ref}
 	if g.helmOp() && g.s.HelmOp != nil {
 		in.HelmOp = g.s.HelmOp
@@ -83,24 +97,28 @@ func (g *gitRepo) refused(ctx workflow.Context) bool {
 		spec := g.s.GitRepo.Spec
 		in.Spec = &spec
 	}
-	gen := g.s.Generation
-	p.Due = false // a change that comes meanwhile sets it again
 	var a *activities.Activities
 	var d policy.Decision
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, policyOptions), a.CheckPolicy, in).Get(ctx, &d); err != nil {
-		g.s.Error, p.Failed = "policy: "+activityMessage(err), true
-		g.upsert(ctx)
-		return true
-	}
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, policyOptions), a.CheckPolicy, in).Get(ctx, &d)
+	return d, err
+}
+
+// takeDecision keeps a check's decision for spec generation gen: a
+// changed effective spec or verdict is a change to roll out (or to
+// supersede the running rollout for), and a rollout held for the policy
+// starts once it is allowed.
+func (g *gitRepo) takeDecision(ctx workflow.Context, d policy.Decision, gen int64) {
+	p := &g.s.Policy
 	recovered := p.Failed
 	if recovered {
 		g.s.Error, p.Failed = "", false
 	}
 	prev := p.Decision
 	p.Decision, p.Generation = &d, gen
+	wasRefused := prev != nil && prev.Violation != nil
 	//workflowcheck:ignore deterministic: equality does not depend on map order
-	if prev != nil && (!reflect.DeepEqual(prev.Spec, d.Spec) || (prev.Violation == nil) != (d.Violation == nil)) {
-		g.s.Dirty = true // roll out the new effective spec, or supersede what runs
+	if prev != nil && (!reflect.DeepEqual(prev.Spec, d.Spec) || wasRefused != (d.Violation != nil)) {
+		g.s.Dirty = true
 	}
 	if d.Violation == nil && p.Held {
 		g.s.Dirty, p.Held = true, false
@@ -108,10 +126,9 @@ func (g *gitRepo) refused(ctx workflow.Context) bool {
 	if d.Violation != nil {
 		workflow.GetLogger(ctx).Info("Refused by policy", "gitrepo", g.ref.String(), "violation", d.Violation.Error())
 	}
-	if recovered || d.Violation != nil || (prev != nil && prev.Violation != nil) {
+	if recovered || wasRefused || d.Violation != nil {
 		g.upsert(ctx) // the state shown in search attributes changes
 	}
-	return d.Violation != nil
 }
 
 // hold skips a rollout that was due: it starts once a check allows it.
