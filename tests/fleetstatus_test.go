@@ -183,6 +183,26 @@ func TestFleetStatus(t *testing.T) {
 			"writes while nothing changed")
 	})
 
+	t.Run("Cluster and ClusterGroup status", func(t *testing.T) {
+		f.apply(t, "apiVersion: flotilla.dev/v1alpha1\nkind: ClusterGroup\nmetadata:\n  name: members\nspec:\n  selector:\n    matchLabels:\n      fleetstatus: member\n")
+		for kind, name := range map[string]string{"Cluster": names[0], "ClusterGroup": "members"} {
+			o, err := dyn.Resource(schema.GroupVersionResource{Group: "fleet.cattle.io", Version: "v1alpha1", Resource: strings.ToLower(kind) + "s"}).
+				Namespace("fleet-default").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "fleet.cattle.io/v1alpha1", "kind": kind, "metadata": map[string]any{"name": name, "namespace": "fleet-default"},
+				"spec": map[string]any{}}}, metav1.CreateOptions{})
+			require.NoError(t, err)
+			w.Track(fleetstatus.Ref{Kind: kind, Namespace: "fleet-default", Name: name, Generation: o.GetGeneration(), UID: o.GetUID()})
+		}
+		require.Eventually(t, func() bool {
+			out := k.run(t, "", "get", "clusters.fleet.cattle.io", "-A")
+			return regexp.MustCompile(`(?m)^fleet-default\s+` + names[0] + `\s+1/1\s`).MatchString(out)
+		}, 15*time.Second, 250*time.Millisecond, "Cluster: Bundles-Ready")
+		require.Eventually(t, func() bool {
+			out := k.run(t, "", "get", "clustergroups.fleet.cattle.io", "-A")
+			return regexp.MustCompile(`(?m)^fleet-default\s+members\s+100/100\s+100/100\s*$`).MatchString(out)
+		}, 20*time.Second, 250*time.Millisecond, "ClusterGroup: Clusters-Ready, Bundles-Ready")
+	})
+
 	t.Run("a mirror edit is reverted; Forget deletes the mirrors", func(t *testing.T) {
 		bundles := dyn.Resource(fsBundleGVR).Namespace("fleet-default")
 		b, err := bundles.Get(ctx, "fs-app", metav1.GetOptions{})

@@ -3,6 +3,7 @@ package fleetstatus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -159,7 +160,7 @@ func (w *Writer) processGroup(ctx context.Context, e *entry, ref Ref) (bool, err
 	if _, err := w.query(ctx, protocol.ClusterGroupID(ref.Name), &rec); err != nil {
 		return false, err
 	}
-	clusters, err := cluster.NewRegistry(w.cfg.Temporal, nil).Clusters(ctx)
+	clusters, err := w.clusters(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -219,4 +220,21 @@ func (w *Writer) readGitRepo(ctx context.Context, ref Ref) (st status.GitRepo, f
 		return st, false, nil
 	}
 	return st, true, w.foldRollout(ctx, &st)
+}
+
+// clusters lists the registered clusters for the groups' status, at most
+// once per SettledInterval for all groups: without memos to decode the
+// listing queries every cluster.
+func (w *Writer) clusters(ctx context.Context) ([]protocol.ClusterRecord, error) {
+	w.listMu.Lock()
+	defer w.listMu.Unlock()
+	if w.listed != nil && time.Since(w.listedAt) < w.cfg.SettledInterval {
+		return w.listed, nil
+	}
+	l, err := cluster.NewRegistry(w.cfg.Temporal, w.cfg.DataConverter).Clusters(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the clusters: %w", err)
+	}
+	w.listed, w.listedAt = l, time.Now()
+	return l, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
@@ -14,6 +15,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -34,6 +36,10 @@ type WriterConfig struct {
 	// SettledInterval is how often a settled resource is read. Optional:
 	// default 10s (at least MinInterval).
 	SettledInterval time.Duration
+	// DataConverter decodes the clusters' targeting memos when a
+	// ClusterGroup's status lists them: the Temporal client's. Optional:
+	// without it every cluster is queried.
+	DataConverter converter.DataConverter
 	// Parallelism bounds the resources read and written at once.
 	// Optional: default 8.
 	Parallelism int
@@ -67,6 +73,11 @@ type Writer struct {
 	cfg         WriterConfig
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
+
+	// listMu guards the cluster listing the groups share.
+	listMu   sync.Mutex
+	listed   []protocol.ClusterRecord
+	listedAt time.Time
 
 	mu      sync.Mutex
 	entries map[key]*entry
