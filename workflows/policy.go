@@ -95,6 +95,7 @@ func (p *policyEntity) validateApply(_ workflow.Context, a protocol.PolicyApply)
 		return temporal.NewNonRetryableApplicationError(meta.Namespace+"/"+meta.Name+" sent to the policy workflow of namespace "+
 			p.rec.Namespace, "InvalidSpec", nil)
 	}
+	//workflowcheck:ignore deterministic: result does not depend on map order
 	if err := validate(); err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
 	}
