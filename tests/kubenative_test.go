@@ -297,6 +297,26 @@ func TestKubeNative(t *testing.T) {
 		f.k.run(t, "", "delete", "gitrepo", "kn-downstream", "-n", "fleet-default", "--timeout=90s")
 	})
 
+	t.Run("HelmOpWithSecret", func(t *testing.T) {
+		charts := newChartRepo(t, "kn-web", "helm", mgmtPassword)
+		charts.publish(t, "1.0.0")
+		f.k.run(t, basicAuthSecret("kn-web-helm", "helm", mgmtPassword), "apply", "-n", "fleet-default", "-f", "-")
+		f.k.run(t, helmOpDoc("kn-web", charts.URL, "kn-web", "~1", "kn-helmop", "  helmSecretName: kn-web-helm\n"), "apply", "-n", "fleet-default", "-f", "-")
+		f.waitIn(t, "fleet-default", "helmop/kn-web", "the chart deployed", time.Minute, func(st status.GitRepo) bool {
+			return st.Version == "1.0.0" && st.ManagedBy == "kubernetes" && settledReady(2)(st)
+		})
+		for _, c := range down {
+			cm, err := c.Clientset(t).CoreV1().ConfigMaps("kn-helmop").Get(t.Context(), "kn-web", metav1.GetOptions{})
+			require.NoError(t, err, c.Name)
+			assert.Equal(t, "1.0.0", cm.Data["version"])
+		}
+		f.k.run(t, "", "delete", "helmop", "kn-web", "-n", "fleet-default", "--timeout=90s")
+		for _, c := range down {
+			_, err := c.Clientset(t).CoreV1().ConfigMaps("kn-helmop").Get(t.Context(), "kn-web", metav1.GetOptions{})
+			assert.True(t, apierrors.IsNotFound(err), "the HelmOp's deletion uninstalled it from %s", c.Name)
+		}
+	})
+
 	t.Run("DeleteKeepsOrRemoves", func(t *testing.T) {
 		f.k.run(t, "", "patch", "gitrepo", "private", "-n", "fleet-default", "--type=merge", "-p", `{"spec":{"keepResources":true}}`)
 		f.waitIn(t, "fleet-default", "private", "keepResources applied", time.Minute, settledReady(2))
