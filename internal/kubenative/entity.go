@@ -3,6 +3,7 @@ package kubenative
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -11,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/applier"
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 )
 
@@ -56,6 +59,9 @@ func (h *entityHandler) apply(ctx context.Context, obj *unstructured.Unstructure
 	if err != nil {
 		return err
 	}
+	if err := checkHelmOp(obj, &doc); err != nil {
+		return err
+	}
 	h.warnUnknown(ctx, obj, doc.Warnings)
 	refs := secretRefs(obj)
 	names := make([]string, len(refs))
@@ -78,6 +84,23 @@ func (h *entityHandler) apply(ctx context.Context, obj *unstructured.Unstructure
 			zap.String("name", obj.GetName()), zap.Int64("generation", obj.GetGeneration()), zap.String("result", verb))
 	}
 	return Approve(ctx, h.d, obj)
+}
+
+// checkHelmOp checks a HelmOp's bundle part as `flotilla apply` does
+// (bundle.CheckHelmOp): an invalid one is refused, unknown keys join the
+// document's warnings.
+func checkHelmOp(obj *unstructured.Unstructured, doc *api.Document) error {
+	if doc.HelmOp == nil {
+		return nil
+	}
+	unknown, err := bundle.CheckHelmOp(obj.GetKind(), obj.GetName(), doc.HelmOp.Spec.Bundle)
+	if err != nil {
+		return refusal(obj, "spec", ReasonInvalidSpec, err.Error())
+	}
+	for _, k := range unknown {
+		doc.Warnings = append(doc.Warnings, fmt.Sprintf("HelmOp %s/%s: unknown field %q (ignored)", obj.GetNamespace(), obj.GetName(), "spec."+k))
+	}
+	return nil
 }
 
 // due reports whether obj's generation is still to be applied.
