@@ -346,14 +346,22 @@ func clusterRecord(ctx context.Context, d *Deps, name string) (rec protocol.Clus
 // done once its workflow has ended.
 func (g globalName) Delete(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
 	ok, _, err := holdsName(ctx, g.d, g.gvr, obj)
-	if err != nil || !ok {
-		return !ok && err == nil, err
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		g.ev.forget(obj)
+		return true, nil
 	}
 	ap := &applier.Applier{Temporal: g.d.Temporal, TaskQueue: g.d.TaskQueue}
 	if err := ap.Delete(ctx, g.kind, "", obj.GetName()); err != nil && !errors.Is(err, applier.ErrNotFound) {
 		return false, err
 	}
-	return ap.Ended(ctx, g.kind, "", obj.GetName())
+	done, err := ap.Ended(ctx, g.kind, "", obj.GetName())
+	if done {
+		g.ev.forget(obj)
+	}
+	return done, err
 }
 
 // eventLog records Events on the resources of these handlers, a refusal
@@ -374,6 +382,13 @@ func (l *eventLog) report(ctx context.Context, obj *unstructured.Unstructured, e
 		l.warnOnce(ctx, obj, ref.Reason, ref.Error())
 	}
 	return err
+}
+
+// forget drops what the log keeps of obj (it was deleted).
+func (l *eventLog) forget(obj *unstructured.Unstructured) {
+	l.mu.Lock()
+	delete(l.last, string(obj.GetUID()))
+	l.mu.Unlock()
 }
 
 // warnOnce records a Warning event unless the last one on obj said the same.

@@ -341,11 +341,13 @@ func (h *tokenHandler) Delete(ctx context.Context, obj *unstructured.Unstructure
 	} else if sec != nil && ownedBy(sec.OwnerReferences, obj.GetUID()) && sec.Annotations[AnnotationTokenID] != "" {
 		id = sec.Annotations[AnnotationTokenID]
 	}
-	if id == "" {
-		return true, nil
+	if id != "" {
+		if err := revokeToken(ctx, h.d, id); err != nil {
+			return false, err
+		}
 	}
-	err := revokeToken(ctx, h.d, id)
-	return err == nil, err
+	h.ev.forget(obj)
+	return true, nil
 }
 
 // revokeToken revokes registration token id, unless its workflow ended.
