@@ -97,3 +97,32 @@ func TestGitRepoWorkflow_Policy(t *testing.T) {
 		assert.Equal(t, "deployer", s.ServiceAccount, "the policy's defaultServiceAccount is what deploys")
 	}
 }
+
+// A HelmOp is checked as a HelmOp (chart patterns, helmOp defaults), and
+// its rollout renders with the policy's defaults.
+func TestHelmOpWorkflow_Policy(t *testing.T) {
+	env, f, _, renders := helmOpEnv(t)
+	meta := api.ObjectMeta{Namespace: "fleet-default", Name: "charts"}
+	f.policies.setPolicies(api.Policy{Metadata: meta, HelmOp: &api.HelmOpPolicy{AllowedChartPatterns: []string{"web"}}})
+	var refused status.GitRepo
+	env.RegisterDelayedCallback(func() { applyHelmOp(t, env, testHelmOp(t, "1.0.0"), nil) }, 0)
+	env.RegisterDelayedCallback(func() {
+		refused = queryStatus(t, env)
+		f.policies.setPolicies(api.Policy{Metadata: meta, HelmOp: &api.HelmOpPolicy{AllowedChartPatterns: []string{"app"},
+			DefaultServiceAccount: "deployer", DefaultHelmSecretName: "chart-creds"}})
+		env.SignalWorkflow(protocol.SignalPolicyChanged, nil)
+	}, time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalDelete, nil) }, 2*time.Minute)
+	env.ExecuteWorkflow(HelmOpWorkflow, helmOpInput)
+	require.NoError(t, env.GetWorkflowError())
+	assert.Equal(t, `Policy fleet-default/charts: helmOp.allowedChartPatterns [web] do not match helm.chart "app"`, refused.PolicyViolation)
+	require.NotEmpty(t, *renders, "rendered once allowed")
+	for _, r := range *renders {
+		assert.Equal(t, "deployer", r.Spec.ServiceAccount)
+		assert.Equal(t, "chart-creds", r.Spec.HelmSecretName)
+	}
+	f.policies.mu.Lock()
+	defer f.policies.mu.Unlock()
+	require.NotEmpty(t, f.policies.checks)
+	assert.NotNil(t, f.policies.checks[0].HelmOp, "checked as a HelmOp")
+}

@@ -28,7 +28,6 @@ func helmOpEnv(t *testing.T) (*testsuite.TestWorkflowEnvironment, *fakeFleet, *[
 	var a *activities.Activities
 	var resolves []activities.ResolveInput
 	var renders []activities.RenderInput
-	allowPolicies(env)
 	env.OnActivity(a.ResolveCommit, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.ResolveInput) (activities.ResolveResult, error) {
 			f.mu.Lock()
