@@ -94,6 +94,10 @@ func printStatus(w io.Writer, f output.Format, st status.GitRepo) error {
 	}
 	printHeader(w, st)
 	shown := map[string]bool{"": true}
+	if v := st.PolicyViolation; v != "" {
+		fmt.Fprintf(w, "Refused:  %s (nothing is fetched or deployed until the spec or the policy changes)\n", v)
+		shown[v] = true
+	}
 	if st.Error != "" {
 		fmt.Fprintf(w, "Error:    %s\n", st.Error)
 		shown[st.Error] = true
