@@ -38,6 +38,9 @@ func TestGitRepoWorkflow_PauseAndResume(t *testing.T) {
 		st := queryStatus(t, env)
 		assert.True(t, st.Paused)
 		assert.Equal(t, next, st.LatestCommit, "a paused GitRepo still polls")
+		if assert.NotNil(t, st.LatestCommitSeen) {
+			assert.False(t, st.LatestCommitSeen.After(env.Now()), "when a poll saw the new commit (workflow time)")
+		}
 		assert.NotEqual(t, next, st.Commit, "but rolls nothing out")
 		for _, d := range st.Deployments {
 			assert.Equal(t, status.OutOfSync, d.State)

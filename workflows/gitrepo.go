@@ -65,6 +65,9 @@ type GitRepoState struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// PollFailures counts failed checks of the remote in a row.
 	PollFailures int `json:"pollFailures,omitempty"`
+	// LatestCommitSeen is when a check of the remote first saw
+	// LatestCommit (workflow time).
+	LatestCommitSeen time.Time `json:"latestCommitSeen,omitzero"`
 	// Webhooks counts authenticated push signals since the repo or branch
 	// last changed; WebhookCommit and LastWebhookTime are the last push's.
 	Webhooks        int64     `json:"webhooks,omitempty"`

@@ -113,6 +113,9 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 	if res.Commit != current && !failed {
 		g.s.Dirty = true
 	}
+	if res.Commit != g.s.LatestCommit {
+		g.s.LatestCommitSeen = workflow.Now(ctx)
+	}
 	g.s.LatestCommit = res.Commit
 	if g.s.GitFailed {
 		// The remote answers again. Runs before versionLongLived rolled

@@ -73,6 +73,10 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 		t := g.s.LastWebhookTime
 		st.LastWebhookTime = &t
 	}
+	if !g.s.LatestCommitSeen.IsZero() {
+		t := g.s.LatestCommitSeen
+		st.LatestCommitSeen = &t
+	}
 	if d := g.pollingInterval(); d > 0 {
 		st.PollingInterval = d.String()
 	}

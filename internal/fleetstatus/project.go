@@ -81,6 +81,9 @@ func ProjectGitRepo(in GitRepoInput) GitRepoStatus {
 	if st.LastWebhookTime != nil {
 		out.LastWebhookTime = formatTime(*st.LastWebhookTime)
 	}
+	if st.LatestCommitSeen != nil {
+		out.LastPollingTriggered = formatTime(*st.LatestCommitSeen)
+	}
 	if st.Error != "" {
 		out.GitJobStatus = gitJobFailed
 	}

@@ -153,6 +153,8 @@ func TestProjectGitRepo_FleetFieldsAndDrift(t *testing.T) {
 	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	st := gitRepo(func(g *status.GitRepo) {
 		g.LatestCommit, g.WebhookCommit, g.LastWebhookTime = "c2", "c2", &when
+		seen := when.Add(time.Minute)
+		g.LatestCommitSeen = &seen
 	}, dep("demo-a", "c1", status.Ready), drifted)
 	got := ProjectGitRepo(GitRepoInput{Status: st, Generation: 1, SpecGeneration: 3})
 
@@ -179,6 +181,7 @@ func TestProjectGitRepo_FleetFieldsAndDrift(t *testing.T) {
 	assert.Equal(t, "c1", m["commit"])
 	assert.Equal(t, "c2", m["pollingCommit"])
 	assert.Equal(t, "2026-01-02T03:04:05Z", m["lastWebhookTime"])
+	assert.Equal(t, "2026-01-02T03:05:05Z", m["lastPollingTriggered"])
 	assert.Equal(t, "1/2", m["display"].(map[string]any)["readyBundleDeployments"])
 	assert.Equal(t, "Modified", m["summary"].(map[string]any)["nonReadyResources"].([]any)[0].(map[string]any)["bundleState"])
 	assert.Equal(t, map[string]any{"desiredReady": 2.0, "missing": 0.0, "modified": 0.0, "notReady": 0.0, "orphaned": 0.0,

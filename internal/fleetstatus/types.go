@@ -138,7 +138,11 @@ type GitRepoStatus struct {
 	WebhookCommit            string                           `json:"webhookCommit,omitempty"`
 	LastWebhookTime          string                           `json:"lastWebhookTime,omitempty"`
 	PollingCommit            string                           `json:"pollingCommit,omitempty"`
-	GitJobStatus             string                           `json:"gitJobStatus,omitempty"`
+	// LastPollingTriggered is when a check of the remote found
+	// PollingCommit: not every poll, which would write every GitRepo's
+	// status once per polling interval (Fleet's status churn, fleet#3484).
+	LastPollingTriggered string `json:"lastPollingTriggered,omitempty"`
+	GitJobStatus         string `json:"gitJobStatus,omitempty"`
 	// Version is a HelmOp's deployed chart version.
 	Version string `json:"version,omitempty"`
 }

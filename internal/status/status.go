@@ -240,8 +240,10 @@ type GitRepo struct {
 	Revision string `json:"revision,omitempty"`
 	// Commit is the commit of the last finished rollout.
 	Commit string `json:"commit,omitempty"`
-	// LatestCommit is the newest commit seen on the remote.
-	LatestCommit string `json:"latestCommit,omitempty"`
+	// LatestCommit is the newest commit seen on the remote, and
+	// LatestCommitSeen when a check of the remote first saw it.
+	LatestCommit     string     `json:"latestCommit,omitempty"`
+	LatestCommitSeen *time.Time `json:"latestCommitSeen,omitempty"`
 	// Generation counts spec changes; ObservedGeneration is the generation
 	// of the last finished rollout.
 	Generation         int64 `json:"generation"`
