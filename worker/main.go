@@ -9,10 +9,12 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-logr/zapr"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
+	"k8s.io/klog/v2"
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/buildinfo"
@@ -79,6 +81,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer func() { _ = logger.Sync() }() // stderr sync errors are not actionable
+	// client-go (leader election, informers) logs through klog: into the
+	// same JSON lines, not klog's own format on stderr.
+	klog.SetLogger(zapr.NewLogger(logger.Named("kubernetes")))
 
 	ln, err := listenHTTP(o.HTTPListen)
 	if err != nil {
