@@ -25,7 +25,8 @@ import (
 // allowedRepoPatterns do not match stalls the GitRepo with a violation
 // naming the rule and deploys nothing; relaxing the Policy lets it
 // deploy, as its defaultServiceAccount; deleting the Policy
-// (policy.DeleteDocument) rolls out the GitRepo's own spec again.
+// (policy.DeleteDocument) rolls out the GitRepo's own spec again; a
+// GitRepoRestriction applied later stalls it and leaves what runs alone.
 func TestPolicy(t *testing.T) {
 	f := &failureFleet{fleet: startFleet(t, 1, 1)}
 	const name, ns, other = "polapp", "pol-apps", "pol-other"
@@ -80,7 +81,21 @@ func TestPolicy(t *testing.T) {
 	f.readyOn(t, name, name+"-outside", repo.Head(t))
 	_, ok = f.configMap(t, "cluster-1", other, "pol-outside")
 	assert.True(t, ok, "deployed with the cluster's credentials once the policy is gone")
+
+	// A GitRepoRestriction refuses what now runs: it stalls, and what it
+	// deployed stays; deleting the GitRepo still removes it.
+	out = f.apply(t, "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepoRestriction\nmetadata:\n  name: ns-only\n"+
+		"allowedTargetNamespaces:\n- "+ns+"\n")
+	assert.Contains(t, out, "gitreporestriction/fleet-default/ns-only created")
+	st = f.waitFor(t, name, "a restriction violation", func(st status.GitRepo) bool { return st.PolicyViolation != "" })
+	assert.Equal(t, "GitRepoRestriction fleet-default/ns-only: allowedTargetNamespaces is set, and the GitRepo sets no targetNamespace",
+		st.PolicyViolation)
+	assert.Len(t, st.Deployments, 2, "the deployments stay as they were")
+	_, ok = f.configMap(t, "cluster-1", ns, "pol-app")
+	assert.True(t, ok, "nothing removed by a refusal")
 	f.remove(t, name)
+	_, ok = f.configMap(t, "cluster-1", ns, "pol-app")
+	assert.False(t, ok, "a refused GitRepo is still deleted")
 }
 
 // policyDoc is a Policy of fleet-default; body holds its top-level fields.
