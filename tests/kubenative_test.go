@@ -338,6 +338,8 @@ func TestKubeNative(t *testing.T) {
 		}
 	})
 
+	t.Run("TeamPolicy", func(t *testing.T) { testTeamPolicy(t, f) })
+
 	t.Run("LeaderKilledDuringBurst", func(t *testing.T) {
 		const n = 20
 		files := map[string]string{}
