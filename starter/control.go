@@ -10,6 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/applier"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
@@ -21,13 +23,16 @@ func newSignalCommand(g *globals, name, signal, short string, waitByDefault bool
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   name + " NAME|helmop/NAME" + map[bool]string{true: "|clustergroup/NAME"}[signal == protocol.SignalDelete],
+		Use:   name + " NAME|helmop/NAME" + map[bool]string{true: "|clustergroup/NAME|policy/NAME|gitreporestriction/NAME"}[signal == protocol.SignalDelete],
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			repo := args[0]
 			if group, ok := clusterGroupArg(repo); ok && signal == protocol.SignalDelete {
 				return deleteClusterGroup(cmd, g, group, wait, timeout)
+			}
+			if kind, name, ok := restrictionArg(repo); ok && signal == protocol.SignalDelete {
+				return deleteRestriction(cmd, g, kind, name, timeout)
 			}
 			e := parseEntity(g.Namespace, repo)
 			id := e.id()
@@ -87,6 +92,33 @@ func clusterGroupArg(arg string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// restrictionArg reads "policy/NAME" or "gitreporestriction/NAME" (or
+// their plurals) as the kind and name of a namespace restriction.
+func restrictionArg(arg string) (kind, name string, ok bool) {
+	for prefix, kind := range map[string]string{"policy/": api.KindPolicy, "policies/": api.KindPolicy,
+		"gitreporestriction/": api.KindGitRepoRestriction, "gitreporestrictions/": api.KindGitRepoRestriction} {
+		if name, ok := strings.CutPrefix(arg, prefix); ok && name != "" {
+			return kind, name, true
+		}
+	}
+	return "", "", false
+}
+
+// deleteRestriction removes a Policy or GitRepoRestriction of the
+// namespace; its GitRepos and HelmOps are checked again at once.
+func deleteRestriction(cmd *cobra.Command, g *globals, kind, name string, timeout time.Duration) error {
+	return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
+		if err := g.applier(c).Delete(ctx, kind, g.Namespace, name); err != nil {
+			if errors.Is(err, applier.ErrNotFound) {
+				return fmt.Errorf("%s %s/%s not found", kind, g.Namespace, name)
+			}
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s/%s deleted\n", strings.ToLower(kind), g.Namespace, name)
+		return nil
+	})
 }
 
 // deleteClusterGroup removes a cluster group; with wait, it returns once

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -13,8 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flotilla-gitops/flotilla/internal/api"
-	"github.com/flotilla-gitops/flotilla/internal/policy"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
@@ -25,7 +22,7 @@ import (
 // allowedRepoPatterns do not match stalls the GitRepo with a violation
 // naming the rule and deploys nothing; relaxing the Policy lets it
 // deploy, as its defaultServiceAccount; deleting the Policy
-// (policy.DeleteDocument) rolls out the GitRepo's own spec again; a
+// (`flotilla delete policy/NAME`) rolls out the GitRepo's own spec again; a
 // GitRepoRestriction applied later stalls it and leaves what runs alone.
 func TestPolicy(t *testing.T) {
 	f := &failureFleet{fleet: startFleet(t, 1, 1)}
@@ -73,11 +70,10 @@ func TestPolicy(t *testing.T) {
 	assert.Contains(t, d.Message, `"system:serviceaccount:pol-apps:deployer"`, "deployed as the policy's defaultServiceAccount")
 
 	// Deleted: the GitRepo's own spec (no serviceAccount) rolls out again.
-	c := policyClient(t, f.fleet)
-	dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, policy.DeleteDocument(dctx, c, "", api.KindPolicy, "fleet-default", "strict"))
-	require.ErrorIs(t, policy.DeleteDocument(dctx, c, "", api.KindPolicy, "fleet-default", "strict"), policy.ErrNotFound)
+	assert.Contains(t, f.cli(t, "delete", "policy/strict"), "policy/fleet-default/strict deleted")
+	_, stderr, err := f.cliErr(t, "delete", "policy/strict")
+	require.Error(t, err, "a second delete finds nothing")
+	assert.Contains(t, stderr, "Policy fleet-default/strict not found")
 	f.readyOn(t, name, name+"-outside", repo.Head(t))
 	_, ok = f.configMap(t, "cluster-1", other, "pol-outside")
 	assert.True(t, ok, "deployed with the cluster's credentials once the policy is gone")
