@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -102,6 +103,29 @@ func Decode(r io.Reader, source string) ([]Document, error) {
 	}
 }
 
+// documentKind is a kind Decode reads: the apiVersions it is accepted
+// in, and the Document field it decodes into (field sets it to a new
+// value and returns it).
+type documentKind struct {
+	versions []string
+	field    func(*Document) any
+}
+
+var (
+	flotillaOrFleet = []string{Version, FleetVersion}
+	core            = []string{"v1"}
+	documentKinds   = map[string]documentKind{
+		KindGitRepo:            {flotillaOrFleet, func(d *Document) any { d.GitRepo = &GitRepo{}; return d.GitRepo }},
+		KindHelmOp:             {flotillaOrFleet, func(d *Document) any { d.HelmOp = &HelmOp{}; return d.HelmOp }},
+		KindCluster:            {flotillaOrFleet, func(d *Document) any { d.Cluster = &Cluster{}; return d.Cluster }},
+		KindClusterGroup:       {flotillaOrFleet, func(d *Document) any { d.ClusterGroup = &ClusterGroup{}; return d.ClusterGroup }},
+		KindGitRepoRestriction: {flotillaOrFleet, func(d *Document) any { d.GitRepoRestriction = &GitRepoRestriction{}; return d.GitRepoRestriction }},
+		KindPolicy:             {flotillaOrFleet, func(d *Document) any { d.Policy = &Policy{}; return d.Policy }},
+		KindSecret:             {core, func(d *Document) any { d.Secret = &Secret{}; return d.Secret }},
+		KindConfigMap:          {core, func(d *Document) any { d.ConfigMap = &ConfigMap{}; return d.ConfigMap }},
+	}
+)
+
 func decodeOne(raw map[string]any, src string) (Document, error) {
 	apiVersion, _ := raw["apiVersion"].(string)
 	kind, _ := raw["kind"].(string)
@@ -110,35 +134,12 @@ func decodeOne(raw map[string]any, src string) (Document, error) {
 		return Document{}, fmt.Errorf("%s: %w", src, err)
 	}
 	doc := Document{Source: src}
-	switch {
-	case kind == KindGitRepo && (apiVersion == Version || apiVersion == FleetVersion):
-		doc.GitRepo = &GitRepo{}
-		err = unmarshal(data, doc.GitRepo)
-	case kind == KindClusterGroup && (apiVersion == Version || apiVersion == FleetVersion):
-		doc.ClusterGroup = &ClusterGroup{}
-		err = unmarshal(data, doc.ClusterGroup)
-	case kind == KindHelmOp && (apiVersion == Version || apiVersion == FleetVersion):
-		doc.HelmOp = &HelmOp{}
-		err = unmarshal(data, doc.HelmOp)
-	case kind == KindCluster && (apiVersion == Version || apiVersion == FleetVersion):
-		doc.Cluster = &Cluster{}
-		err = unmarshal(data, doc.Cluster)
-	case kind == KindGitRepoRestriction && (apiVersion == Version || apiVersion == FleetVersion):
-		doc.GitRepoRestriction = &GitRepoRestriction{}
-		err = unmarshal(data, doc.GitRepoRestriction)
-	case kind == KindPolicy && (apiVersion == Version || apiVersion == FleetVersion):
-		doc.Policy = &Policy{}
-		err = unmarshal(data, doc.Policy)
-	case kind == KindSecret && apiVersion == "v1":
-		doc.Secret = &Secret{}
-		err = unmarshal(data, doc.Secret)
-	case kind == KindConfigMap && apiVersion == "v1":
-		doc.ConfigMap = &ConfigMap{}
-		err = unmarshal(data, doc.ConfigMap)
-	default:
+	k, ok := documentKinds[kind]
+	if !ok || !slices.Contains(k.versions, apiVersion) {
 		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo, HelmOp, Cluster, ClusterGroup, GitRepoRestriction or Policy in %s or %s, or a v1 Secret or ConfigMap)",
 			src, kind, apiVersion, Version, FleetVersion)
 	}
+	err = unmarshal(data, k.field(&doc))
 	if err != nil {
 		return Document{}, fmt.Errorf("%s: %s %s: %w", src, kind, metaName(raw), err)
 	}
