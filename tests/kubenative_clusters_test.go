@@ -243,8 +243,10 @@ spec: {ttl: 1h}
 	assert.Equal(t, crt.GetUID(), sec.OwnerReferences[0].UID, "garbage-collected with the token")
 	var values struct {
 		Registration struct{ Token string } `json:"registration"`
+		Temporal     struct{ Address string } `json:"temporal"`
 	}
 	require.NoError(t, yaml.Unmarshal(sec.Data[kubenative.TokenValuesKey], &values))
+	assert.Equal(t, kn.w.frontend, values.Temporal.Address, "agents are told where to register: the controller's Temporal")
 	id, _, err := cluster.ParseToken(values.Registration.Token)
 	require.NoError(t, err)
 	assert.Equal(t, id, crt.GetAnnotations()[kubenative.AnnotationTokenStarted], "started once: never again after Temporal forgets it")

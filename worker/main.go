@@ -161,7 +161,7 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 		stop()
 		return err
 	}
-	if err := startManagement(ctx, o.Management, c, o.TaskQueue, st.sealing, logger); err != nil {
+	if err := startManagement(ctx, o.Management, c, o.TaskQueue, st.sealing, o.registration(), logger); err != nil {
 		stop()
 		return err
 	}

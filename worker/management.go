@@ -75,7 +75,8 @@ func (f *managementFlags) restConfig() (*rest.Config, error) {
 
 // startManagement serves the management cluster, when one is configured,
 // until ctx ends: Secrets are sealed to this controller's own newest key.
-func startManagement(ctx context.Context, f managementFlags, c client.Client, queue string, s *activities.Sealing, logger *zap.Logger) error {
+func startManagement(ctx context.Context, f managementFlags, c client.Client, queue string, s *activities.Sealing,
+	reg kubenative.Registration, logger *zap.Logger) error {
 	if !f.enabled() {
 		return nil
 	}
@@ -84,7 +85,7 @@ func startManagement(ctx context.Context, f managementFlags, c client.Client, qu
 		return err
 	}
 	cfg := kubenative.Config{REST: rc, Temporal: c, TaskQueue: queue, Sealer: applier.KeySealer{Key: s.Opener.Newest()},
-		Logger: logger.Named("management"), Namespace: f.Namespace, LeaseDuration: f.LeaseDuration}
+		Logger: logger.Named("management"), Namespace: f.Namespace, LeaseDuration: f.LeaseDuration, Registration: reg}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -94,4 +95,14 @@ func startManagement(ctx context.Context, f managementFlags, c client.Client, qu
 		}
 	}()
 	return nil
+}
+
+// registration is where the agents of ClusterRegistrationTokens register:
+// the gateway when this controller serves one, else its Temporal frontend
+// (empty in dev mode, whose frontend only this host reaches).
+func (o *options) registration() kubenative.Registration {
+	if a := o.Gateway.address(); a != "" {
+		return kubenative.Registration{Address: a, Namespace: o.Temporal.Namespace, Gateway: true}
+	}
+	return kubenative.Registration{Address: o.Temporal.Address, Namespace: o.Temporal.Namespace}
 }

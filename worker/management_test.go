@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/internal/kubenative"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -47,4 +48,23 @@ func TestManagementFlags(t *testing.T) {
 	var f managementFlags
 	f.bindFlags(pflag.NewFlagSet("y", pflag.ContinueOnError))
 	assert.Equal(t, 15*time.Second, f.LeaseDuration)
+}
+
+func TestRegistration(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		gateway string
+		want    kubenative.Registration
+	}{
+		{name: "temporal", want: kubenative.Registration{Address: "temporal:7233", Namespace: "fleet"}},
+		{name: "gateway", gateway: "flotilla.flotilla-system.svc:7243",
+			want: kubenative.Registration{Address: "flotilla.flotilla-system.svc:7243", Namespace: "fleet", Gateway: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var o options
+			o.Temporal.Address, o.Temporal.Namespace = "temporal:7233", "fleet"
+			o.Gateway.Advertise = tc.gateway
+			assert.Equal(t, tc.want, o.registration())
+		})
+	}
 }

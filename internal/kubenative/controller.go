@@ -48,6 +48,9 @@ type Config struct {
 	// StatusInterval is the status writer's MinInterval. Optional:
 	// default 2s.
 	StatusInterval time.Duration
+	// Registration is what the Secrets of ClusterRegistrationTokens tell
+	// agents besides the token. Optional: default the token alone.
+	Registration Registration
 	// Resync lists every watched object again this often. Optional:
 	// default 10m.
 	Resync time.Duration
@@ -115,7 +118,8 @@ func Run(ctx context.Context, cfg Config) error {
 		Client:     kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}
-	deps := &Deps{Temporal: cfg.Temporal, TaskQueue: cfg.TaskQueue, Kube: kube, Dynamic: dyn, Logger: cfg.Logger, Sealer: cfg.Sealer}
+	deps := &Deps{Temporal: cfg.Temporal, TaskQueue: cfg.TaskQueue, Kube: kube, Dynamic: dyn, Logger: cfg.Logger, Sealer: cfg.Sealer,
+		Registration: cfg.Registration}
 	for ctx.Err() == nil {
 		le, err := leaderelection.NewLeaderElector(electionConfig(cfg, lock, func(lctx context.Context) {
 			cfg.Logger.Info("Leading the management cluster's controllers", zap.String("lease", cfg.Namespace+"/"+LeaseName),

@@ -46,4 +46,6 @@ type Deps struct {
 	Sealer applier.Sealer
 	// Status keeps the resources' Fleet status; nil in unit tests.
 	Status *fleetstatus.Writer
+	// Registration is what token Secrets tell agents besides the token.
+	Registration Registration
 }

@@ -91,11 +91,6 @@ type tokenHandler struct {
 	ev  *eventLog
 }
 
-// NewTokenHandler returns the Handler of ClusterRegistrationTokens with
-// no Registration (the Secret's values then hold the token alone); see
-// NewTokenHandlerWith.
-func NewTokenHandler(d *Deps) Handler { return NewTokenHandlerWith(d, Registration{}) }
-
 // NewTokenHandlerWith returns the Handler of ClusterRegistrationTokens
 // whose Secrets tell agents r.
 func NewTokenHandlerWith(d *Deps, r Registration) Handler {
