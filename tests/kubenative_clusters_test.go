@@ -147,6 +147,11 @@ metadata: {name: prod-1, namespace: team-b, labels: {env: stolen}}
 		eventually(t, "refused with an event", func() bool { return len(kn.events(t, "team-b", "prod-1", kubenative.ReasonNameTaken)) > 0 })
 		assert.Contains(t, kn.events(t, "team-b", "prod-1", kubenative.ReasonNameTaken)[0], "Cluster fleet-default/prod-1 holds the name")
 		assert.Equal(t, map[string]string{"env": "kn"}, kn.clusterList(t)["prod-1"].Labels, "the holder's cluster is untouched")
+		clusters := schema.GroupVersionResource{Group: crds.Group, Version: crds.Version, Resource: "clusters"}
+		eventually(t, "Accepted and Ready False on the refused Cluster", func() bool {
+			obj, err := kn.dyn.Resource(clusters).Namespace("team-b").Get(t.Context(), "prod-1", metav1.GetOptions{})
+			return err == nil && condition(obj, "Accepted")["status"] == "False" && condition(obj, "Ready")["reason"] == kubenative.ReasonNameTaken
+		})
 		kn.k.run(t, "", "delete", "-n", "team-b", "clusters.fleet.cattle.io/prod-1")
 		_, listed := kn.clusterList(t)["prod-1"]
 		assert.True(t, listed, "deleting the refused Cluster leaves the holder's cluster")
@@ -242,7 +247,7 @@ spec: {ttl: 1h}
 	require.Len(t, sec.OwnerReferences, 1)
 	assert.Equal(t, crt.GetUID(), sec.OwnerReferences[0].UID, "garbage-collected with the token")
 	var values struct {
-		Registration struct{ Token string } `json:"registration"`
+		Registration struct{ Token string }   `json:"registration"`
 		Temporal     struct{ Address string } `json:"temporal"`
 	}
 	require.NoError(t, yaml.Unmarshal(sec.Data[kubenative.TokenValuesKey], &values))

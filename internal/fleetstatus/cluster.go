@@ -2,6 +2,7 @@ package fleetstatus
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -27,6 +28,9 @@ type ClusterInput struct {
 	GitRepos []status.GitRepo
 	// Generation is the management object's metadata.generation.
 	Generation int64
+	// Overrides are the management controller's conditions
+	// (Writer.SetCondition), e.g. Accepted=False for a refused Cluster.
+	Overrides []Condition
 }
 
 // ProjectCluster returns Fleet's status of a Cluster: its bundle
@@ -76,7 +80,28 @@ func ProjectCluster(in ClusterInput) ClusterStatus {
 			Message: "cluster " + rec.Name + " is out of contact: " + why}
 	}
 	ready.ObservedGeneration = in.Generation
-	out.Conditions = []Condition{ready}
+	out.Conditions = withOverrides([]Condition{ready}, in.Overrides, in.Generation)
+	return out
+}
+
+// withOverrides adds the management controller's conditions to conds,
+// whose first is Ready: each replaces the condition of its type or comes
+// after them, and an Accepted=False one makes Ready False for its reason
+// (a refused object is not ready, whatever Flotilla holds of its name).
+func withOverrides(conds, overrides []Condition, generation int64) []Condition {
+	out := slices.Clone(conds)
+	for _, o := range overrides {
+		o.ObservedGeneration = generation
+		if i := slices.IndexFunc(out, func(c Condition) bool { return c.Type == o.Type }); i >= 0 {
+			out[i] = o
+		} else {
+			out = append(out, o)
+		}
+		if o.Type == status.ConditionAccepted && o.Status == status.ConditionFalse {
+			out[0] = Condition{Type: status.ConditionReady, Status: status.ConditionFalse, Reason: o.Reason, Message: o.Message,
+				ObservedGeneration: generation}
+		}
+	}
 	return out
 }
 
@@ -99,6 +124,9 @@ type GroupInput struct {
 	GitRepos []status.GitRepo
 	// Generation is the management object's metadata.generation.
 	Generation int64
+	// Overrides are the management controller's conditions, as a
+	// Cluster's.
+	Overrides []Condition
 }
 
 // ProjectGroup returns Fleet's status of a ClusterGroup, computed from
@@ -141,7 +169,7 @@ func ProjectGroup(in GroupInput) ClusterGroupStatus {
 		ready.Message = fmt.Sprintf("%d clusters not ready: %s", out.NonReadyClusterCount,
 			status.JoinClusters(out.NonReadyClusters, out.NonReadyClusterCount-len(out.NonReadyClusters)))
 	}
-	out.Conditions = []Condition{ready}
+	out.Conditions = withOverrides([]Condition{ready}, in.Overrides, in.Generation)
 	return out
 }
 

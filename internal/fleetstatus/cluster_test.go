@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
@@ -49,6 +50,22 @@ func TestProjectCluster(t *testing.T) {
 			assert.Equal(t, tt.wantRepos, [2]int{got.ReadyGitRepos, got.DesiredReadyGitRepos})
 		})
 	}
+}
+
+func TestProjectCluster_Refused(t *testing.T) {
+	refused := Condition{Type: status.ConditionAccepted, Status: status.ConditionFalse, Reason: "NameTaken",
+		Message: "cluster name c2 is held by Cluster fleet-default/c2"}
+	got := ProjectCluster(ClusterInput{Record: protocol.ClusterRecord{Name: "c2", KubeconfigHash: "h"}, Generation: 2,
+		Overrides: []Condition{refused}})
+	require.Len(t, got.Conditions, 2)
+	assert.Equal(t, Condition{Type: status.ConditionReady, Status: status.ConditionFalse, Reason: "NameTaken",
+		Message: refused.Message, ObservedGeneration: 2}, got.Conditions[0], "a refused Cluster is not Ready")
+	refused.ObservedGeneration = 2
+	assert.Equal(t, refused, got.Conditions[1])
+
+	group := ProjectGroup(GroupInput{Generation: 3, Overrides: []Condition{refused}})
+	assert.Equal(t, status.ConditionFalse, group.Conditions[0].Status)
+	assert.Equal(t, "NameTaken", group.Conditions[0].Reason)
 }
 
 func TestProjectGroup(t *testing.T) {

@@ -45,9 +45,9 @@ func (w *Writer) process(ctx context.Context, e *entry) {
 	case KindGitRepo, KindHelmOp:
 		settled, err = w.processGitRepo(ctx, e, ref, overrides)
 	case KindCluster:
-		settled, err = w.processCluster(ctx, e, ref)
+		settled, err = w.processCluster(ctx, e, ref, overrides)
 	case KindClusterGroup:
-		settled, err = w.processGroup(ctx, e, ref)
+		settled, err = w.processGroup(ctx, e, ref, overrides)
 	default:
 		err = errors.New("unknown kind " + ref.Kind)
 	}
@@ -145,17 +145,17 @@ func (w *Writer) gitRepos() []status.GitRepo {
 	return out
 }
 
-func (w *Writer) processCluster(ctx context.Context, e *entry, ref Ref) (bool, error) {
+func (w *Writer) processCluster(ctx context.Context, e *entry, ref Ref, overrides []Condition) (bool, error) {
 	rec := protocol.ClusterRecord{Name: ref.Name}
 	if _, err := w.query(ctx, protocol.ClusterID(ref.Name), &rec); err != nil {
 		return false, err
 	}
-	proj := ProjectCluster(ClusterInput{Record: rec, GitRepos: w.gitRepos(), Generation: ref.Generation})
+	proj := ProjectCluster(ClusterInput{Record: rec, GitRepos: w.gitRepos(), Generation: ref.Generation, Overrides: overrides})
 	pending, err := w.writeStatus(ctx, e, ref, stamped(&proj, &proj.Conditions))
 	return !pending && proj.Conditions[0].Status == "True", err
 }
 
-func (w *Writer) processGroup(ctx context.Context, e *entry, ref Ref) (bool, error) {
+func (w *Writer) processGroup(ctx context.Context, e *entry, ref Ref, overrides []Condition) (bool, error) {
 	var rec protocol.GroupRecord
 	if _, err := w.query(ctx, protocol.ClusterGroupID(ref.Name), &rec); err != nil {
 		return false, err
@@ -164,7 +164,8 @@ func (w *Writer) processGroup(ctx context.Context, e *entry, ref Ref) (bool, err
 	if err != nil {
 		return false, err
 	}
-	proj := ProjectGroup(GroupInput{Selector: rec.Selector, Clusters: clusters, GitRepos: w.gitRepos(), Generation: ref.Generation})
+	proj := ProjectGroup(GroupInput{Selector: rec.Selector, Clusters: clusters, GitRepos: w.gitRepos(), Generation: ref.Generation,
+		Overrides: overrides})
 	pending, err := w.writeStatus(ctx, e, ref, stamped(&proj, &proj.Conditions))
 	return !pending && proj.Conditions[0].Status == status.ConditionTrue, err
 }
