@@ -20,6 +20,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
+	"github.com/flotilla-gitops/flotilla/internal/githubapp"
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
 	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
@@ -42,6 +43,15 @@ type Activities struct {
 	Sealing *Sealing
 	Content *content.Store
 	Git     *gitsource.Cache
+	// KnownHostsFile is the worker's --ssh-known-hosts: the host keys of
+	// SSH remotes whose Secret has no known_hosts. Read on each use.
+	KnownHostsFile string
+	// InsecureSkipHostKeyChecks (--insecure-skip-host-key-checks) accepts
+	// any SSH host key, for every GitRepo; status warns.
+	InsecureSkipHostKeyChecks bool
+	// GitHubApps mints GitHub App installation tokens. Optional: created
+	// on first use.
+	GitHubApps *githubapp.Tokens
 	// Charts configures fetching remote Helm charts (cache directory,
 	// mirrors); each render gets its own Fetcher with the GitRepo's Helm
 	// credentials. Optional: without it, bundles with remote charts fail
@@ -68,6 +78,7 @@ type Activities struct {
 	// notifier coalesces NotifyGitRepos calls.
 	notifierOnce sync.Once
 	notifier     *cluster.Notifier
+	appsOnce     sync.Once
 }
 
 // reader returns the bundle reader of one render of a GitRepo: remote
@@ -123,20 +134,6 @@ func (a *Activities) fetcher(ref GitRepoRef, spec api.GitRepoSpec) (*chartfetch.
 	return f, nil
 }
 
-// remote builds the Git remote of a GitRepo, with its credentials.
-func (a *Activities) remote(ref GitRepoRef, spec api.GitRepoSpec) (gitsource.Remote, error) {
-	r := gitsource.Remote{URL: spec.Repo, InsecureSkipTLSVerify: spec.InsecureSkipTLSVerify}
-	if spec.ClientSecretName == "" {
-		return r, nil
-	}
-	user, pass, err := a.credentials(ref, "clientSecretName", spec.ClientSecretName)
-	if err != nil {
-		return r, err
-	}
-	r.Auth = &gitsource.Auth{Username: user, Password: pass}
-	return r, nil
-}
-
 // credentials loads the basic-auth Secret a GitRepo field names. A
 // missing Secret, or one without a password or token (a webhook Secret),
 // is a non-retryable error naming the field.
@@ -162,7 +159,7 @@ func (a *Activities) ResolveCommit(ctx context.Context, in ResolveInput) (Resolv
 	if in.Spec.HelmOp != nil {
 		return a.resolveChart(ctx, in)
 	}
-	r, err := a.remote(in.GitRepo, in.Spec)
+	r, warnings, err := a.remote(ctx, in.GitRepo, in.Spec)
 	if err != nil {
 		return ResolveResult{}, err
 	}
@@ -170,7 +167,7 @@ func (a *Activities) ResolveCommit(ctx context.Context, in ResolveInput) (Resolv
 	if err != nil {
 		return ResolveResult{}, gitError(in.GitRepo, err)
 	}
-	return ResolveResult{Ref: ref.Name, Commit: ref.Commit}, nil
+	return ResolveResult{Ref: ref.Name, Commit: ref.Commit, Warnings: warnings}, nil
 }
 
 func gitError(ref GitRepoRef, err error) error {
@@ -257,7 +254,7 @@ func (a *Activities) source(ctx context.Context, in RenderInput) (dir string, di
 		}
 		return dir, []string{"."}, func() { _ = os.RemoveAll(dir) }, nil
 	}
-	r, err := a.remote(in.GitRepo, in.Spec)
+	r, _, err := a.remote(ctx, in.GitRepo, in.Spec)
 	if err != nil {
 		return "", nil, nil, err
 	}
