@@ -24,7 +24,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
 	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
-	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -151,36 +150,6 @@ func (a *Activities) credentials(ref GitRepoRef, field, name string) (user, pass
 			fmt.Sprintf("%s: %s %q has no password or token", ref.Title(), field, name), ErrTypeSecretNotFound, nil)
 	}
 	return user, pass, nil
-}
-
-// ResolveCommit asks the remote which commit the GitRepo's branch, tag or
-// revision is at, without cloning.
-func (a *Activities) ResolveCommit(ctx context.Context, in ResolveInput) (ResolveResult, error) {
-	if in.Spec.HelmOp != nil {
-		return a.resolveChart(ctx, in)
-	}
-	r, warnings, err := a.remote(ctx, in.GitRepo, in.Spec)
-	if err != nil {
-		return ResolveResult{}, err
-	}
-	ref, err := gitsource.Resolve(ctx, r, in.Spec.Branch, in.Spec.Revision)
-	if err != nil {
-		return ResolveResult{}, gitError(in.GitRepo, err)
-	}
-	return ResolveResult{Ref: ref.Name, Commit: ref.Commit, Warnings: warnings}, nil
-}
-
-func gitError(ref GitRepoRef, err error) error {
-	msg := fmt.Sprintf("GitRepo %s: %v", ref, err)
-	switch {
-	case errors.Is(err, gitsource.ErrAuth):
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitAuth, nil)
-	case errors.Is(err, gitsource.ErrRefNotFound):
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeRefNotFound, nil)
-	case errors.Is(err, sizelimit.ErrTooLarge): // the commit is over --max-checkout-size
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalidBundle, nil)
-	}
-	return temporal.NewApplicationError(msg, "Git")
 }
 
 // Render checks out the commit, finds the bundles under the GitRepo's

@@ -24,6 +24,10 @@ var (
 	ErrRepositoryNotFound = errors.New("git repository not found")
 	// ErrInvalidURL means a Remote's URL cannot be parsed.
 	ErrInvalidURL = errors.New("invalid Git URL")
+	// ErrHostKey means an SSH server's host key is not in known_hosts or
+	// differs from the line there; the error names the host and the
+	// offered key's SHA256 fingerprint.
+	ErrHostKey = errors.New("SSH host key not trusted")
 )
 
 // RefNotFoundError is a branch, tag, revision or commit missing from a
