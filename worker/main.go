@@ -136,7 +136,6 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 		return err
 	}
 	o.Limits.apply(st)
-	st.gitFlags = o.Git
 	if st.sealing, err = o.openSealing(c, logger); err != nil {
 		return err
 	}
