@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
@@ -27,6 +28,7 @@ func TestGitRepoWorkflow_PauseAndResume(t *testing.T) {
 	f := newFakeFleet()
 	f.register(env)
 	const next = "beef000000000000000000000000000000000002"
+	start := env.Now()
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(protocol.SignalPause, nil)
@@ -39,7 +41,12 @@ func TestGitRepoWorkflow_PauseAndResume(t *testing.T) {
 		assert.True(t, st.Paused)
 		assert.Equal(t, next, st.LatestCommit, "a paused GitRepo still polls")
 		if assert.NotNil(t, st.LatestCommitSeen) {
-			assert.False(t, st.LatestCommitSeen.After(env.Now()), "when a poll saw the new commit (workflow time)")
+			// The commit appeared at 5 s; the first poll after it (15 s
+			// ±10 % apart) saw it, and the later polls, which saw it
+			// again up to 60 s, do not move the time.
+			seen := st.LatestCommitSeen.Sub(start)
+			assert.GreaterOrEqual(t, seen, 5*time.Second, "when a poll first saw the new commit (workflow time)")
+			assert.LessOrEqual(t, seen, 5*time.Second+api.DefaultPollingInterval*11/10, "the first poll that saw it, not a later one")
 		}
 		assert.NotEqual(t, next, st.Commit, "but rolls nothing out")
 		for _, d := range st.Deployments {

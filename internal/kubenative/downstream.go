@@ -31,44 +31,74 @@ const kindConfigMap = "ConfigMap"
 
 func isDownstream(m metav1.Object) bool { return m.GetLabels()[LabelDownstream] == "true" }
 
+// copies remembers the objects this controller stored in Temporal, by
+// "namespace/name", with the resourceVersion stored: a change is stored
+// once, and only a copy this controller stored is ever removed.
+type copies struct {
+	mu sync.Mutex
+	rv map[string]string
+}
+
+func newCopies() *copies { return &copies{rv: map[string]string{}} }
+
+// has reports whether resourceVersion rv of key is stored already.
+func (c *copies) has(key, rv string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	stored, ok := c.rv[key]
+	return ok && stored == rv
+}
+
+// remember records that resourceVersion rv of key is stored.
+func (c *copies) remember(key, rv string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rv[key] = rv
+}
+
+// remove deletes the stored copy of kind k with ap, if this controller
+// stored it; a copy gone already is not an error.
+func (c *copies) remove(ctx context.Context, ap *applier.Applier, kind string, k objKey) error {
+	key := k.Namespace + "/" + k.Name
+	c.mu.Lock()
+	_, ours := c.rv[key]
+	c.mu.Unlock()
+	if !ours {
+		return nil
+	}
+	if err := ap.Delete(ctx, kind, k.Namespace, k.Name); err != nil && !errors.Is(err, applier.ErrNotFound) {
+		return err
+	}
+	c.mu.Lock()
+	delete(c.rv, key)
+	c.mu.Unlock()
+	return nil
+}
+
 // configMapSync stores the labelled ConfigMaps when they change.
 type configMapSync struct {
 	d      *Deps
 	lister corelisters.ConfigMapLister
-	mu     sync.Mutex
-	// stored is the resourceVersion last stored per "namespace/name".
-	stored map[string]string
+	stored *copies
 }
 
 func newConfigMapSync(d *Deps, lister corelisters.ConfigMapLister) *configMapSync {
-	return &configMapSync{d: d, lister: lister, stored: map[string]string{}}
+	return &configMapSync{d: d, lister: lister, stored: newCopies()}
 }
 
 // reconcile stores the ConfigMap of k when it is labelled and changed, and
 // removes the stored one when it is gone or no longer labelled.
 func (s *configMapSync) reconcile(ctx context.Context, k objKey) error {
-	key := k.Namespace + "/" + k.Name
 	ap := &applier.Applier{Temporal: s.d.Temporal, TaskQueue: s.d.TaskQueue}
 	cm, err := s.lister.ConfigMaps(k.Namespace).Get(k.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	s.mu.Lock()
-	rv, ours := s.stored[key]
-	s.mu.Unlock()
 	if err != nil || !isDownstream(cm) {
-		if !ours {
-			return nil
-		}
-		if err := ap.Delete(ctx, api.KindConfigMap, k.Namespace, k.Name); err != nil && !errors.Is(err, applier.ErrNotFound) {
-			return err
-		}
-		s.mu.Lock()
-		delete(s.stored, key)
-		s.mu.Unlock()
-		return nil
+		return s.stored.remove(ctx, ap, api.KindConfigMap, k)
 	}
-	if ours && rv == cm.ResourceVersion {
+	key := k.Namespace + "/" + k.Name
+	if s.stored.has(key, cm.ResourceVersion) {
 		return nil
 	}
 	doc := api.Document{ConfigMap: &api.ConfigMap{TypeMeta: api.TypeMeta{APIVersion: "v1", Kind: kindConfigMap},
@@ -76,9 +106,7 @@ func (s *configMapSync) reconcile(ctx context.Context, k objKey) error {
 	if _, err := ap.Apply(ctx, doc); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.stored[key] = cm.ResourceVersion
-	s.mu.Unlock()
+	s.stored.remember(key, cm.ResourceVersion)
 	s.d.Logger.Info("Stored a downstream ConfigMap in Temporal", zap.String("configMap", key))
 	return nil
 }

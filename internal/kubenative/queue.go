@@ -78,7 +78,7 @@ func handlerTable(d *Deps, ss *secretSync) []served {
 		{kind: api.KindHelmOp, finalizer: FinalizerHelmOp, handler: entity},
 		{kind: api.KindCluster, finalizer: FinalizerCluster, handler: newClusterHandler(d, ss)},
 		{kind: api.KindClusterGroup, finalizer: FinalizerOther, handler: NewClusterGroupHandler(d)},
-		{kind: "ClusterRegistrationToken", finalizer: FinalizerOther, handler: NewTokenHandlerWith(d, d.Registration)},
+		{kind: "ClusterRegistrationToken", finalizer: FinalizerOther, handler: NewTokenHandler(d)},
 		{kind: api.KindGitRepoRestriction, finalizer: FinalizerOther, handler: policyHandler{d: d, ev: newEventLog(d)}},
 		{kind: api.KindPolicy, finalizer: FinalizerOther, handler: policyHandler{d: d, ev: newEventLog(d)}},
 	}

@@ -2,7 +2,6 @@ package kubenative
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync"
 
@@ -51,15 +50,15 @@ func secretRefs(obj *unstructured.Unstructured) []secretRef {
 type secretSync struct {
 	d      *Deps
 	lister corelisters.SecretLister
-	mu     sync.Mutex
-	// sealed is the resourceVersion last sealed per "namespace/name".
-	sealed map[string]string
-	// refs is the Secrets ("namespace/name") each object names.
+	// sealed are the Secrets this controller sealed.
+	sealed *copies
+	// mu guards refs, the Secrets ("namespace/name") each object names.
+	mu   sync.Mutex
 	refs map[objKey][]string
 }
 
 func newSecretSync(d *Deps, lister corelisters.SecretLister) *secretSync {
-	return &secretSync{d: d, lister: lister, sealed: map[string]string{}, refs: map[objKey][]string{}}
+	return &secretSync{d: d, lister: lister, sealed: newCopies(), refs: map[objKey][]string{}}
 }
 
 // index records the Secrets k names.
@@ -117,10 +116,7 @@ func (s *secretSync) ensure(ctx context.Context, obj *unstructured.Unstructured,
 // plaintext (kubectl's last-applied-configuration).
 func (s *secretSync) seal(ctx context.Context, sec *corev1.Secret) error {
 	key := sec.Namespace + "/" + sec.Name
-	s.mu.Lock()
-	done := s.sealed[key] == sec.ResourceVersion
-	s.mu.Unlock()
-	if done {
+	if s.sealed.has(key, sec.ResourceVersion) {
 		return nil
 	}
 	doc := api.Document{Secret: &api.Secret{
@@ -132,9 +128,7 @@ func (s *secretSync) seal(ctx context.Context, sec *corev1.Secret) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.sealed[key] = sec.ResourceVersion
-	s.mu.Unlock()
+	s.sealed.remember(key, sec.ResourceVersion)
 	s.d.Logger.Info("Sealed a Secret into Temporal", zap.String("secret", key), zap.String("result", verb))
 	return nil
 }
@@ -146,30 +140,12 @@ func (s *secretSync) reconcileSecret(ctx context.Context, k objKey) error {
 	sec, err := s.lister.Secrets(k.Namespace).Get(k.Name)
 	switch {
 	case apierrors.IsNotFound(err):
-		return s.deleted(ctx, k)
+		return s.sealed.remove(ctx, s.applier(), api.KindSecret, k)
 	case err != nil:
 		return err
 	case isDownstream(sec):
 		return s.seal(ctx, sec)
 	}
-	return nil
-}
-
-func (s *secretSync) deleted(ctx context.Context, k objKey) error {
-	key := k.Namespace + "/" + k.Name
-	s.mu.Lock()
-	_, ours := s.sealed[key]
-	s.mu.Unlock()
-	if !ours {
-		return nil
-	}
-	err := s.applier().Delete(ctx, api.KindSecret, k.Namespace, k.Name)
-	if err != nil && !errors.Is(err, applier.ErrNotFound) {
-		return err
-	}
-	s.mu.Lock()
-	delete(s.sealed, key)
-	s.mu.Unlock()
 	return nil
 }
 

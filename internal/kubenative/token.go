@@ -86,15 +86,14 @@ func agentValues(r Registration, token string) ([]byte, error) {
 // registration tokens (as `flotilla cluster token create`): the token is
 // written only to the Secret; Temporal holds a verifier of it.
 type tokenHandler struct {
-	d   *Deps
-	reg Registration
-	ev  *eventLog
+	d  *Deps
+	ev *eventLog
 }
 
-// NewTokenHandlerWith returns the Handler of ClusterRegistrationTokens
-// whose Secrets tell agents r.
-func NewTokenHandlerWith(d *Deps, r Registration) Handler {
-	return &tokenHandler{d: d, reg: r, ev: newEventLog(d)}
+// NewTokenHandler returns the Handler of ClusterRegistrationTokens, whose
+// Secrets tell agents d.Registration.
+func NewTokenHandler(d *Deps) Handler {
+	return &tokenHandler{d: d, ev: newEventLog(d)}
 }
 
 // tokenState is what a ClusterRegistrationToken has of its token.
@@ -230,7 +229,7 @@ func (h *tokenHandler) create(ctx context.Context, obj *unstructured.Unstructure
 	if err != nil {
 		return nil, err
 	}
-	values, err := agentValues(h.reg, tok.Value)
+	values, err := agentValues(h.d.Registration, tok.Value)
 	if err != nil {
 		return nil, err
 	}
