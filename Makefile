@@ -66,6 +66,7 @@ test: ## Run every test CI runs: unit (with -race), integration and end-to-end
 	FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)"; export FLOTILLA_TESTBIN; \
 	FLOTILLA_CHROMIUM="$$(bash hack/chromium.sh)"; export FLOTILLA_CHROMIUM; \
 	FLOTILLA_POSTGRES="$$(bash hack/postgres.sh)"; export FLOTILLA_POSTGRES; \
+	FLOTILLA_SSHD="$$(bash hack/sshd.sh)"; export FLOTILLA_SSHD; \
 	unit=$$($(GO) list ./... | grep -v -E '/(tests|worker|internal/devserver|internal/testenv/devtemporal|internal/testenv/pgtemporal)($$|/)'); \
 	$(GO) test -race -timeout $(TEST_TIMEOUT) $$unit; \
 	$(GO) test -timeout $(TEST_TIMEOUT) -run '$(LONG_SIMULATIONS)' ./workflows/; \
@@ -112,7 +113,7 @@ $(TOOLS)/golangci-lint:
 
 bench: ## Run benchmarks (BENCH=<name> for one); results in bench/out/<name>.json
 	mkdir -p bench/out
-	export FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)" FLOTILLA_POSTGRES="$$(bash hack/postgres.sh)" FLOTILLA_BENCH_OUT="$(CURDIR)/bench/out"; \
+	export FLOTILLA_TESTBIN="$$(bash hack/k8s-testbin/build.sh)" FLOTILLA_POSTGRES="$$(bash hack/postgres.sh)" FLOTILLA_SSHD="$$(bash hack/sshd.sh)" FLOTILLA_BENCH_OUT="$(CURDIR)/bench/out"; \
 	$(GO) test -run '^$$' -bench '$(if $(BENCH),(?i)^Benchmark$(BENCH)$$,.)' -benchtime 1x -timeout $(TEST_TIMEOUT) ./tests/...
 
 bench-report: ## One self-contained HTML page of bench/out/*.json (plots, tables): bench/out/report.html

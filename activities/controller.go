@@ -20,10 +20,10 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/content"
+	"github.com/flotilla-gitops/flotilla/internal/githubapp"
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
 	"github.com/flotilla-gitops/flotilla/internal/render"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
-	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -42,6 +42,15 @@ type Activities struct {
 	Sealing *Sealing
 	Content *content.Store
 	Git     *gitsource.Cache
+	// KnownHostsFile is the worker's --ssh-known-hosts: the host keys of
+	// SSH remotes whose Secret has no known_hosts. Read on each use.
+	KnownHostsFile string
+	// InsecureSkipHostKeyChecks (--insecure-skip-host-key-checks) accepts
+	// any SSH host key, for every GitRepo; status warns.
+	InsecureSkipHostKeyChecks bool
+	// GitHubApps mints GitHub App installation tokens. Optional: created
+	// on first use.
+	GitHubApps *githubapp.Tokens
 	// Charts configures fetching remote Helm charts (cache directory,
 	// mirrors); each render gets its own Fetcher with the GitRepo's Helm
 	// credentials. Optional: without it, bundles with remote charts fail
@@ -68,6 +77,7 @@ type Activities struct {
 	// notifier coalesces NotifyGitRepos calls.
 	notifierOnce sync.Once
 	notifier     *cluster.Notifier
+	appsOnce     sync.Once
 }
 
 // reader returns the bundle reader of one render of a GitRepo: remote
@@ -123,20 +133,6 @@ func (a *Activities) fetcher(ref GitRepoRef, spec api.GitRepoSpec) (*chartfetch.
 	return f, nil
 }
 
-// remote builds the Git remote of a GitRepo, with its credentials.
-func (a *Activities) remote(ref GitRepoRef, spec api.GitRepoSpec) (gitsource.Remote, error) {
-	r := gitsource.Remote{URL: spec.Repo, InsecureSkipTLSVerify: spec.InsecureSkipTLSVerify}
-	if spec.ClientSecretName == "" {
-		return r, nil
-	}
-	user, pass, err := a.credentials(ref, "clientSecretName", spec.ClientSecretName)
-	if err != nil {
-		return r, err
-	}
-	r.Auth = &gitsource.Auth{Username: user, Password: pass}
-	return r, nil
-}
-
 // credentials loads the basic-auth Secret a GitRepo field names. A
 // missing Secret, or one without a password or token (a webhook Secret),
 // is a non-retryable error naming the field.
@@ -154,36 +150,6 @@ func (a *Activities) credentials(ref GitRepoRef, field, name string) (user, pass
 			fmt.Sprintf("%s: %s %q has no password or token", ref.Title(), field, name), ErrTypeSecretNotFound, nil)
 	}
 	return user, pass, nil
-}
-
-// ResolveCommit asks the remote which commit the GitRepo's branch, tag or
-// revision is at, without cloning.
-func (a *Activities) ResolveCommit(ctx context.Context, in ResolveInput) (ResolveResult, error) {
-	if in.Spec.HelmOp != nil {
-		return a.resolveChart(ctx, in)
-	}
-	r, err := a.remote(in.GitRepo, in.Spec)
-	if err != nil {
-		return ResolveResult{}, err
-	}
-	ref, err := gitsource.Resolve(ctx, r, in.Spec.Branch, in.Spec.Revision)
-	if err != nil {
-		return ResolveResult{}, gitError(in.GitRepo, err)
-	}
-	return ResolveResult{Ref: ref.Name, Commit: ref.Commit}, nil
-}
-
-func gitError(ref GitRepoRef, err error) error {
-	msg := fmt.Sprintf("GitRepo %s: %v", ref, err)
-	switch {
-	case errors.Is(err, gitsource.ErrAuth):
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitAuth, nil)
-	case errors.Is(err, gitsource.ErrRefNotFound):
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeRefNotFound, nil)
-	case errors.Is(err, sizelimit.ErrTooLarge): // the commit is over --max-checkout-size
-		return temporal.NewNonRetryableApplicationError(msg, ErrTypeInvalidBundle, nil)
-	}
-	return temporal.NewApplicationError(msg, "Git")
 }
 
 // Render checks out the commit, finds the bundles under the GitRepo's
@@ -257,7 +223,7 @@ func (a *Activities) source(ctx context.Context, in RenderInput) (dir string, di
 		}
 		return dir, []string{"."}, func() { _ = os.RemoveAll(dir) }, nil
 	}
-	r, err := a.remote(in.GitRepo, in.Spec)
+	r, _, err := a.remote(ctx, in.GitRepo, in.Spec)
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -1,5 +1,7 @@
 package activities
 
+import "time"
+
 // Error types of non-retryable application errors. Workflows and the CLI
 // match on these, never on messages.
 const (
@@ -13,7 +15,26 @@ const (
 	ErrTypeRefNotFound = "RefNotFound"
 	// ErrTypeSecretNotFound: clientSecretName names no stored secret.
 	ErrTypeSecretNotFound = "SecretNotFound"
+	// ErrTypeGitHostKey: an SSH server's host key is not in known_hosts,
+	// or differs from it. The message names the host and the key's
+	// fingerprint.
+	ErrTypeGitHostKey = "GitHostKey"
+	// ErrTypeGitRateLimited: the Git host (this controller's record of
+	// it) asked to wait. The error's details are a RateLimit: when to ask
+	// again and why.
+	ErrTypeGitRateLimited = "GitRateLimited"
 )
+
+// RateLimit is the detail of an ErrTypeGitRateLimited error.
+type RateLimit struct {
+	// Host is the Git host (host[:port]) that asked to wait.
+	Host string `json:"host"`
+	// RetryAt is the earliest time the host may be asked again.
+	RetryAt time.Time `json:"retryAt"`
+	// Reason says why: "429 Too Many Requests, Retry-After 30s", or
+	// "X-RateLimit-Remaining 0 until ...".
+	Reason string `json:"reason"`
+}
 
 // ErrTypeInvalidAgentConfig: a managed agent's configuration cannot be
 // resolved (missing Temporal address, unreadable CA file, bad namespace).

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -17,6 +18,11 @@ type loadRecorder struct{ loaded []string }
 func (l *loadRecorder) Load(namespace, name string) (string, string, error) {
 	l.loaded = append(l.loaded, namespace+"/"+name)
 	return "robot", "s3cret-robot", nil
+}
+
+func (l *loadRecorder) SecretData(_ context.Context, namespace, name string) (string, map[string][]byte, error) {
+	user, pass, err := l.Load(namespace, name)
+	return "kubernetes.io/basic-auth", map[string][]byte{"username": []byte(user), "password": []byte(pass)}, err
 }
 
 // TestFetcher_HelmCredentials: a stored GitRepo naming helmSecretName

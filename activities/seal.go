@@ -17,6 +17,9 @@ import (
 // apply`: a cluster.Vault in a controller.
 type SecretSource interface {
 	Load(namespace, name string) (username, password string, err error)
+	// SecretData returns the Secret's type and every key (cluster.ErrNoData
+	// when an older version sealed only its credentials).
+	SecretData(ctx context.Context, namespace, name string) (typ string, data map[string][]byte, err error)
 }
 
 // Sealing is what the controller needs to re-seal: the vault it reads

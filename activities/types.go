@@ -64,6 +64,14 @@ func ParseGitRepoRef(s string) GitRepoRef {
 type ResolveInput struct {
 	GitRepo GitRepoRef      `json:"gitRepo"`
 	Spec    api.GitRepoSpec `json:"spec"`
+	// Since is the commit the GitRepo's deployments were last rendered
+	// from with this spec, when nothing else is due: a new commit is then
+	// compared with it (ResolveResult.Unchanged). Empty: no comparison.
+	Since string `json:"since,omitempty"`
+	// MaxAge is how old an answer another GitRepo of the same remote and
+	// credentials got may be to be reused (polls pass their interval);
+	// zero always asks the remote (webhooks, syncs, applies).
+	MaxAge time.Duration `json:"maxAge,omitempty"`
 }
 
 // ResolveResult is the resolved commit.
@@ -71,6 +79,32 @@ type ResolveResult struct {
 	// Ref is the full ref name followed (refs/heads/main) or the revision.
 	Ref    string `json:"ref"`
 	Commit string `json:"commit"`
+	// Unchanged: Commit differs from ResolveInput.Since but changes
+	// nothing the GitRepo reads (nothing under its paths or bundles, nor
+	// any file they reference): no render or rollout is needed.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// Rejected is set when spec.verify refused Commit (or its tag): it is
+	// not to be deployed.
+	Rejected *Rejection `json:"rejected,omitempty"`
+	// Verified names the key that signed Commit (and its tag) when
+	// spec.verify is set and they passed.
+	Verified string `json:"verified,omitempty"`
+	// Warnings are what the check of the remote wants the user to know
+	// (host keys not checked).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Rejection is a commit spec.verify refused.
+type Rejection struct {
+	Commit string `json:"commit"`
+	// Tag is the tag checked, for Tag and TagAndHEAD.
+	Tag string `json:"tag,omitempty"`
+	// Key is the signing key's ID or fingerprint, when there is a
+	// signature.
+	Key string `json:"key,omitempty"`
+	// Reason: "not signed", "signed by a key not in secret x", "bad
+	// signature", "revision names no annotated tag".
+	Reason string `json:"reason"`
 }
 
 // RenderInput asks for the bundles of a GitRepo at a commit.

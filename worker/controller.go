@@ -35,6 +35,8 @@ type stores struct {
 	charts  *chartfetch.Fetcher
 	// limits bound the repository files renders read (limitFlags.apply).
 	limits bundle.Limits
+	// gitFlags: --ssh-known-hosts and --insecure-skip-host-key-checks.
+	gitFlags gitFlags
 }
 
 func openStores(dir string, mirrors map[string]string, registry registryFlags) (*stores, error) {
@@ -75,7 +77,8 @@ func registerController(w, watches worker.Worker, c client.Client, dc converter.
 	w.RegisterWorkflow(workflows.KeysWorkflow)
 	w.RegisterWorkflow(workflows.ResealWorkflow)
 	w.RegisterActivity(agents)
-	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git, Charts: st.charts, Limits: st.limits, Retry: policy.Retry, PickupTimeout: policy.PickupTimeout, DeletionGuard: policy.DeletionGuard, Logger: logger}
+	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git,
+		KnownHostsFile: st.gitFlags.KnownHostsFile, InsecureSkipHostKeyChecks: st.gitFlags.InsecureSkipHostKeyChecks, Charts: st.charts, Limits: st.limits, Retry: policy.Retry, PickupTimeout: policy.PickupTimeout, DeletionGuard: policy.DeletionGuard, Logger: logger}
 	w.RegisterActivity(ctrl)
 	ca := &activities.ClusterActivities{
 		Clusters:   cluster.NewConnections(cluster.ConnectionsOptions{Config: st.sealing.Vault.RESTConfig}),

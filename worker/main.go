@@ -136,6 +136,7 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 		return err
 	}
 	o.Limits.apply(st)
+	st.gitFlags = o.Git
 	if st.sealing, err = o.openSealing(c, logger); err != nil {
 		return err
 	}

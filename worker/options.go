@@ -50,6 +50,8 @@ type options struct {
 	// Codec configures the payload codec endpoint served on HTTPListen
 	// when Temporal.PayloadKeys is set.
 	Codec codecFlags
+	// Git configures reaching Git remotes (--ssh-known-hosts).
+	Git gitFlags
 
 	// Retry paces the retries of deployments that failed.
 	Retry rollout.Backoff
@@ -91,7 +93,22 @@ func (o *options) bindFlags(fs *pflag.FlagSet) {
 	o.Limits.bindFlags(fs)
 	o.Codec.bindFlags(fs)
 	o.Management.bindFlags(fs)
+	o.Git.bindFlags(fs)
 	o.Log.BindFlags(fs)
+}
+
+// gitFlags configure how the controller reaches Git remotes.
+type gitFlags struct {
+	// KnownHostsFile holds the SSH host keys of remotes whose Secret has
+	// no known_hosts (a mounted ConfigMap); read on each use.
+	KnownHostsFile string
+	// InsecureSkipHostKeyChecks accepts any SSH host key (Fleet's name).
+	InsecureSkipHostKeyChecks bool
+}
+
+func (f *gitFlags) bindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.KnownHostsFile, "ssh-known-hosts", "", "known_hosts file of the SSH Git hosts (read on each use): a GitRepo's host key must match a line of its clientSecretName's known_hosts, else of this file; an unknown or changed key is refused")
+	fs.BoolVar(&f.InsecureSkipHostKeyChecks, "insecure-skip-host-key-checks", false, "accept any SSH host key for every GitRepo (Fleet's insecureSkipHostKeyChecks): anyone between the controller and a Git host can then serve any commit; every GitRepo's status warns")
 }
 
 // mirrors parses --chart-mirror.

@@ -109,6 +109,21 @@ type GitRepoState struct {
 	// Policy is what the GitRepo knows of its namespace's
 	// GitRepoRestrictions and Policies (versionPolicy).
 	Policy PolicyState `json:"policy,omitzero"`
+	// RenderedCommit is set while Commit changed nothing the GitRepo
+	// reads since the commit its deployments were rendered from: that
+	// one (ResolveResult.Unchanged). Empty: Commit itself.
+	RenderedCommit string `json:"renderedCommit,omitempty"`
+	// Rejected is the newest commit spec.verify refused; LatestCommit
+	// stays the last one it accepted.
+	Rejected *activities.Rejection `json:"rejected,omitempty"`
+	// Verified names the key that signed LatestCommit (spec.verify).
+	Verified string `json:"verified,omitempty"`
+	// GitWarnings are the last check of the remote's warnings.
+	GitWarnings []string `json:"gitWarnings,omitempty"`
+	// NextCheck is when the remote is asked again when its host asked to
+	// wait (RateLimit.RetryAt); NextCheckReason says why.
+	NextCheck       time.Time `json:"nextCheck,omitzero"`
+	NextCheckReason string    `json:"nextCheckReason,omitempty"`
 }
 
 // RunningRollout is a rollout carried across continue-as-new.
@@ -219,6 +234,11 @@ type gitRepo struct {
 	// policy: this run checks its spec against the namespace's policies
 	// (versionPolicy).
 	policy bool
+	// polled: the poll timer (or a Check signal) asked for the next check
+	// of the remote, which may then reuse a shared answer up to a polling
+	// interval old; fresh: something else asked (a webhook, a sync, an
+	// apply), which must see the remote as it is now.
+	polled, fresh bool
 	// settle settles done with the running rollout's end.
 	settle func(err error)
 	// owned: the running rollout is a child this run started (not one it
@@ -296,7 +316,11 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		name string
 		signal
 	}{
-		{protocol.SignalSync, signal{apply: plain(func() { g.s.ResolveDue, g.s.Dirty, g.s.Repair = true, true, true; g.s.Syncs++; g.pollReset++ })}},
+		{protocol.SignalSync, signal{apply: plain(func() {
+			g.s.ResolveDue, g.s.Dirty, g.s.Repair, g.fresh = true, true, true, true
+			g.s.Syncs++
+			g.pollReset++
+		})}},
 		{protocol.SignalPause, signal{apply: plain(func() { g.s.Paused = true })}},
 		{protocol.SignalResume, signal{apply: plain(g.resume)}},
 		{protocol.SignalDelete, signal{apply: plain(func() { g.s.Deleting = true })}},
@@ -305,6 +329,10 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		{protocol.SignalPush, signal{
 			value: func() any { return new(protocol.Push) },
 			apply: func(ctx workflow.Context, v any) { g.push(ctx, *v.(*protocol.Push)) },
+		}},
+		{protocol.SignalCheck, signal{
+			value: func() any { return new(protocol.Check) },
+			apply: func(_ workflow.Context, v any) { g.check(*v.(*protocol.Check)) },
 		}},
 		{protocol.SignalLive, signal{
 			value: func() any { return new(status.LiveSignal) },
@@ -373,7 +401,7 @@ func (g *gitRepo) clustersChanged(ctx workflow.Context) {
 // webhooks (every run recorded before pushes existed) the timer is left
 // alone, which keeps those histories replaying.
 func (g *gitRepo) resume() {
-	g.s.Paused, g.s.ResolveDue = false, true
+	g.s.Paused, g.s.ResolveDue, g.fresh = false, true, true
 	if g.s.Webhooks > 0 {
 		g.pollReset++
 	}
@@ -399,7 +427,18 @@ func (g *gitRepo) push(ctx workflow.Context, p protocol.Push) {
 	if p.Commit != "" && p.Commit == g.s.LatestCommit {
 		return
 	}
-	g.s.ResolveDue = true
+	g.s.ResolveDue, g.fresh = true, true
+}
+
+// check takes a Check signal: another GitRepo's check of the same remote
+// saw a new commit, so this one checks now too; the controller's shared
+// answer is fresh, so it may be reused (no request to the host).
+func (g *gitRepo) check(c protocol.Check) {
+	if g.s.GitRepo == nil || g.s.Deleting || g.s.GitRepo.Spec.Revision != "" || c.Commit == g.s.LatestCommit ||
+		(g.s.Rejected != nil && c.Commit == g.s.Rejected.Commit) {
+		return
+	}
+	g.s.ResolveDue, g.polled = true, true
 }
 
 func (g *gitRepo) webhookTarget() (protocol.WebhookTarget, error) {
@@ -483,7 +522,7 @@ func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protoco
 		if g.s.GitRepo != nil && (g.s.GitRepo.Spec.Repo != repo.Spec.Repo || g.s.GitRepo.Spec.Branch != repo.Spec.Branch) {
 			g.s.Webhooks = 0 // the new source has sent none yet: poll at the normal pace
 		}
-		g.s.Dirty, g.s.ResolveDue = true, true
+		g.s.Dirty, g.s.ResolveDue, g.fresh = true, true, true
 		g.pollReset++
 	}
 	g.s.GitRepo = &repo

@@ -346,7 +346,7 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 			g.s.FailedCommit, g.s.FailedGeneration = res.Commit, res.Generation
 		}
 		if !res.Superseded {
-			g.s.Commit, g.s.ObservedGeneration = res.Commit, res.Generation
+			g.s.Commit, g.s.ObservedGeneration, g.s.RenderedCommit = res.Commit, res.Generation, ""
 		} else {
 			g.s.Dirty = true
 		}

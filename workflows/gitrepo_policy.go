@@ -61,7 +61,7 @@ func (g *gitRepo) violation() *policy.Violation {
 // policyChanged takes SignalPolicyChanged: check again, at once.
 func (g *gitRepo) policyChanged() {
 	if g.policy {
-		g.s.Policy.Due, g.s.ResolveDue = true, true
+		g.s.Policy.Due, g.s.ResolveDue, g.fresh = true, true, true
 	}
 }
 

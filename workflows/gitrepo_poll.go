@@ -1,9 +1,11 @@
 package workflows
 
 import (
+	"errors"
 	"hash/fnv"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
@@ -31,6 +33,17 @@ func (g *gitRepo) pollingInterval() time.Duration {
 	return d
 }
 
+// pollWait is the wait before the next poll: the polling interval with
+// jitter, or longer while the Git host asked to wait (NextCheck), so that
+// no check asks it before the time it gave.
+func (g *gitRepo) pollWait(ctx workflow.Context) time.Duration {
+	d := g.jitter(g.pollingInterval())
+	if !g.s.NextCheck.IsZero() {
+		d = max(d, g.s.NextCheck.Sub(workflow.Now(ctx)))
+	}
+	return d
+}
+
 // poll checks the remote every polling interval ±10 %.
 func (g *gitRepo) poll(ctx workflow.Context) {
 	// Runs started before this version start the next timer as soon as a
@@ -45,13 +58,13 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 			continue
 		}
 		timerCtx, cancel := workflow.WithCancel(ctx)
-		timer := workflow.NewTimer(timerCtx, g.jitter(g.pollingInterval()))
+		timer := workflow.NewTimer(timerCtx, g.pollWait(ctx))
 		fired := false
 		_ = workflow.Await(ctx, func() bool { fired = timer.IsReady(); return fired || g.pollReset != reset })
 		cancel()
 		if fired {
 			g.s.Polls++
-			g.s.ResolveDue = true
+			g.s.ResolveDue, g.polled = true, true
 			if g.refreshDue() && !g.longLived {
 				// Runs before versionLongLived rolled out again whatever
 				// had not settled, superseding the rollout working on it.
@@ -82,41 +95,32 @@ func (g *gitRepo) jitter(d time.Duration) time.Duration {
 	return d + time.Duration(float64(d)*frac)
 }
 
-// resolve asks the remote which commit the branch or revision is at.
+// resolve asks the remote which commit the branch or revision is at and,
+// for a new commit, whether it is signed as spec.verify asks and whether
+// it changes anything the GitRepo reads.
 func (g *gitRepo) resolve(ctx workflow.Context) {
 	g.s.ResolveDue = false
 	var a *activities.Activities
 	var res activities.ResolveResult
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, gitOptions), a.ResolveCommit,
-		activities.ResolveInput{GitRepo: g.ref, Spec: g.spec()}).Get(ctx, &res)
+	in := activities.ResolveInput{GitRepo: g.ref, Spec: g.spec(), Since: g.since()}
+	if g.polled && !g.fresh && !g.helmOp() {
+		in.MaxAge = g.s.GitRepo.Spec.Polling()
+	}
+	g.polled, g.fresh = false, false
+	generation := g.s.Generation
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, gitOptions), a.ResolveCommit, in).Get(ctx, &res)
 	g.resolved++
 	g.upsertRepoKey(ctx)
 	if err != nil {
-		prefix := "git: "
-		if g.helmOp() {
-			prefix = "chart: "
-		}
-		g.s.Error, g.s.GitFailed = prefix+activityMessage(err), true
-		g.s.PollFailures++
-		g.upsert(ctx)
+		g.resolveFailed(ctx, err)
 		return
 	}
 	if g.s.PollFailures > 0 && g.backoff {
 		g.pollReset++ // a backed-off timer may still be running: back to the normal pace
 	}
 	g.s.PollFailures = 0
-	current := g.s.Commit
-	if g.running != "" {
-		current = g.cur.Commit
-	}
-	failed := res.Commit == g.s.FailedCommit && g.s.Generation == g.s.FailedGeneration
-	if res.Commit != current && !failed {
-		g.s.Dirty = true
-	}
-	if res.Commit != g.s.LatestCommit {
-		g.s.LatestCommitSeen = workflow.Now(ctx)
-	}
-	g.s.LatestCommit = res.Commit
+	g.s.NextCheck, g.s.NextCheckReason = time.Time{}, ""
+	g.s.GitWarnings = res.Warnings
 	if g.s.GitFailed {
 		// The remote answers again. Runs before versionLongLived rolled
 		// out again even when the commit had not changed.
@@ -125,6 +129,72 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 			g.s.Dirty = true
 		}
 	}
+	if res.Rejected != nil {
+		// Not deployed: the last accepted commit stays LatestCommit.
+		g.s.Rejected = res.Rejected
+		g.upsert(ctx)
+		return
+	}
+	if res.Commit != g.s.LatestCommit {
+		g.s.Rejected = nil
+	}
+	g.s.Verified = res.Verified
+	current := g.s.Commit
+	if g.running != "" {
+		current = g.cur.Commit
+	}
+	failed := res.Commit == g.s.FailedCommit && g.s.Generation == g.s.FailedGeneration
+	if res.Commit != current && !failed {
+		if res.Unchanged && in.Since != "" && in.Since == g.since() && generation == g.s.Generation {
+			// Nothing the GitRepo reads changed: the commit is its
+			// commit now, without a render or a rollout.
+			g.s.RenderedCommit = in.Since
+			g.s.Commit = res.Commit
+			g.upsert(ctx)
+		} else {
+			g.s.Dirty = true
+		}
+	}
+	if res.Commit != g.s.LatestCommit {
+		g.s.LatestCommitSeen = workflow.Now(ctx)
+	}
+	g.s.LatestCommit = res.Commit
+}
+
+// resolveFailed records a failed check of the remote. A Git host that
+// asked to wait (activities.ErrTypeGitRateLimited) is not asked again
+// before the time it gave.
+func (g *gitRepo) resolveFailed(ctx workflow.Context, err error) {
+	prefix := "git: "
+	if g.helmOp() {
+		prefix = "chart: "
+	}
+	g.s.Error, g.s.GitFailed = prefix+activityMessage(err), true
+	g.s.PollFailures++
+	var appErr *temporal.ApplicationError
+	var rl activities.RateLimit
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrTypeGitRateLimited && appErr.HasDetails() && appErr.Details(&rl) == nil {
+		g.s.NextCheck, g.s.NextCheckReason = rl.RetryAt, rl.Host+": "+rl.Reason
+		g.pollReset++ // the timer running now may be shorter than the wait
+	}
+	g.upsert(ctx)
+}
+
+// since is the commit a new commit is compared with, so that one that
+// changes nothing the GitRepo reads needs no render or rollout: the
+// commit the deployments were rendered from, when they are settled on
+// this spec. Empty (no comparison) while anything else is due or in
+// flight, after a failure, and for HelmOps.
+func (g *gitRepo) since() string {
+	s := &g.s
+	if g.helmOp() || g.running != "" || s.Dirty || s.Commit == "" || s.ObservedGeneration != s.Generation ||
+		(s.Error != "" && !s.GitFailed) || len(s.Halts) > 0 || s.Repair {
+		return ""
+	}
+	if s.RenderedCommit != "" {
+		return s.RenderedCommit
+	}
+	return s.Commit
 }
 
 // upsertRepoKey keeps FlotillaRepoURL, by which the webhook receiver finds

@@ -80,6 +80,14 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 	if d := g.pollingInterval(); d > 0 {
 		st.PollingInterval = d.String()
 	}
+	if !g.s.NextCheck.IsZero() {
+		t := g.s.NextCheck
+		st.NextCheck, st.NextCheckReason = &t, g.s.NextCheckReason
+	}
+	st.RenderedCommit, st.Verified = g.s.RenderedCommit, g.s.Verified
+	if r := g.s.Rejected; r != nil {
+		st.Rejected = &status.RejectedCommit{Commit: r.Commit, Tag: r.Tag, Key: r.Key, Reason: r.Reason}
+	}
 	if g.s.GitRepo != nil {
 		st.Repo, st.Branch, st.Revision = g.s.GitRepo.Spec.Repo, g.s.GitRepo.Spec.Branch, g.s.GitRepo.Spec.Revision
 	}
@@ -93,7 +101,8 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 		}
 		st.Deployments = append(st.Deployments, d)
 	}
-	st.Halts, st.Waits, st.Warnings = g.s.Halts, g.s.Waits, g.s.Warnings
+	st.Halts, st.Waits = g.s.Halts, g.s.Waits
+	st.Warnings = append(slices.Clip(g.s.GitWarnings), g.s.Warnings...)
 	if d := g.s.Policy.Decision; d != nil {
 		if d.Violation != nil {
 			st.PolicyViolation = d.Violation.Error()

@@ -55,7 +55,8 @@ type GitRepo struct {
 
 // GitRepoSpec carries Fleet's GitRepo field names.
 type GitRepoSpec struct {
-	// Repo is the clone URL (http, https).
+	// Repo is the clone URL: http(s)://, ssh://, or scp-like
+	// (git@host:org/repo.git).
 	Repo string `json:"repo"`
 	// Branch to follow. Empty: the remote's HEAD (its default branch).
 	Branch string `json:"branch,omitempty"`
@@ -75,14 +76,21 @@ type GitRepoSpec struct {
 	// a bundle or customization naming another one is refused for the
 	// clusters it selects (target.Bounds).
 	ServiceAccount string `json:"serviceAccount,omitempty"`
-	// ClientSecretName names a basic-auth Secret (username/password, or a
-	// token as password) applied with `flotilla apply`.
+	// ClientSecretName names the Secret Git is reached with: basic-auth
+	// (username and password, or a token with or without a username),
+	// ssh-auth (ssh-privatekey, optional known_hosts), or a GitHub App
+	// (github_app_id, github_app_installation_id, github_app_private_key).
 	ClientSecretName string `json:"clientSecretName,omitempty"`
 	// HelmSecretName names a basic-auth Secret (username/password) for
 	// Helm repositories and OCI registries. It requires HelmRepoURLRegex
 	// (as Fleet 0.16 does): the credentials are sent only to chart URLs
 	// it matches.
 	HelmSecretName string `json:"helmSecretName,omitempty"`
+	// HelmSecretNameForPaths names a Secret whose secrets.yaml maps
+	// bundle paths (globs) to Helm credentials (username, password,
+	// caBundle, insecureSkipVerify); a bundle's path it matches wins over
+	// HelmSecretName.
+	HelmSecretNameForPaths string `json:"helmSecretNameForPaths,omitempty"`
 	// HelmRepoURLRegex selects the chart URLs that get HelmSecretName's
 	// credentials, matched against the whole URL (HelmRepoURLPattern).
 	HelmRepoURLRegex string `json:"helmRepoURLRegex,omitempty"`
@@ -106,6 +114,19 @@ type GitRepoSpec struct {
 	ForceSyncGeneration int64 `json:"forceSyncGeneration,omitempty"`
 	// InsecureSkipTLSVerify disables TLS verification for the Git server.
 	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+	// CABundle holds PEM certificates trusted, besides the system's, for
+	// the Git server (and a GitHub App's API).
+	CABundle []byte `json:"caBundle,omitempty"`
+	// InsecureSkipHostKeyChecks accepts any SSH host key (Flotilla
+	// extension; Fleet has it as a controller-wide setting): a
+	// man-in-the-middle can then serve any commit. Status warns.
+	InsecureSkipHostKeyChecks bool `json:"insecureSkipHostKeyChecks,omitempty"`
+	// Bundles lists the bundle directories to read (Fleet 0.13's
+	// user-driven scan) instead of walking Paths for fleet.yaml files.
+	Bundles []BundlePath `json:"bundles,omitempty"`
+	// Verify requires commits (or tags) to be signed by a trusted key
+	// before they are deployed (Flotilla extension, after Flux).
+	Verify *VerifySpec `json:"verify,omitempty"`
 	// CorrectDrift undoes changes made on the clusters to every bundle
 	// whose fleet.yaml (or target customization) sets no correctDrift of
 	// its own; a bundle's own setting, even enabled: false, wins.
@@ -113,6 +134,39 @@ type GitRepoSpec struct {
 	// HelmOp is set, by Flotilla, on the GitRepo a HelmOp rolls out as
 	// (HelmOp.AsGitRepo): the bundle is rendered from it, not from Git.
 	HelmOp *HelmOpSource `json:"helmOp,omitempty"`
+}
+
+// BundlePath is one entry of a GitRepo's bundles: a bundle directory and
+// the options (fleet.yaml-format) files that configure it.
+type BundlePath struct {
+	// Base is the bundle's directory, relative to the repository root.
+	Base string `json:"base,omitempty"`
+	// Options is the fleet.yaml-format file, relative to Base, that
+	// configures the bundle. Default: Base's fleet.yaml, if any.
+	Options string `json:"options,omitempty"`
+}
+
+// Verification modes of VerifySpec.
+const (
+	VerifyHEAD       = "HEAD"
+	VerifyTag        = "Tag"
+	VerifyTagAndHEAD = "TagAndHEAD"
+)
+
+// VerifySpec is a GitRepo's signature verification.
+type VerifySpec struct {
+	// Mode is what must be signed: HEAD (the commit, the default), Tag
+	// (the annotated tag revision names) or TagAndHEAD (both).
+	Mode string `json:"mode,omitempty"`
+	// SecretRef names a Secret in the GitRepo's namespace whose every key
+	// holds trusted public keys: armored OpenPGP keys, or SSH public keys
+	// (authorized_keys format, one per line).
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	Name string `json:"name"`
 }
 
 // CorrectDrift configures drift correction (Fleet's correctDrift).

@@ -94,7 +94,7 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	}
 	for _, ref := range []struct{ name, value string }{
 		{"webhookSecret", s.WebhookSecret}, {"clientSecretName", s.ClientSecretName}, {"helmSecretName", s.HelmSecretName},
-		{"serviceAccount", s.ServiceAccount},
+		{"serviceAccount", s.ServiceAccount}, {"helmSecretNameForPaths", s.HelmSecretNameForPaths},
 	} {
 		if ref.value != "" {
 			errs = append(errs, dnsSubdomain(p.Child(ref.name), ref.value)...)
@@ -112,6 +112,14 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	if s.ForceSyncGeneration < 0 {
 		errs = append(errs, field.Invalid(p.Child("forceSyncGeneration"), s.ForceSyncGeneration, "must not be negative"))
 	}
+	for i, b := range s.Bundles {
+		bp := p.Child("bundles").Index(i)
+		errs = append(errs, validatePath(bp.Child("base"), b.Base)...)
+		if b.Options != "" {
+			errs = append(errs, validatePath(bp.Child("options"), b.Options)...)
+		}
+	}
+	errs = append(errs, s.Verify.validate(p.Child("verify"))...)
 	return errs
 }
 
@@ -134,6 +142,33 @@ func (s GitRepoSpec) validateSource(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("revision"), s.Revision, "not a valid Git revision"))
 	}
 	return errs
+}
+
+// validate checks the mode and the Secret of a verification.
+func (v *VerifySpec) validate(p *field.Path) field.ErrorList {
+	if v == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	switch v.Mode {
+	case "", VerifyHEAD, VerifyTag, VerifyTagAndHEAD:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("mode"), v.Mode, []string{VerifyHEAD, VerifyTag, VerifyTagAndHEAD}))
+	}
+	if v.SecretRef == nil || v.SecretRef.Name == "" {
+		errs = append(errs, field.Required(p.Child("secretRef", "name"), "the Secret holding the trusted public keys"))
+	} else {
+		errs = append(errs, dnsSubdomain(p.Child("secretRef", "name"), v.SecretRef.Name)...)
+	}
+	return errs
+}
+
+// EffectiveMode is Mode with its default (HEAD).
+func (v *VerifySpec) EffectiveMode() string {
+	if v == nil || v.Mode == "" {
+		return VerifyHEAD
+	}
+	return v.Mode
 }
 
 // validatePath checks one of a GitRepo's scan paths.

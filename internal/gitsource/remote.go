@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -23,6 +24,10 @@ var (
 	ErrRepositoryNotFound = errors.New("git repository not found")
 	// ErrInvalidURL means a Remote's URL cannot be parsed.
 	ErrInvalidURL = errors.New("invalid Git URL")
+	// ErrHostKey means an SSH server's host key is not in known_hosts or
+	// differs from the line there; the error names the host and the
+	// offered key's SHA256 fingerprint.
+	ErrHostKey = errors.New("SSH host key not trusted")
 )
 
 // RefNotFoundError is a branch, tag, revision or commit missing from a
@@ -62,13 +67,40 @@ func (a Auth) String() string {
 // GoString keeps %#v from printing the password.
 func (a Auth) GoString() string { return "gitsource.Auth{" + a.String() + "}" }
 
-// Remote is a Git repository reachable over HTTP(S).
+// SSHAuth is a private key for ssh:// and scp-like remotes, and what the
+// server's host key is checked against.
+type SSHAuth struct {
+	// User is the SSH user; empty: the URL's, else "git".
+	User string
+	// PrivateKey is PEM or OpenSSH format; Passphrase opens an encrypted
+	// one.
+	PrivateKey []byte
+	Passphrase []byte
+	// KnownHosts are known_hosts lines the host key must match (the
+	// Secret's known_hosts, else the worker's --ssh-known-hosts file). A
+	// host with no line is refused, as is a key that differs.
+	KnownHosts []byte
+	// InsecureIgnoreHostKey accepts any host key.
+	InsecureIgnoreHostKey bool
+}
+
+// String names the key's presence, never the key.
+func (a SSHAuth) String() string {
+	return fmt.Sprintf("ssh key for %q (redacted), %d bytes of known_hosts", a.User, len(a.KnownHosts))
+}
+
+// GoString keeps %#v from printing the key.
+func (a SSHAuth) GoString() string { return "gitsource.SSHAuth{" + a.String() + "}" }
+
+// Remote is a Git repository reachable over HTTP(S) or SSH.
 type Remote struct {
 	// URL is the clone URL. Userinfo in it is used as Auth when Auth is nil
 	// and is never sent to go-git or shown in messages.
 	URL string
-	// Auth is optional: default anonymous.
+	// Auth is optional: default anonymous. It is for http(s) remotes.
 	Auth *Auth
+	// SSH authenticates ssh:// and scp-like remotes.
+	SSH *SSHAuth
 	// InsecureSkipTLSVerify turns off certificate verification.
 	InsecureSkipTLSVerify bool
 	// CABundle holds PEM certificates trusted in addition to the system's.
@@ -132,4 +164,15 @@ func (ep endpoint) classify(op string, err error) error {
 	default:
 		return fmt.Errorf("%s %s: %w", op, ep.url, err)
 	}
+}
+
+// IsSSH reports whether url is an ssh:// (or git+ssh://) URL or scp-like
+// ([user@]host:path, no scheme).
+func IsSSH(url string) bool {
+	if i := strings.Index(url, "://"); i >= 0 {
+		scheme := url[:i]
+		return scheme == "ssh" || scheme == "git+ssh" || scheme == "ssh+git"
+	}
+	colon := strings.Index(url, ":")
+	return colon > 0 && !strings.ContainsAny(url[:colon], "/")
 }

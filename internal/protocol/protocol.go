@@ -67,6 +67,10 @@ const (
 
 	// SignalPush tells a GitRepo a webhook reported a push (Push).
 	SignalPush = "push"
+	// SignalCheck tells a GitRepo that a controller's check of its remote
+	// for another GitRepo of the same repository saw a new commit
+	// (Check): it checks now, with the shared answer.
+	SignalCheck = "check"
 	// SignalWatch tells a cluster which releases a GitRepo runs there
 	// (WatchSet), so its watch follows them.
 	SignalWatch = "watch"
@@ -101,6 +105,13 @@ type Push struct {
 	// Authenticated: a secret vouched for the delivery. Only those relax
 	// the GitRepo's polling.
 	Authenticated bool `json:"authenticated,omitempty"`
+}
+
+// Check is SignalCheck's payload: the reference checked and the commit
+// it is at now.
+type Check struct {
+	Ref    string `json:"ref"`
+	Commit string `json:"commit"`
 }
 
 // WebhookTarget is what the webhook receiver needs of a GitRepo.

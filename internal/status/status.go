@@ -49,6 +49,28 @@ func (s State) Rank() int {
 	return 0
 }
 
+// RejectedCommit is a commit (or tag) whose signature spec.verify
+// refused, the key that signed it if any, and why.
+type RejectedCommit struct {
+	Commit string `json:"commit"`
+	Tag    string `json:"tag,omitempty"`
+	Key    string `json:"key,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// Message is one line naming the commit, the tag, the key and why.
+func (r RejectedCommit) Message() string {
+	msg := "commit " + r.Commit
+	if r.Tag != "" {
+		msg = "tag " + r.Tag + " (commit " + r.Commit + ")"
+	}
+	msg += " not deployed: " + r.Reason
+	if r.Key != "" {
+		msg += " (key " + r.Key + ")"
+	}
+	return msg
+}
+
 // Deployment is one bundle on one cluster (a Fleet BundleDeployment).
 type Deployment struct {
 	Bundle    string `json:"bundle"`
@@ -269,6 +291,21 @@ type GitRepo struct {
 	// PollFailures counts checks of the remote that failed in a row;
 	// polling backs off while it is not zero.
 	PollFailures int `json:"pollFailures,omitempty"`
+	// NextCheck is when the remote is asked again while its Git host asked
+	// to wait (429, rate-limit headers), and NextCheckReason the host and
+	// what it said.
+	NextCheck       *time.Time `json:"nextCheck,omitempty"`
+	NextCheckReason string     `json:"nextCheckReason,omitempty"`
+	// RenderedCommit is set when Commit changed nothing under the
+	// GitRepo's paths (nor any file its bundles reference) since the
+	// commit its deployments were rendered from, this one: Commit was
+	// taken without a render or a rollout.
+	RenderedCommit string `json:"renderedCommit,omitempty"`
+	// Rejected is the newest commit spec.verify refused: it is not
+	// deployed, and the last accepted commit stays.
+	Rejected *RejectedCommit `json:"rejected,omitempty"`
+	// Verified names the key that signed LatestCommit (spec.verify).
+	Verified string `json:"verified,omitempty"`
 	// WebhookCommit is the commit the last webhook reported, and
 	// LastWebhookTime when it arrived.
 	WebhookCommit   string     `json:"webhookCommit,omitempty"`

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,15 @@ type GitServerOptions struct {
 	Username string
 	// Password is the basic-auth password; see Username.
 	Password string
+	// Authorize, when set, decides instead of Username and Password
+	// whether a request is authenticated (a test checking minted tokens).
+	Authorize func(req *http.Request) bool
+	// Middleware wraps the server's handler: a test counts requests, or
+	// answers some itself (429, delays). Optional.
+	Middleware func(http.Handler) http.Handler
+	// TLS serves https with a certificate for 127.0.0.1 signed by a test
+	// CA (CAPEM).
+	TLS bool
 }
 
 // GitServer is an in-process Git server that speaks the smart HTTP protocol
@@ -83,7 +93,15 @@ type GitRepo struct {
 func NewGitServer(t testing.TB, opts GitServerOptions) *GitServer {
 	t.Helper()
 	s := &GitServer{opts: opts, dir: t.TempDir(), repos: map[string]*GitRepo{}}
-	s.http = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	var h http.Handler = http.HandlerFunc(s.serveHTTP)
+	if opts.Middleware != nil {
+		h = opts.Middleware(h)
+	}
+	if opts.TLS {
+		s.http = httptest.NewTLSServer(h)
+	} else {
+		s.http = httptest.NewServer(h)
+	}
 	t.Cleanup(func() {
 		s.http.Close()
 		if t.Failed() {
@@ -93,9 +111,18 @@ func NewGitServer(t testing.TB, opts GitServerOptions) *GitServer {
 	return s
 }
 
-// URL returns the server's base URL, http://127.0.0.1:PORT, without a
-// trailing slash.
+// URL returns the server's base URL, http://127.0.0.1:PORT (https with
+// TLS), without a trailing slash.
 func (s *GitServer) URL() string { return s.http.URL }
+
+// CAPEM returns the PEM certificate a client must trust to reach a TLS
+// server (nil without TLS).
+func (s *GitServer) CAPEM() []byte {
+	if s.http.Certificate() == nil {
+		return nil
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.http.Certificate().Raw})
+}
 
 // Auth returns the credentials a go-git client needs for this server, or nil
 // when the server does not require authentication.

@@ -112,9 +112,14 @@ func (s *GitServer) handle(req *http.Request) (gitReply, error) {
 	return gitReply{status: http.StatusOK, contentType: "application/x-git-receive-pack-result", body: out, failure: failure}, nil
 }
 
-func (s *GitServer) authEnabled() bool { return s.opts.Username != "" || s.opts.Password != "" }
+func (s *GitServer) authEnabled() bool {
+	return s.opts.Username != "" || s.opts.Password != "" || s.opts.Authorize != nil
+}
 
 func (s *GitServer) authorized(req *http.Request) bool {
+	if s.opts.Authorize != nil {
+		return s.opts.Authorize(req)
+	}
 	if !s.authEnabled() {
 		return true
 	}

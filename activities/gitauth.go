@@ -1,0 +1,181 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
+	"github.com/flotilla-gitops/flotilla/internal/githubapp"
+	"github.com/flotilla-gitops/flotilla/internal/gitsource"
+)
+
+// Keys of a Git credentials Secret, as Fleet names them.
+const (
+	keySSHPrivateKey     = "ssh-privatekey" // corev1.SSHAuthPrivateKey
+	keyKnownHosts        = "known_hosts"
+	keyGitHubAppID       = "github_app_id"
+	keyGitHubAppInstall  = "github_app_installation_id"
+	keyGitHubAppKey      = "github_app_private_key"
+	secretTypeSSHAuth    = "kubernetes.io/ssh-auth"
+	githubAppGitUsername = "x-access-token"
+)
+
+// gitSecret is a clientSecretName Secret read as one of the credential
+// forms: exactly one field is set.
+type gitSecret struct {
+	basic *gitsource.Auth
+	ssh   *gitsource.SSHAuth
+	app   *githubapp.App
+}
+
+// parseGitSecret reads a Secret's data as Git credentials, as Fleet does:
+// an ssh-privatekey (or type kubernetes.io/ssh-auth) is an SSH key, with
+// the Secret's known_hosts; github_app_id is a GitHub App (all three of its
+// keys required); anything else is basic auth, a password with no
+// username being a token sent as the username (Fleet's reading), and
+// Flotilla's token key a password for user "git". Errors name the key, never
+// a value.
+func parseGitSecret(typ string, data map[string][]byte) (gitSecret, error) {
+	switch {
+	case len(data[keySSHPrivateKey]) > 0 || typ == secretTypeSSHAuth:
+		if len(data[keySSHPrivateKey]) == 0 {
+			return gitSecret{}, fmt.Errorf("an ssh-auth secret needs %q", keySSHPrivateKey)
+		}
+		return gitSecret{ssh: &gitsource.SSHAuth{PrivateKey: data[keySSHPrivateKey], KnownHosts: data[keyKnownHosts]}}, nil
+	case len(data[keyGitHubAppID]) > 0:
+		return parseGitHubApp(data)
+	}
+	s := api.Secret{Data: data}
+	user, pass := s.Credentials()
+	if pass == "" {
+		return gitSecret{}, errors.New(`a basic-auth secret needs "password" (with or without "username") or "token"`)
+	}
+	if len(data["username"]) == 0 && len(data["password"]) > 0 {
+		user, pass = pass, "" // Fleet: a token alone is the username
+	}
+	return gitSecret{basic: &gitsource.Auth{Username: user, Password: pass}}, nil
+}
+
+func parseGitHubApp(data map[string][]byte) (gitSecret, error) {
+	id, err := strconv.ParseInt(string(data[keyGitHubAppID]), 10, 64)
+	if err != nil || id <= 0 {
+		return gitSecret{}, fmt.Errorf("%s is not a positive number", keyGitHubAppID)
+	}
+	inst, err := strconv.ParseInt(string(data[keyGitHubAppInstall]), 10, 64)
+	if err != nil || inst <= 0 {
+		return gitSecret{}, fmt.Errorf("a GitHub App secret needs %s, a positive number", keyGitHubAppInstall)
+	}
+	if len(data[keyGitHubAppKey]) == 0 {
+		return gitSecret{}, fmt.Errorf("a GitHub App secret needs %s (the App's PEM private key)", keyGitHubAppKey)
+	}
+	return gitSecret{app: &githubapp.App{ID: id, InstallationID: inst, PrivateKey: data[keyGitHubAppKey]}}, nil
+}
+
+// remote builds the Git remote of a GitRepo with its credentials: basic
+// auth, an SSH key checked against known_hosts (the Secret's, else the
+// worker's --ssh-known-hosts), or a GitHub App's installation token,
+// minted here and never returned. warnings are for the GitRepo's status.
+func (a *Activities) remote(ctx context.Context, ref GitRepoRef, spec api.GitRepoSpec) (gitsource.Remote, []string, error) {
+	r := gitsource.Remote{URL: spec.Repo, InsecureSkipTLSVerify: spec.InsecureSkipTLSVerify, CABundle: spec.CABundle}
+	var warnings []string
+	ssh := gitsource.IsSSH(spec.Repo)
+	if ssh {
+		r.SSH = &gitsource.SSHAuth{}
+	}
+	if spec.ClientSecretName != "" {
+		sec, err := a.gitSecret(ctx, ref, spec.ClientSecretName)
+		if err != nil {
+			return r, nil, err
+		}
+		switch {
+		case sec.ssh != nil && !ssh:
+			return r, nil, invalidSecret(ref, spec.ClientSecretName, "holds an SSH key, but repo is not an ssh:// or scp-like URL")
+		case sec.ssh != nil:
+			r.SSH = sec.ssh
+		case ssh:
+			return r, nil, invalidSecret(ref, spec.ClientSecretName, "repo is an SSH URL: the secret needs "+keySSHPrivateKey)
+		case sec.app != nil:
+			app := *sec.app
+			app.APIURL, app.CABundle, app.InsecureSkipTLSVerify = githubapp.APIURL(spec.Repo), spec.CABundle, spec.InsecureSkipTLSVerify
+			token, err := a.githubApps().Token(ctx, app)
+			if err != nil {
+				return r, nil, githubAppError(ref, err)
+			}
+			r.Auth = &gitsource.Auth{Username: githubAppGitUsername, Password: token}
+		default:
+			r.Auth = sec.basic
+		}
+	}
+	if r.SSH != nil {
+		if len(r.SSH.KnownHosts) == 0 && a.KnownHostsFile != "" {
+			kh, err := os.ReadFile(a.KnownHostsFile)
+			if err != nil {
+				return r, nil, fmt.Errorf("%s: read --ssh-known-hosts: %w", ref.Title(), err)
+			}
+			r.SSH.KnownHosts = kh
+		}
+		if spec.InsecureSkipHostKeyChecks || a.InsecureSkipHostKeyChecks {
+			r.SSH.InsecureIgnoreHostKey = true
+			warnings = append(warnings, fmt.Sprintf("the host key of %s is not checked (insecureSkipHostKeyChecks): "+
+				"anyone between Flotilla and the host can serve any commit", r))
+		}
+	}
+	return r, warnings, nil
+}
+
+// gitSecret loads and reads the clientSecretName Secret.
+func (a *Activities) gitSecret(ctx context.Context, ref GitRepoRef, name string) (gitSecret, error) {
+	typ, data, err := a.Secrets.SecretData(ctx, ref.Namespace, name)
+	switch {
+	case errors.Is(err, cluster.ErrNotFound):
+		return gitSecret{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s: clientSecretName %q: no such secret in namespace %s (apply a v1 Secret with `flotilla apply`)",
+				ref.Title(), name, ref.Namespace), ErrTypeSecretNotFound, nil)
+	case errors.Is(err, cluster.ErrNoData):
+		// Sealed by an older version, which kept only the credentials.
+		user, pass, lerr := a.Secrets.Load(ref.Namespace, name)
+		if lerr != nil {
+			return gitSecret{}, fmt.Errorf("%s: read secret %s: %w", ref.Title(), name, lerr)
+		}
+		return gitSecret{basic: &gitsource.Auth{Username: user, Password: pass}}, nil
+	case err != nil:
+		return gitSecret{}, fmt.Errorf("%s: read secret %s: %w", ref.Title(), name, err)
+	}
+	sec, err := parseGitSecret(typ, data)
+	if err != nil {
+		return gitSecret{}, invalidSecret(ref, name, err.Error())
+	}
+	return sec, nil
+}
+
+func invalidSecret(ref GitRepoRef, name, why string) error {
+	return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: clientSecretName %q: %s", ref.Title(), name, why),
+		ErrTypeSecretNotFound, nil)
+}
+
+// githubAppError classifies a failure to mint a token: a refused App is
+// ErrTypeGitAuth (non-retryable), anything else is tried again.
+func githubAppError(ref GitRepoRef, err error) error {
+	msg := fmt.Sprintf("GitRepo %s: %v", ref, err)
+	if errors.Is(err, githubapp.ErrUnauthorized) {
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitAuth, nil)
+	}
+	return temporal.NewApplicationError(msg, "Git")
+}
+
+// githubApps returns the controller's token cache, creating it on first
+// use.
+func (a *Activities) githubApps() *githubapp.Tokens {
+	a.appsOnce.Do(func() {
+		if a.GitHubApps == nil {
+			a.GitHubApps = githubapp.NewTokens()
+		}
+	})
+	return a.GitHubApps
+}
