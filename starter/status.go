@@ -137,6 +137,9 @@ func printHeader(w io.Writer, st status.GitRepo) {
 		if st.LatestCommit != "" && st.LatestCommit != st.Commit {
 			fmt.Fprintf(w, " (latest %s)", short(st.LatestCommit))
 		}
+		if st.RenderedCommit != "" && st.RenderedCommit != st.Commit {
+			fmt.Fprintf(w, " (no change under paths since %s: not rendered again)", short(st.RenderedCommit))
+		}
 	}
 	fmt.Fprintf(w, "\nState:    %s  %s bundle deployments ready, %s clusters ready, %d/%d resources ready\n",
 		st.Display.State, st.Display.ReadyBundleDeployments, st.Display.ReadyClusters,
@@ -144,6 +147,21 @@ func printHeader(w io.Writer, st status.GitRepo) {
 	if st.Progress != "" {
 		fmt.Fprintf(w, "Progress: %s\n", st.Progress)
 	}
+	printSource(w, st)
+	if st.Watched > 0 && st.Watched < len(st.Deployments) {
+		fmt.Fprintf(w, "Watched:  %d/%d deployments reported by their cluster's drift watch\n", st.Watched, len(st.Deployments))
+	}
+	if st.Rollout != "" {
+		fmt.Fprintf(w, "Rollout:  %s (running)\n", st.Rollout)
+	} else if st.LastRollout != "" {
+		fmt.Fprintf(w, "Rollout:  %s\n", st.LastRollout)
+	}
+}
+
+// printSource prints how the GitRepo's remote is checked: polling and its
+// backoff, a Git host's request to wait, webhooks, and what spec.verify
+// said of the newest commit.
+func printSource(w io.Writer, st status.GitRepo) {
 	if st.PollingInterval != "" {
 		fmt.Fprintf(w, "Polling:  every %s", st.PollingInterval)
 		if st.PollFailures > 0 {
@@ -151,16 +169,17 @@ func printHeader(w io.Writer, st status.GitRepo) {
 		}
 		fmt.Fprintln(w)
 	}
-	if st.Watched > 0 && st.Watched < len(st.Deployments) {
-		fmt.Fprintf(w, "Watched:  %d/%d deployments reported by their cluster's drift watch\n", st.Watched, len(st.Deployments))
+	if st.NextCheck != nil {
+		fmt.Fprintf(w, "Waiting:  next check at %s (%s)\n", st.NextCheck.Format(time.RFC3339), st.NextCheckReason)
 	}
 	if st.WebhookCommit != "" && st.LastWebhookTime != nil {
 		fmt.Fprintf(w, "Webhook:  %s at %s\n", short(st.WebhookCommit), st.LastWebhookTime.Format(time.RFC3339))
 	}
-	if st.Rollout != "" {
-		fmt.Fprintf(w, "Rollout:  %s (running)\n", st.Rollout)
-	} else if st.LastRollout != "" {
-		fmt.Fprintf(w, "Rollout:  %s\n", st.LastRollout)
+	if st.Verified != "" {
+		fmt.Fprintf(w, "Signed:   %s verified (%s)\n", short(st.LatestCommit), st.Verified)
+	}
+	if r := st.Rejected; r != nil {
+		fmt.Fprintf(w, "Rejected: %s\n", r.Message())
 	}
 }
 
@@ -208,7 +227,8 @@ func printConditions(w io.Writer, st status.GitRepo, shown map[string]bool) {
 		if c.Reason != "" {
 			line += " (" + c.Reason + ")"
 		}
-		detailed := c.Type == status.ConditionRolloutHalted && len(st.Halts) > 0
+		detailed := (c.Type == status.ConditionRolloutHalted && len(st.Halts) > 0) ||
+			(c.Type == status.ConditionGitPolling && c.Reason != status.ReasonPollFailed) // the Waiting and Rejected lines
 		if !shown[c.Message] && !detailed {
 			line += ": " + c.Message
 			shown[c.Message] = true

@@ -122,7 +122,7 @@ func TestPrintStatus_JSONAndYAMLCarryTheDerivedFields(t *testing.T) {
 	want.Finish()
 	assert.Equal(t, want, got)
 	assert.Equal(t, "1/2", got.Display.ReadyClusters)
-	assert.Len(t, got.Conditions, 6)
+	assert.Len(t, got.Conditions, 7)
 
 	buf.Reset()
 	require.NoError(t, printStatus(&buf, output.YAML, shop()))
@@ -160,4 +160,31 @@ func TestPrintStatus_PollingAndWebhook(t *testing.T) {
 	st.PollingInterval, st.PollFailures = "", 0
 	require.NoError(t, printStatus(&buf, output.Table, st))
 	assert.NotContains(t, buf.String(), "Polling:")
+}
+
+// TestPrintStatus_GitSourceLines: a Git host's request to wait, a commit
+// taken without a render (no change under paths), a verified signature
+// and a rejected commit each get their line.
+func TestPrintStatus_GitSourceLines(t *testing.T) {
+	at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	st := status.GitRepo{Namespace: "fleet-default", Name: "demo", Repo: "ssh://git@git.example/demo.git",
+		Commit: "1111111111111111111111111111111111111111", LatestCommit: "1111111111111111111111111111111111111111",
+		RenderedCommit: "2222222222222222222222222222222222222222",
+		NextCheck:      &at, NextCheckReason: "git.example: 429 Too Many Requests, Retry-After 60s",
+		Verified: "ssh-ed25519 SHA256:abc (release@example)",
+		Rejected: &status.RejectedCommit{Commit: "3333333333333333333333333333333333333333", Reason: "unsigned"}}
+	var buf bytes.Buffer
+	require.NoError(t, printStatus(&buf, output.Table, st))
+	out := buf.String()
+	assert.Contains(t, out, "Commit:   111111111111 (no change under paths since 222222222222: not rendered again)\n")
+	assert.Contains(t, out, "Waiting:  next check at 2026-11-30T02:00:00Z (git.example: 429 Too Many Requests, Retry-After 60s)\n")
+	assert.Contains(t, out, "Signed:   111111111111 verified (ssh-ed25519 SHA256:abc (release@example))\n")
+	assert.Contains(t, out, "Rejected: commit 3333333333333333333333333333333333333333 not deployed: unsigned\n")
+
+	buf.Reset()
+	st.RenderedCommit, st.NextCheck, st.Verified, st.Rejected = st.Commit, nil, "", nil
+	require.NoError(t, printStatus(&buf, output.Table, st))
+	for _, line := range []string{"no change under paths", "Waiting:", "Signed:", "Rejected:"} {
+		assert.NotContains(t, buf.String(), line)
+	}
 }

@@ -94,7 +94,8 @@ func ProjectGitRepo(in GitRepoInput) GitRepoStatus {
 
 // gitRepoConditions are Fleet's Ready, Accepted, Reconciling and Stalled,
 // then Flotilla's RolloutHalted, WaitingForApproval and DeletionHeld, then
-// other overrides sorted by type; each carries the object's generation.
+// Fleet's GitPolling, then other overrides sorted by type; each carries the
+// object's generation.
 func gitRepoConditions(in GitRepoInput) []Condition {
 	st := in.Status
 	byType := map[string]Condition{}
@@ -116,7 +117,7 @@ func gitRepoConditions(in GitRepoInput) []Condition {
 	}
 	byType[status.ConditionReady] = ready(in, byType)
 	order := []string{status.ConditionReady, status.ConditionAccepted, ConditionReconciling, status.ConditionStalled,
-		status.ConditionRolloutHalted, status.ConditionWaitingForApproval, status.ConditionDeletionHeld}
+		status.ConditionRolloutHalted, status.ConditionWaitingForApproval, status.ConditionDeletionHeld, status.ConditionGitPolling}
 	sort.Slice(extra, func(i, j int) bool { return extra[i].Type < extra[j].Type })
 	var out []Condition
 	for _, t := range order {

@@ -204,3 +204,19 @@ func TestStamp(t *testing.T) {
 	flipped := Stamp([]Condition{{Type: "Stalled", Status: "True", Reason: "Error"}}, got, t1.Add(time.Minute))
 	assert.Equal(t, "2026-01-01T00:02:00Z", flipped[0].LastTransitionTime)
 }
+
+// TestProjectGitRepo_GitPolling: Fleet's GitPolling condition reaches the
+// GitRepo's status: True while checks succeed, False naming the host and
+// the time while the Git host asked to wait.
+func TestProjectGitRepo_GitPolling(t *testing.T) {
+	got := ProjectGitRepo(GitRepoInput{Status: gitRepo(nil, dep("demo-a", "c1", status.Ready)), Generation: 3, SpecGeneration: 3})
+	assert.Equal(t, Condition{Type: "GitPolling", Status: "True", ObservedGeneration: 3}, cond(got, "GitPolling"))
+
+	at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	st := gitRepo(func(g *status.GitRepo) { g.NextCheck, g.NextCheckReason = &at, "git.example: 429 Too Many Requests" },
+		dep("demo-a", "c1", status.Ready))
+	got = ProjectGitRepo(GitRepoInput{Status: st, Generation: 3, SpecGeneration: 3})
+	assert.Equal(t, Condition{Type: "GitPolling", Status: "False", Reason: "RateLimited", ObservedGeneration: 3,
+		Message: "next check at 2026-11-30T02:00:00Z: git.example: 429 Too Many Requests"}, cond(got, "GitPolling"))
+	assert.Equal(t, "True", cond(got, "Ready").Status, "a wait for the Git host leaves what is deployed Ready")
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Display is Fleet's status.display for a GitRepo: what a one-line listing
@@ -100,17 +101,25 @@ const (
 	// `flotilla approve --deletions`.
 	ReasonTargetNotFound = "TargetNotFound"
 	ReasonDeletionGuard  = "DeletionGuard"
+	// ConditionGitPolling is Fleet's: True while checks of the remote
+	// succeed, False while they fail (ReasonPollFailed), the Git host asked
+	// to wait (ReasonRateLimited: NextCheck) or the newest commit's
+	// signature was refused (ReasonCommitRejected: Rejected).
+	ConditionGitPolling  = "GitPolling"
+	ReasonPollFailed     = "PollFailed"
+	ReasonRateLimited    = "RateLimited"
+	ReasonCommitRejected = "CommitRejected"
 )
 
 // ConditionTypes lists the condition types in order.
 var ConditionTypes = []string{ConditionReady, ConditionAccepted, ConditionStalled, ConditionRolloutHalted,
-	ConditionWaitingForApproval, ConditionDeletionHeld}
+	ConditionWaitingForApproval, ConditionDeletionHeld, ConditionGitPolling}
 
 // Healthy reports whether the condition is in its happy state: True for
 // Ready and Accepted, False for the others.
 func (c Condition) Healthy() bool {
 	switch c.Type {
-	case ConditionReady, ConditionAccepted:
+	case ConditionReady, ConditionAccepted, ConditionGitPolling:
 		return c.Status == ConditionTrue
 	}
 	return c.Status == ConditionFalse
@@ -198,7 +207,7 @@ func (g *GitRepo) Finish() {
 	}
 
 	g.Conditions = []Condition{g.readyCondition(), g.acceptedCondition(), g.stalledCondition(halts),
-		haltedCondition(haltMsg), g.approvalCondition(), g.deletionHeldCondition()}
+		haltedCondition(haltMsg), g.approvalCondition(), g.deletionHeldCondition(), g.gitPollingCondition()}
 
 	if g.Progress == "" && (len(g.Partitions) > 0 || len(g.Waits) > 0) {
 		g.Progress = Progress(deps, g.Partitions, g.Waits)
@@ -264,6 +273,27 @@ func (g *GitRepo) acceptedCondition() Condition {
 		return Condition{Type: ConditionAccepted, Status: ConditionTrue, Reason: ReasonWarnings, Message: msg}
 	}
 	return Condition{Type: ConditionAccepted, Status: ConditionTrue}
+}
+
+// gitPollingCondition is Fleet's GitPolling: whether the newest check of
+// the remote could be taken. A Git host's request to wait comes first:
+// nothing is asked until NextCheck.
+func (g *GitRepo) gitPollingCondition() Condition {
+	c := Condition{Type: ConditionGitPolling, Status: ConditionTrue}
+	switch {
+	case g.NextCheck != nil:
+		c.Status, c.Reason = ConditionFalse, ReasonRateLimited
+		c.Message = fmt.Sprintf("next check at %s: %s", g.NextCheck.UTC().Format(time.RFC3339), g.NextCheckReason)
+	case g.PollFailures > 0:
+		c.Status, c.Reason = ConditionFalse, ReasonPollFailed
+		c.Message = fmt.Sprintf("%d failed checks in a row", g.PollFailures)
+		if g.Error != "" {
+			c.Message += ": " + g.Error
+		}
+	case g.Rejected != nil:
+		c.Status, c.Reason, c.Message = ConditionFalse, ReasonCommitRejected, g.Rejected.Message()
+	}
+	return c
 }
 
 func (g *GitRepo) stalledCondition(halts []Halt) Condition {

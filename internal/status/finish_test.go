@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -61,6 +62,7 @@ func TestFinish_Mix(t *testing.T) {
 		{Type: "RolloutHalted", Status: "False"},
 		{Type: "WaitingForApproval", Status: "False"},
 		{Type: "DeletionHeld", Status: "False"},
+		{Type: "GitPolling", Status: "True"},
 	}, g.Conditions)
 	ready, ok := g.Condition(status.ConditionReady)
 	require.True(t, ok)
@@ -91,7 +93,7 @@ func TestFinish_AllReady(t *testing.T) {
 		assert.True(t, c.Healthy(), c.Type)
 		assert.Empty(t, c.Message, c.Type)
 	}
-	assert.Equal(t, status.ConditionTypes, conditionTypes(g.Conditions), "always all five, in order")
+	assert.Equal(t, status.ConditionTypes, conditionTypes(g.Conditions), "always all of them, in order")
 }
 
 func TestFinish_PausedDeduplicatesMessages(t *testing.T) {
@@ -136,6 +138,7 @@ func TestFinish_ErrorHaltsAndApprovals(t *testing.T) {
 		{Type: "WaitingForApproval", Status: "True", Reason: "ApprovalRequired",
 			Message: "bundles app, db partition prod waits for approval; run: flotilla approve shop --partition prod"},
 		{Type: "DeletionHeld", Status: "False"},
+		{Type: "GitPolling", Status: "True"},
 	}, g.Conditions)
 	assert.Equal(t, "1/1 clusters ready, waiting for approval, held back by maxUnavailable", g.Progress,
 		"filled from the waits when the workflow left it empty")
@@ -189,7 +192,7 @@ func TestFinish_JSON(t *testing.T) {
 	bundles := m["bundles"].([]any)
 	assert.Equal(t, float64(1), bundles[0].(map[string]any)["counts"].(map[string]any)["errApplied"])
 	assert.Equal(t, float64(0), bundles[0].(map[string]any)["counts"].(map[string]any)["modified"], "zero counts present")
-	assert.Len(t, m["conditions"], 6)
+	assert.Len(t, m["conditions"], 7)
 
 	var back status.GitRepo
 	require.NoError(t, json.Unmarshal(b, &back))
@@ -225,4 +228,33 @@ func TestFinish_DeletionHeld(t *testing.T) {
 	assert.Equal(t, status.Condition{Type: "DeletionHeld", Status: "True", Reason: "TargetNotFound", Message: g.Waits[0].Message}, c)
 	assert.False(t, c.Healthy())
 	assert.Equal(t, "1/1 clusters ready, uninstalls held", g.Progress)
+}
+
+// TestFinish_GitPolling: Fleet's GitPolling condition is False while the
+// Git host asked to wait, checks fail, or the newest commit's signature
+// was refused, in that order of precedence.
+func TestFinish_GitPolling(t *testing.T) {
+	at := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	rejected := &status.RejectedCommit{Commit: "abc", Reason: "unsigned"}
+	for _, tc := range []struct {
+		name string
+		g    status.GitRepo
+		want status.Condition
+	}{
+		{"checks succeed", status.GitRepo{}, status.Condition{Type: "GitPolling", Status: "True"}},
+		{"the host asked to wait", status.GitRepo{NextCheck: &at, NextCheckReason: "git.example: 429", PollFailures: 2, Rejected: rejected},
+			status.Condition{Type: "GitPolling", Status: "False", Reason: "RateLimited", Message: "next check at 2026-11-30T02:00:00Z: git.example: 429"}},
+		{"checks fail", status.GitRepo{PollFailures: 2, Error: "GitRepo a/b: connection refused", Rejected: rejected},
+			status.Condition{Type: "GitPolling", Status: "False", Reason: "PollFailed", Message: "2 failed checks in a row: GitRepo a/b: connection refused"}},
+		{"a commit refused", status.GitRepo{Rejected: rejected},
+			status.Condition{Type: "GitPolling", Status: "False", Reason: "CommitRejected", Message: "commit abc not deployed: unsigned"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.g.Finish()
+			c, ok := tc.g.Condition(status.ConditionGitPolling)
+			require.True(t, ok)
+			assert.Equal(t, tc.want, c)
+			assert.Equal(t, tc.want.Status == "True", c.Healthy())
+		})
+	}
 }

@@ -342,7 +342,7 @@ type GitRepo struct {
 	// PerClusterResourceCounts per cluster name (Fleet's fields).
 	ResourceCounts           ResourceCounts            `json:"resourceCounts"`
 	PerClusterResourceCounts map[string]ResourceCounts `json:"perClusterResourceCounts,omitempty"`
-	// Conditions are always the five ConditionTypes, in that order.
+	// Conditions are always the ConditionTypes, in that order.
 	Conditions []Condition `json:"conditions,omitempty"`
 
 	// Settled is true when no rollout runs and none is due.

@@ -37,7 +37,7 @@ func TestFinish_Warnings(t *testing.T) {
 			c, ok := g.Condition(status.ConditionAccepted)
 			assert.True(t, ok)
 			assert.Equal(t, tt.want, c)
-			assert.Equal(t, status.ConditionTypes, conditionTypes(g.Conditions), "always all five, in order")
+			assert.Equal(t, status.ConditionTypes, conditionTypes(g.Conditions), "always all of them, in order")
 			if tt.err == "" {
 				assert.Equal(t, "Ready", g.Display.State, "warnings do not change the state")
 				assert.True(t, c.Healthy())
