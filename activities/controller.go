@@ -74,6 +74,9 @@ type Activities struct {
 
 	// refills deduplicates the renders and GitRepo queries of refills.
 	refills refills
+	// answers shares ls-remote answers between the GitRepos of a remote
+	// (lsRemote).
+	answers gitsource.Answers
 	// notifier coalesces NotifyGitRepos calls.
 	notifierOnce sync.Once
 	notifier     *cluster.Notifier
