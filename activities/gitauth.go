@@ -174,7 +174,7 @@ func githubAppError(ref GitRepoRef, err error) error {
 func (a *Activities) githubApps() *githubapp.Tokens {
 	a.appsOnce.Do(func() {
 		if a.GitHubApps == nil {
-			a.GitHubApps = githubapp.NewTokens()
+			a.GitHubApps = githubapp.NewTokens(githubapp.Options{})
 		}
 	})
 	return a.GitHubApps

@@ -272,7 +272,7 @@ func (c *Cache) ensureCommit(ctx context.Context, repo *git.Repository, ep endpo
 		return commit, err
 	}
 	spec := config.RefSpec(want.String() + ":refs/flotilla/" + want.String())
-	if err := ep.fetch(ctx, repo, spec); err != nil && (errors.Is(err, ErrAuth) || ctx.Err() != nil) {
+	if err := ep.fetch(ctx, repo, spec); err != nil && (errors.Is(err, ErrAuth) || isRateLimited(err) || ctx.Err() != nil) {
 		return nil, err
 	} // any other failure: the server does not serve the hash, so it is not found
 	if commit, err := peel(repo, want); err == nil || !errors.Is(err, plumbing.ErrObjectNotFound) {

@@ -156,6 +156,9 @@ func (r Remote) endpoint() (endpoint, error) {
 // sentinels. go-git's messages never carry the password: it is sent in a
 // header and the URL it sees has no userinfo.
 func (ep endpoint) classify(op string, err error) error {
+	if rl, ok := asRateLimited(err); ok {
+		return fmt.Errorf("%s %s: %w", op, ep.url, rl)
+	}
 	switch {
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
 		return fmt.Errorf("%s %s: %w: %w", op, ep.url, ErrAuth, err)
