@@ -115,9 +115,7 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 	for i, b := range s.Bundles {
 		bp := p.Child("bundles").Index(i)
 		errs = append(errs, validatePath(bp.Child("base"), b.Base)...)
-		if b.Options != "" {
-			errs = append(errs, validatePath(bp.Child("options"), b.Options)...)
-		}
+		errs = append(errs, validateOptionsPath(bp.Child("options"), b)...)
 	}
 	errs = append(errs, s.Verify.validate(p.Child("verify"))...)
 	return errs
@@ -183,6 +181,21 @@ func validatePath(pp *field.Path, pt string) field.ErrorList {
 	}
 	if _, err := path.Match(pt, ""); err != nil {
 		return field.ErrorList{field.Invalid(pp, pt, "bad glob: "+err.Error())}
+	}
+	return nil
+}
+
+// validateOptionsPath checks a bundles entry's options file: relative to
+// its base, and, as in Fleet, free to leave the base ("../dev.yaml") but
+// not the repository.
+func validateOptionsPath(pp *field.Path, b BundlePath) field.ErrorList {
+	switch joined := path.Join(b.Base, b.Options); {
+	case b.Options == "":
+		return nil
+	case path.IsAbs(b.Options):
+		return field.ErrorList{field.Invalid(pp, b.Options, "must be relative to the bundle's base")}
+	case joined == ".." || strings.HasPrefix(joined, "../") || joined == b.Base:
+		return field.ErrorList{field.Invalid(pp, b.Options, "must name a file inside the repository")}
 	}
 	return nil
 }
