@@ -127,9 +127,14 @@ type endpoint struct {
 	auth     transport.AuthMethod
 	insecure bool
 	caBundle []byte
+	// ssh is auth for ssh remotes: it knows how far a handshake got.
+	ssh *sshKeyAuth
 }
 
 func (r Remote) endpoint() (endpoint, error) {
+	if IsSSH(r.URL) {
+		return r.sshEndpoint()
+	}
 	// The parse error is not wrapped: url.Error quotes the whole URL,
 	// credentials included.
 	u, err := url.Parse(r.URL)
@@ -160,7 +165,10 @@ func (ep endpoint) classify(op string, err error) error {
 		return fmt.Errorf("%s %s: %w", op, ep.url, rl)
 	}
 	switch {
-	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+	case errors.Is(err, ErrHostKey):
+		return fmt.Errorf("%s %s: %w", op, ep.url, err)
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
+		ep.ssh != nil && ep.ssh.refused(err):
 		return fmt.Errorf("%s %s: %w: %w", op, ep.url, ErrAuth, err)
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return fmt.Errorf("%s %s: %w: %w", op, ep.url, ErrRepositoryNotFound, err)
