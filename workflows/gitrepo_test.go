@@ -40,6 +40,13 @@ type fakeFleet struct {
 	// rollouts targeted with.
 	policies    *fakePolicies
 	targetSpecs []api.GitRepoSpec
+	// resolveHook, when set, answers ResolveCommit (after gitDown);
+	// resolveIns and resolveTimes record each call, renders counts
+	// Render calls.
+	resolveHook  func(activities.ResolveInput) (activities.ResolveResult, error)
+	resolveIns   []activities.ResolveInput
+	resolveTimes []time.Time
+	renders      int
 }
 
 func newFakeFleet() *fakeFleet {
@@ -53,17 +60,24 @@ func (f *fakeFleet) register(env *testsuite.TestWorkflowEnvironment) {
 	env.RegisterWorkflow(RolloutWorkflow)
 	f.policies = allowPolicies(env)
 	env.OnActivity(a.ResolveCommit, mock.Anything, mock.Anything).Return(
-		func(context.Context, activities.ResolveInput) (activities.ResolveResult, error) {
+		func(_ context.Context, in activities.ResolveInput) (activities.ResolveResult, error) {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			f.resolves++
+			f.resolveIns, f.resolveTimes = append(f.resolveIns, in), append(f.resolveTimes, env.Now())
 			if f.gitDown {
 				return activities.ResolveResult{}, temporal.NewNonRetryableApplicationError("connection refused", "Git", nil)
+			}
+			if f.resolveHook != nil {
+				return f.resolveHook(in)
 			}
 			return activities.ResolveResult{Ref: "refs/heads/main", Commit: f.commit}, nil
 		})
 	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.RenderInput) (activities.RenderResult, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.renders++
 			return appBundles(in.Commit), nil
 		})
 	env.OnActivity(a.TargetBundles, mock.Anything, mock.Anything).Return(
