@@ -100,6 +100,18 @@ func TestObjectDocuments(t *testing.T) {
 		{"empty documents are counted", obj + "---\n---\nkind: X\n", "", "document 3 has no apiVersion", false},
 		{"only comments", "# c\n", "", "", false},
 		{"empty", "", "", "", false},
+		{"a v1 List is expanded into its items", "# c\n" + obj + "---\napiVersion: v1\nkind: List\nmetadata: {}\nitems:\n" +
+			"- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n- {apiVersion: v1, kind: Secret, metadata: {name: b}}\n",
+			"---\n# c\n" + obj + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n" +
+				"---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: b\n", "", false},
+		{"a typed list and a nested list", "apiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: List\n" +
+			"  items:\n  - {apiVersion: v1, kind: ConfigMap}\n- {apiVersion: v1, kind: ConfigMap, data: {k: v}}\n",
+			"---\n" + obj + "---\napiVersion: v1\ndata:\n  k: v\nkind: ConfigMap\n", "", false},
+		{"an empty list deploys nothing", "apiVersion: v1\nkind: List\nitems: []\n", "", "", false},
+		{"a list item that is not an object", obj + "---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap}\n" +
+			"- {apiVersion: v1}\n", "", "document 2 item 2 has no kind", false},
+		{"items that are not a sequence", "apiVersion: v1\nkind: List\nitems: {a: 1}\n", "",
+			"document 1 is a list whose items are not a sequence", false},
 		{"invalid yaml", obj + "---\na: [\n", "", "", true},
 		{"invalid yaml after an invalid document is still an error", "a: 1\n---\na: [\n", "", "", true},
 	}

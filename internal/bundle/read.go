@@ -69,13 +69,23 @@ type Reader struct {
 // dependencies that are not vendored get them built into charts/, unless
 // helm.disableDependencyUpdate is set.
 func (r *Reader) Read(ctx context.Context, root, dir, repoName string) (Bundle, Manifest, error) {
+	return r.ReadLocation(ctx, root, Location{Dir: dir}, repoName)
+}
+
+// ReadLocation is Read for a bundle Locate found. With loc.Options set
+// (an entry of a GitRepo's bundles, as fleet apply --driven-scan reads
+// it), that file, relative to loc.Dir, is the bundle's fleet.yaml: Dir's
+// own fleet.yaml is neither read nor a resource; the options file is not
+// a resource either; and the bundle's default name is Fleet's
+// <repoName>/<Dir>/<Options without extension>, made a release name.
+func (r *Reader) ReadLocation(ctx context.Context, root string, loc Location, repoName string) (Bundle, Manifest, error) {
 	rp, err := openRepo(root)
 	if err != nil {
 		return Bundle{}, Manifest{}, err
 	}
 	files := r.Limits.files()
 	rd := &reader{ctx: ctx, charts: r.Charts, repo: rp, ig: newIgnorer(rp, files), files: files}
-	b, m, err := rd.read(dir, repoName)
+	b, m, err := rd.read(loc, repoName)
 	// Errors from helpers that do not know the bundle (.fleetignore) get
 	// its name here.
 	var ve *ValidationError
@@ -85,12 +95,19 @@ func (r *Reader) Read(ctx context.Context, root, dir, repoName string) (Bundle, 
 	return b, m, err
 }
 
-func (rd *reader) read(dir, repoName string) (Bundle, Manifest, error) {
+func (rd *reader) read(loc Location, repoName string) (Bundle, Manifest, error) {
 	var err error
-	if rd.dir, err = cleanRel(dir); err != nil {
-		return Bundle{}, Manifest{}, &ValidationError{Path: dir, Err: err}
+	if rd.dir, err = cleanRel(loc.Dir); err != nil {
+		return Bundle{}, Manifest{}, &ValidationError{Path: loc.Dir, Err: err}
 	}
-	rd.name = fleetyaml.ReleaseName(path.Join(repoName, rd.dir))
+	id := path.Join(repoName, rd.dir)
+	if loc.Options != "" {
+		if rd.optionsPath, err = cleanRel(path.Join(rd.dir, loc.Options)); err != nil {
+			return Bundle{}, Manifest{}, &ValidationError{Path: path.Join(rd.dir, loc.Options), Err: err}
+		}
+		id = path.Join(id, strings.TrimSuffix(loc.Options, path.Ext(loc.Options)))
+	}
+	rd.name = fleetyaml.ReleaseName(id)
 	if err := rd.checkDir(); err != nil {
 		return Bundle{}, Manifest{}, err
 	}
@@ -158,6 +175,9 @@ type reader struct {
 	// dir is the bundle directory, name the bundle name (final once
 	// fleet.yaml is parsed) and file the options file ("" when none).
 	dir, name, file string
+	// optionsPath is the options file a GitRepo's bundles entry names, a
+	// repository path ("" to look for fleet.yaml in dir).
+	optionsPath string
 }
 
 // invalid returns a validation error about a key of the options file.
@@ -186,7 +206,7 @@ func (rd *reader) checkDir() error {
 // a warning for each key it ignored.
 func (rd *reader) readOptionsFile() (fleetYAML, []string, error) {
 	var fy fleetYAML
-	file, err := rd.repo.optionsFileIn(rd.dir)
+	file, err := rd.optionsFile()
 	if err != nil || file == "" {
 		return fy, nil, err
 	}
@@ -216,12 +236,31 @@ func (rd *reader) readOptionsFile() (fleetYAML, []string, error) {
 	return fy, warnings, nil
 }
 
+// optionsFile returns the repository path of the bundle's options file:
+// the one its bundles entry names, which must exist, or dir's fleet.yaml
+// or fleet.yml ("" when there is none).
+func (rd *reader) optionsFile() (string, error) {
+	if rd.optionsPath == "" {
+		return rd.repo.optionsFileIn(rd.dir)
+	}
+	if _, fi, err := rd.repo.resolve(rd.optionsPath); err != nil || !fi.Mode().IsRegular() {
+		if err == nil {
+			err = errors.New("not a regular file")
+		}
+		return "", &ValidationError{Bundle: rd.name, Path: rd.optionsPath, Err: fmt.Errorf("options file: %w", err)}
+	}
+	return rd.optionsPath, nil
+}
+
 // options validates fleet.yaml's settings and returns the Options, the
 // bundle-relative names of files to leave out of the manifest, and the
 // repo path of a local chart directory ("" when none).
 func (rd *reader) options(fy fleetYAML) (Options, map[string]bool, string, error) {
 	opts := fy.Options
 	exclude := map[string]bool{optionsFile: true, optionsFileFallback: true}
+	if rd.optionsPath != "" && withinDir(rd.dir, rd.optionsPath) {
+		exclude[relTo(rd.dir, rd.optionsPath)] = true
+	}
 	if opts.Helm == nil {
 		return opts, exclude, "", nil
 	}
