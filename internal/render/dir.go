@@ -15,12 +15,13 @@ import (
 // DirOptions say what to render: the bundles under Root, for one cluster.
 type DirOptions struct {
 	// Root is the repository checkout; Paths are its scan paths (default
-	// GitRepo's paths, else ".").
+	// the GitRepo's bundles entries, or its paths; else ".").
 	Root  string
 	Paths []string
 	// GitRepo, when set, is the spec of the GitRepo the bundles belong
 	// to, applied as a rollout applies it: its options to every bundle
-	// (GitRepoOptions) and its Bounds, its paths unless Paths are set, and its targets
+	// (GitRepoOptions) and its Bounds, its bundles or paths unless Paths
+	// are set, and its targets
 	// (EffectiveTargets: clusterGroup default when it names none) unless
 	// Restrict is set. Nil: no GitRepo, as Fleet's `fleet test`.
 	GitRepo *api.GitRepoSpec
@@ -50,13 +51,14 @@ type Result struct {
 	Objects []byte
 }
 
-// Dir reads every bundle under o.Root and renders it for o.Cluster, in
-// bundle-directory order. The first error stops it and is returned.
+// Dir reads every bundle under o.Root (bundle.Locate) and renders it for
+// o.Cluster, in bundle order. The first error stops it and is returned.
 func Dir(ctx context.Context, o DirOptions) ([]Result, error) {
 	paths, restrict := o.Paths, o.Restrict
+	var entries []api.BundlePath
 	if o.GitRepo != nil {
 		if len(paths) == 0 {
-			paths = o.GitRepo.EffectivePaths()
+			paths, entries = o.GitRepo.EffectivePaths(), o.GitRepo.Bundles
 		}
 		if restrict == nil {
 			restrict = o.GitRepo.EffectiveTargets()
@@ -65,7 +67,7 @@ func Dir(ctx context.Context, o DirOptions) ([]Result, error) {
 	if len(paths) == 0 {
 		paths = []string{"."}
 	}
-	dirs, err := bundle.Scan(o.Root, paths)
+	locs, err := bundle.Locate(o.Root, paths, entries)
 	if err != nil {
 		return nil, err
 	}
@@ -80,13 +82,13 @@ func Dir(ctx context.Context, o DirOptions) ([]Result, error) {
 	// The first bundle that fails stops the others; its error is returned.
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallel)
-	out := make([]Result, len(dirs))
-	for i, d := range dirs {
+	out := make([]Result, len(locs))
+	for i, loc := range locs {
 		g.Go(func() error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			b, m, err := reader.Read(ctx, o.Root, d, o.RepoName)
+			b, m, err := reader.ReadLocation(ctx, o.Root, loc, o.RepoName)
 			if err != nil {
 				return err
 			}
