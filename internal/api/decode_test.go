@@ -123,8 +123,14 @@ func TestDecode_InvalidDocumentsNameFileAndField(t *testing.T) {
 			[]string{"Cluster c1", "metadata.labels", "not valid!"}},
 		{"credentials in url", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'https://bot:hunter2@git/a.git'}",
 			[]string{"spec.repo", "clientSecretName"}},
-		{"ssh not supported", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'ssh://git/a.git'}",
-			[]string{"spec.repo", "Unsupported value"}},
+		{"git:// not supported", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'git://git/a.git'}",
+			[]string{"spec.repo", "Unsupported value", `"ssh"`}},
+		{"password in ssh url", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'ssh://git:hunter2@git/a.git'}",
+			[]string{"spec.repo", "clientSecretName"}},
+		{"password in scp-like url", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'git:hunter2@git:a.git'}",
+			[]string{"spec.repo", "clientSecretName"}},
+		{"scp-like without path", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'git@github.com:'}",
+			[]string{"spec.repo", "needs a host and a path"}},
 		{"escaping path", "apiVersion: flotilla.dev/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: 'https://g/a.git', paths: ['../x']}",
 			[]string{"spec.paths[0]", ".."}},
 		{"bad cluster name", "apiVersion: flotilla.dev/v1alpha1\nkind: Cluster\nmetadata: {name: Prod_EU}",
@@ -160,6 +166,21 @@ func TestDecode_InvalidDocumentsNameFileAndField(t *testing.T) {
 				assert.Contains(t, err.Error(), w)
 			}
 			assert.NotContains(t, err.Error(), "hunter2", "credentials never appear in errors")
+		})
+	}
+}
+
+func TestDecode_SSHRepos(t *testing.T) {
+	for _, repo := range []string{
+		"git@github.com:org/fleet.git",
+		"ssh://git@github.com:2222/org/fleet.git",
+		"git+ssh://deploy@git.example.com/org/fleet.git",
+		"ssh://127.0.0.1:2222/srv/git/app.git",
+	} {
+		t.Run(repo, func(t *testing.T) {
+			doc := "apiVersion: fleet.cattle.io/v1alpha1\nkind: GitRepo\nmetadata: {name: app}\nspec: {repo: '" + repo + "', clientSecretName: deploy-key}"
+			_, err := api.Decode(strings.NewReader(doc), "in.yaml")
+			require.NoError(t, err)
 		})
 	}
 }

@@ -20,3 +20,18 @@ func RedactURL(raw string) string {
 	}
 	return raw[:start] + raw[start+at+1:]
 }
+
+// IsSSHURL reports whether raw is an ssh://, git+ssh:// or ssh+git:// URL,
+// or scp-like ([user@]host:path: no scheme, no '/' before the first colon),
+// as git reads them.
+func IsSSHURL(raw string) bool {
+	if i := strings.Index(raw, "://"); i >= 0 {
+		switch raw[:i] {
+		case "ssh", "git+ssh", "ssh+git":
+			return true
+		}
+		return false
+	}
+	colon := strings.Index(raw, ":")
+	return colon > 0 && !strings.Contains(raw[:colon], "/")
+}

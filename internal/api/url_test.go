@@ -18,11 +18,35 @@ func TestRedactURL(t *testing.T) {
 		{"https://host/path/with@sign", "https://host/path/with@sign"}, // '@' after the host is not userinfo
 		{"https://host?q=a@b", "https://host?q=a@b"},
 		{"user:" + "s3cr3t-Pa55" + "@host:org/repo", "host:org/repo"},
+		{"git@github.com:org/repo.git", "github.com:org/repo.git"}, // scp-like stays scp-like
+		{"git@github.com:repo.git", "github.com:repo.git"},
+		{"ssh://git@127.0.0.1:2222/srv/app.git", "ssh://127.0.0.1:2222/srv/app.git"},
 		{"", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
 			assert.Equal(t, tt.want, api.RedactURL(tt.in))
 		})
+	}
+}
+
+func TestIsSSHURL(t *testing.T) {
+	tests := []struct {
+		in   string
+		want bool
+	}{
+		{"git@github.com:org/repo.git", true},
+		{"github.com:org/repo.git", true},
+		{"ssh://git@github.com:2222/org/repo.git", true},
+		{"git+ssh://git@github.com/org/repo.git", true},
+		{"ssh+git://github.com/org/repo.git", true},
+		{"https://github.com/org/repo.git", false},
+		{"git://github.com/org/repo.git", false},
+		{"./local:path", false},
+		{"/abs/repo.git", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, api.IsSSHURL(tt.in), tt.in)
 	}
 }

@@ -124,15 +124,7 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 // validateSource checks the repository URL, branch and revision.
 func (s GitRepoSpec) validateSource(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if s.Repo == "" {
-		errs = append(errs, field.Required(p.Child("repo"), "the Git repository URL"))
-	} else if u, err := url.Parse(s.Repo); err != nil {
-		errs = append(errs, field.Invalid(p.Child("repo"), RedactURL(s.Repo), err.Error()))
-	} else if u.Scheme != "http" && u.Scheme != "https" {
-		errs = append(errs, field.NotSupported(p.Child("repo"), u.Scheme, []string{"http", "https"}))
-	} else if u.User != nil {
-		errs = append(errs, field.Invalid(p.Child("repo"), RedactURL(s.Repo), "credentials in the URL are not allowed; use clientSecretName"))
-	}
+	errs = append(errs, validateRepoURL(p.Child("repo"), s.Repo)...)
 	if s.Branch != "" && !validRef(s.Branch) {
 		errs = append(errs, field.Invalid(p.Child("branch"), s.Branch, "not a valid Git branch name"))
 	}
@@ -140,6 +132,46 @@ func (s GitRepoSpec) validateSource(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("revision"), s.Revision, "not a valid Git revision"))
 	}
 	return errs
+}
+
+// validateRepoURL checks a GitRepo's repo: http(s), ssh (ssh://,
+// git+ssh://, ssh+git://) or scp-like (git@host:org/repo.git), with a
+// host and no password; a user name is fine for SSH only, where it is the
+// login and no secret.
+func validateRepoURL(p *field.Path, repo string) field.ErrorList {
+	noCreds := field.Invalid(p, RedactURL(repo), "credentials in the URL are not allowed; use clientSecretName")
+	if repo == "" {
+		return field.ErrorList{field.Required(p, "the Git repository URL")}
+	}
+	if IsSSHURL(repo) && !strings.Contains(repo, "://") {
+		user, hostPath := "", repo
+		if at := strings.Index(repo, "@"); at >= 0 && strings.Contains(repo[at:], ":") {
+			user, hostPath = repo[:at], repo[at+1:]
+		}
+		host, rest, _ := strings.Cut(hostPath, ":")
+		switch {
+		case strings.Contains(user, ":"):
+			return field.ErrorList{noCreds}
+		case host == "" || rest == "":
+			return field.ErrorList{field.Invalid(p, RedactURL(repo), "an scp-like URL needs a host and a path (git@host:org/repo.git)")}
+		}
+		return nil
+	}
+	u, err := url.Parse(repo)
+	switch {
+	case err != nil:
+		return field.ErrorList{field.Invalid(p, RedactURL(repo), "not a URL")}
+	case u.Scheme != "http" && u.Scheme != "https" && !IsSSHURL(repo):
+		return field.ErrorList{field.NotSupported(p, u.Scheme, []string{"http", "https", "ssh", "git+ssh"})}
+	case u.Host == "":
+		return field.ErrorList{field.Invalid(p, RedactURL(repo), "the URL has no host")}
+	case u.User == nil:
+		return nil
+	}
+	if _, hasPassword := u.User.Password(); hasPassword || !IsSSHURL(repo) {
+		return field.ErrorList{noCreds}
+	}
+	return nil
 }
 
 // validate checks the mode and the Secret of a verification.

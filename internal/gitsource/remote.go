@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -179,11 +178,4 @@ func (ep endpoint) classify(op string, err error) error {
 
 // IsSSH reports whether url is an ssh:// (or git+ssh://) URL or scp-like
 // ([user@]host:path, no scheme).
-func IsSSH(url string) bool {
-	if i := strings.Index(url, "://"); i >= 0 {
-		scheme := url[:i]
-		return scheme == "ssh" || scheme == "git+ssh" || scheme == "ssh+git"
-	}
-	colon := strings.Index(url, ":")
-	return colon > 0 && !strings.ContainsAny(url[:colon], "/")
-}
+func IsSSH(url string) bool { return api.IsSSHURL(url) }

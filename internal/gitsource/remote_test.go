@@ -56,8 +56,8 @@ func TestEndpoint(t *testing.T) {
 			wantErr: ErrInvalidURL,
 		},
 		{
-			name:    "ssh is not supported",
-			remote:  Remote{URL: "ssh://git@host/r.git"},
+			name:    "git:// is not supported (ssh is: TestSSHEndpoint)",
+			remote:  Remote{URL: "git://host/r.git"},
 			wantErr: ErrInvalidURL,
 		},
 		{
