@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -36,8 +37,8 @@ type gitSecret struct {
 
 // parseGitSecret reads a Secret's data as Git credentials, as Fleet does:
 // an ssh-privatekey (or type kubernetes.io/ssh-auth) is an SSH key, with
-// the Secret's known_hosts; github_app_id is a GitHub App (all three of its
-// keys required); anything else is basic auth, a password with no
+// the Secret's known_hosts; any of the github_app_* keys is a GitHub App
+// (all three required); anything else is basic auth, a password with no
 // username being a token sent as the username (Fleet's reading), and
 // Flotilla's token key a password for user "git". Errors name the key, never
 // a value.
@@ -48,7 +49,7 @@ func parseGitSecret(typ string, data map[string][]byte) (gitSecret, error) {
 			return gitSecret{}, fmt.Errorf("an ssh-auth secret needs %q", keySSHPrivateKey)
 		}
 		return gitSecret{ssh: &gitsource.SSHAuth{PrivateKey: data[keySSHPrivateKey], KnownHosts: data[keyKnownHosts]}}, nil
-	case len(data[keyGitHubAppID]) > 0:
+	case len(data[keyGitHubAppID]) > 0 || len(data[keyGitHubAppInstall]) > 0 || len(data[keyGitHubAppKey]) > 0:
 		return parseGitHubApp(data)
 	}
 	s := api.Secret{Data: data}
@@ -62,12 +63,14 @@ func parseGitSecret(typ string, data map[string][]byte) (gitSecret, error) {
 	return gitSecret{basic: &gitsource.Auth{Username: user, Password: pass}}, nil
 }
 
+// parseGitHubApp reads the three keys of a GitHub App Secret. The IDs may
+// carry surrounding whitespace (a file's trailing newline).
 func parseGitHubApp(data map[string][]byte) (gitSecret, error) {
-	id, err := strconv.ParseInt(string(data[keyGitHubAppID]), 10, 64)
+	id, err := strconv.ParseInt(strings.TrimSpace(string(data[keyGitHubAppID])), 10, 64)
 	if err != nil || id <= 0 {
-		return gitSecret{}, fmt.Errorf("%s is not a positive number", keyGitHubAppID)
+		return gitSecret{}, fmt.Errorf("a GitHub App secret needs %s, a positive number", keyGitHubAppID)
 	}
-	inst, err := strconv.ParseInt(string(data[keyGitHubAppInstall]), 10, 64)
+	inst, err := strconv.ParseInt(strings.TrimSpace(string(data[keyGitHubAppInstall])), 10, 64)
 	if err != nil || inst <= 0 {
 		return gitSecret{}, fmt.Errorf("a GitHub App secret needs %s, a positive number", keyGitHubAppInstall)
 	}
@@ -83,50 +86,60 @@ func parseGitHubApp(data map[string][]byte) (gitSecret, error) {
 // minted here and never returned. warnings are for the GitRepo's status.
 func (a *Activities) remote(ctx context.Context, ref GitRepoRef, spec api.GitRepoSpec) (gitsource.Remote, []string, error) {
 	r := gitsource.Remote{URL: spec.Repo, InsecureSkipTLSVerify: spec.InsecureSkipTLSVerify, CABundle: spec.CABundle}
-	var warnings []string
-	ssh := gitsource.IsSSH(spec.Repo)
-	if ssh {
+	if gitsource.IsSSH(spec.Repo) {
 		r.SSH = &gitsource.SSHAuth{}
 	}
 	if spec.ClientSecretName != "" {
-		sec, err := a.gitSecret(ctx, ref, spec.ClientSecretName)
-		if err != nil {
+		if err := a.withCredentials(ctx, ref, spec, &r); err != nil {
 			return r, nil, err
 		}
-		switch {
-		case sec.ssh != nil && !ssh:
-			return r, nil, invalidSecret(ref, spec.ClientSecretName, "holds an SSH key, but repo is not an ssh:// or scp-like URL")
-		case sec.ssh != nil:
-			r.SSH = sec.ssh
-		case ssh:
-			return r, nil, invalidSecret(ref, spec.ClientSecretName, "repo is an SSH URL: the secret needs "+keySSHPrivateKey)
-		case sec.app != nil:
-			app := *sec.app
-			app.APIURL, app.CABundle, app.InsecureSkipTLSVerify = githubapp.APIURL(spec.Repo), spec.CABundle, spec.InsecureSkipTLSVerify
-			token, err := a.githubApps().Token(ctx, app)
-			if err != nil {
-				return r, nil, githubAppError(ref, err)
-			}
-			r.Auth = &gitsource.Auth{Username: githubAppGitUsername, Password: token}
-		default:
-			r.Auth = sec.basic
-		}
 	}
-	if r.SSH != nil {
-		if len(r.SSH.KnownHosts) == 0 && a.KnownHostsFile != "" {
-			kh, err := os.ReadFile(a.KnownHostsFile)
-			if err != nil {
-				return r, nil, fmt.Errorf("%s: read --ssh-known-hosts: %w", ref.Title(), err)
-			}
-			r.SSH.KnownHosts = kh
+	if r.SSH == nil {
+		return r, nil, nil
+	}
+	var warnings []string
+	if len(r.SSH.KnownHosts) == 0 && a.KnownHostsFile != "" {
+		kh, err := os.ReadFile(a.KnownHostsFile)
+		if err != nil {
+			return r, nil, fmt.Errorf("%s: read --ssh-known-hosts: %w", ref.Title(), err)
 		}
-		if spec.InsecureSkipHostKeyChecks || a.InsecureSkipHostKeyChecks {
-			r.SSH.InsecureIgnoreHostKey = true
-			warnings = append(warnings, fmt.Sprintf("the host key of %s is not checked (insecureSkipHostKeyChecks): "+
-				"anyone between Flotilla and the host can serve any commit", r))
-		}
+		r.SSH.KnownHosts = kh
+	}
+	if spec.InsecureSkipHostKeyChecks || a.InsecureSkipHostKeyChecks {
+		r.SSH.InsecureIgnoreHostKey = true
+		warnings = append(warnings, fmt.Sprintf("the host key of %s is not checked (insecureSkipHostKeyChecks): "+
+			"anyone between Flotilla and the host can serve any commit", r))
 	}
 	return r, warnings, nil
+}
+
+// withCredentials sets r's credentials from the clientSecretName Secret,
+// refusing a form that does not fit the URL's scheme.
+func (a *Activities) withCredentials(ctx context.Context, ref GitRepoRef, spec api.GitRepoSpec, r *gitsource.Remote) error {
+	sec, err := a.gitSecret(ctx, ref, spec.ClientSecretName)
+	if err != nil {
+		return err
+	}
+	ssh := r.SSH != nil
+	switch {
+	case sec.ssh != nil && !ssh:
+		return invalidSecret(ref, spec.ClientSecretName, "holds an SSH key, but repo is not an ssh:// or scp-like URL")
+	case sec.ssh != nil:
+		r.SSH = sec.ssh
+	case ssh:
+		return invalidSecret(ref, spec.ClientSecretName, "repo is an SSH URL: the secret needs "+keySSHPrivateKey)
+	case sec.app != nil:
+		app := *sec.app
+		app.APIURL, app.CABundle, app.InsecureSkipTLSVerify = githubapp.APIURL(spec.Repo), spec.CABundle, spec.InsecureSkipTLSVerify
+		token, err := a.githubApps().Token(ctx, app)
+		if err != nil {
+			return githubAppError(ref, spec.ClientSecretName, err)
+		}
+		r.Auth = &gitsource.Auth{Username: githubAppGitUsername, Password: token}
+	default:
+		r.Auth = sec.basic
+	}
+	return nil
 }
 
 // gitSecret loads and reads the clientSecretName Secret.
@@ -159,11 +172,16 @@ func invalidSecret(ref GitRepoRef, name, why string) error {
 		ErrTypeSecretNotFound, nil)
 }
 
-// githubAppError classifies a failure to mint a token: a refused App is
-// ErrTypeGitAuth (non-retryable), anything else is tried again.
-func githubAppError(ref GitRepoRef, err error) error {
-	msg := fmt.Sprintf("GitRepo %s: %v", ref, err)
-	if errors.Is(err, githubapp.ErrUnauthorized) {
+// githubAppError classifies a failure to mint a token: a key that is not
+// one is an invalid Secret, a refused App ErrTypeGitAuth (both
+// non-retryable); anything else (5xx, rate limits, transport) is tried
+// again. githubapp's errors never carry the key, the JWT or a token.
+func githubAppError(ref GitRepoRef, secret string, err error) error {
+	msg := fmt.Sprintf("%s: GitHub App of clientSecretName %q: %v", ref.Title(), secret, err)
+	switch {
+	case errors.Is(err, githubapp.ErrInvalidKey):
+		return invalidSecret(ref, secret, keyGitHubAppKey+" is not a PEM RSA private key (PKCS#1 or PKCS#8)")
+	case errors.Is(err, githubapp.ErrUnauthorized), errors.Is(err, githubapp.ErrInvalidApp):
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitAuth, nil)
 	}
 	return temporal.NewApplicationError(msg, "Git")

@@ -62,6 +62,7 @@ type fakeGitHub struct {
 	pub    *rsa.PublicKey
 	now    func() time.Time
 	status int           // answer this instead of a token when not 0
+	header http.Header   // with these headers
 	block  chan struct{} // when set, wait for it before answering
 	mints  atomic.Int32
 	jwts   []string
@@ -85,6 +86,9 @@ func (f *fakeGitHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.status != 0 {
+		for k, v := range f.header {
+			w.Header()[k] = v
+		}
 		w.WriteHeader(f.status)
 		_ = json.NewEncoder(w).Encode(map[string]string{"message": "refused " + signed})
 		return
@@ -224,19 +228,22 @@ func TestToken_NewKeyMintsAgain(t *testing.T) {
 
 func TestToken_Refused(t *testing.T) {
 	tests := []struct {
+		name    string
 		status  int
+		header  http.Header
 		wantErr error // nil: a retryable *StatusError
 	}{
-		{http.StatusUnauthorized, ErrUnauthorized},
-		{http.StatusForbidden, ErrUnauthorized},
-		{http.StatusNotFound, ErrUnauthorized},
-		{http.StatusInternalServerError, nil},
-		{http.StatusTooManyRequests, nil},
+		{"401", http.StatusUnauthorized, nil, ErrUnauthorized},
+		{"403", http.StatusForbidden, nil, ErrUnauthorized},
+		{"404", http.StatusNotFound, nil, ErrUnauthorized},
+		{"500", http.StatusInternalServerError, nil, nil},
+		{"429", http.StatusTooManyRequests, http.Header{"Retry-After": {"30"}}, nil},
+		{"403 rate limit", http.StatusForbidden, http.Header{"X-Ratelimit-Remaining": {"0"}}, nil},
 	}
 	for _, tt := range tests {
-		t.Run(fmt.Sprint(tt.status), func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			fake, _, tokens, app := setup(t)
-			fake.status = tt.status
+			fake.status, fake.header = tt.status, tt.header
 			_, err := tokens.Token(context.Background(), app)
 			require.Error(t, err)
 			var se *StatusError

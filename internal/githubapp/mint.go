@@ -66,7 +66,7 @@ func (t *Tokens) mint(ctx context.Context, app App) (token, error) {
 	if err != nil {
 		return token{}, fmt.Errorf("%s: read the token endpoint's answer: %w", app, err)
 	}
-	return parseAnswer(app, resp.StatusCode, body, signed)
+	return parseAnswer(app, resp, body, signed)
 }
 
 // jwt signs the App's JWT: iss is the App ID, iat a minute back for clock
@@ -91,9 +91,13 @@ func (t *Tokens) jwt(app App) (string, error) {
 }
 
 // parseAnswer reads the token endpoint's answer. 401, 403 and 404 are
-// ErrUnauthorized, other failures a *StatusError. GitHub's message is
-// quoted, bounded and with the JWT blanked in case a server echoes it.
-func parseAnswer(app App, status int, body []byte, signed string) (token, error) {
+// ErrUnauthorized, unless the 403 is GitHub's rate limit (no requests
+// remaining, or Retry-After); other failures are a *StatusError. GitHub's
+// message is quoted, bounded and with the JWT blanked in case a server
+// echoes it.
+func parseAnswer(app App, resp *http.Response, body []byte, signed string) (token, error) {
+	status := resp.StatusCode
+	rateLimited := resp.Header.Get("X-RateLimit-Remaining") == "0" || resp.Header.Get("Retry-After") != ""
 	var ans accessToken
 	jsonErr := json.Unmarshal(body, &ans)
 	msg := strings.ReplaceAll(ans.Message, signed, "[redacted]") // before bounding: no prefix of it left
@@ -101,7 +105,7 @@ func parseAnswer(app App, status int, body []byte, signed string) (token, error)
 		msg = msg[:maxMessage] + "…"
 	}
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusNotFound:
+	case status == http.StatusUnauthorized || status == http.StatusNotFound || status == http.StatusForbidden && !rateLimited:
 		return token{}, fmt.Errorf("%s: %w: HTTP %d: %s", app, ErrUnauthorized, status, orDefault(msg, http.StatusText(status)))
 	case status < 200 || status > 299:
 		return token{}, &StatusError{App: app.String(), StatusCode: status, Message: msg}
