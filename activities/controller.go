@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"sort"
 	"sync"
 	"time"
@@ -174,20 +175,21 @@ func (a *Activities) Render(ctx context.Context, in RenderInput) (RenderResult, 
 // again for content this controller's store misses. It calls progress
 // after each step (Render heartbeats there) and does not log.
 func (a *Activities) render(ctx context.Context, in RenderInput, progress func(step string)) (RenderResult, error) {
-	dir, dirs, done, err := a.source(ctx, in)
+	dir, locs, done, err := a.source(ctx, in)
 	if err != nil {
 		return RenderResult{}, err
 	}
 	defer done()
 	progress("checked out")
-	reader, err := a.reader(in.GitRepo, in.Spec)
+	readers, err := a.readers(ctx, in.GitRepo, in.Spec)
 	if err != nil {
 		return RenderResult{}, err
 	}
 	var out RenderResult
 	names, releases := map[string]string{}, map[string]string{}
-	for _, d := range dirs {
-		b, m, err := reader.Read(ctx, dir, d, in.GitRepo.Name)
+	for _, loc := range locs {
+		d := path.Join(loc.Dir, loc.Options)
+		b, m, err := readers(loc.Dir).ReadLocation(ctx, dir, loc, in.GitRepo.Name)
 		var ve *bundle.ValidationError
 		if errors.As(err, &ve) {
 			return RenderResult{}, invalidBundle(in.GitRepo, err)
@@ -214,17 +216,17 @@ func (a *Activities) render(ctx context.Context, in RenderInput, progress func(s
 	return out, nil
 }
 
-// source returns the directory to render and its bundle directories: a
-// Git checkout of the commit and the bundles under the paths, or a
-// HelmOp's bundle written out at its resolved version. done removes what
-// is temporary.
-func (a *Activities) source(ctx context.Context, in RenderInput) (dir string, dirs []string, done func(), err error) {
+// source returns the directory to render and its bundles: a Git checkout
+// of the commit and its bundles entries or the bundles under its paths
+// (bundle.Locate), or a HelmOp's bundle written out at its resolved
+// version. done removes what is temporary.
+func (a *Activities) source(ctx context.Context, in RenderInput) (dir string, locs []bundle.Location, done func(), err error) {
 	if in.Spec.HelmOp != nil {
 		dir, err := helmOpDir(in.Spec.HelmOp, in.Commit)
 		if err != nil {
 			return "", nil, nil, fmt.Errorf("%s: %w", in.GitRepo.Title(), err)
 		}
-		return dir, []string{"."}, func() { _ = os.RemoveAll(dir) }, nil
+		return dir, []bundle.Location{{Dir: "."}}, func() { _ = os.RemoveAll(dir) }, nil
 	}
 	r, _, err := a.remote(ctx, in.GitRepo, in.Spec)
 	if err != nil {
@@ -234,11 +236,11 @@ func (a *Activities) source(ctx context.Context, in RenderInput) (dir string, di
 	if err != nil {
 		return "", nil, nil, gitError(in.GitRepo, err)
 	}
-	dirs, err = bundle.Scan(dir, in.Spec.EffectivePaths())
+	locs, err = bundle.Locate(dir, in.Spec.EffectivePaths(), in.Spec.Bundles)
 	if err != nil {
 		return "", nil, nil, invalidBundle(in.GitRepo, err)
 	}
-	return dir, dirs, func() {}, nil
+	return dir, locs, func() {}, nil
 }
 
 // store applies the GitRepo's options to a bundle (render.GitRepoOptions,

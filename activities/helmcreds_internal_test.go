@@ -10,6 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
 )
 
 // loadRecorder is a SecretSource that records which Secrets were read.
@@ -49,4 +51,79 @@ func TestFetcher_HelmCredentials(t *testing.T) {
 	}
 	assert.Nil(t, f.Auth("https://evil.example/?https://good.example/x"))
 	assert.Nil(t, f.Auth("https://good.example.evil.example/x"))
+}
+
+// dataSecrets is a SecretSource holding Secrets' data by name.
+type dataSecrets struct {
+	data   map[string]map[string][]byte
+	loaded []string
+}
+
+func (d *dataSecrets) Load(namespace, name string) (string, string, error) {
+	d.loaded = append(d.loaded, namespace+"/"+name)
+	return "robot", "s3cret-robot", nil
+}
+
+func (d *dataSecrets) SecretData(_ context.Context, namespace, name string) (string, map[string][]byte, error) {
+	d.loaded = append(d.loaded, namespace+"/"+name)
+	data, ok := d.data[name]
+	if !ok {
+		return "", nil, cluster.ErrNotFound
+	}
+	return "Opaque", data, nil
+}
+
+// TestReaders_HelmPathCredentials: with helmSecretNameForPaths each
+// bundle gets its secrets-path.yaml entry (its own path, else the first
+// glob), sent only to URLs helmRepoURLRegex matches; a bundle without an
+// entry gets nothing, helmSecretName included; errors name the Secret and
+// key, never a value.
+func TestReaders_HelmPathCredentials(t *testing.T) {
+	ref := GitRepoRef{Namespace: "fleet-default", Name: "r"}
+	secrets := &dataSecrets{data: map[string]map[string][]byte{
+		"by-path": {api.HelmPathCredentialsKey: []byte("apps/a:\n  username: user-a\n  password: pass-a\n" +
+			"apps/b*:\n  username: user-b\n  password: pass-b\n  insecureSkipVerify: true\n")},
+		"no-key": {"username": []byte("x")},
+		"broken": {api.HelmPathCredentialsKey: []byte("apps/a:\n  insecureSkipVerify: pass-broken\n")},
+	}}
+	a := &Activities{Secrets: secrets, Charts: &chartfetch.Fetcher{}}
+	spec := api.GitRepoSpec{HelmSecretNameForPaths: "by-path", HelmSecretName: "creds", HelmRepoURLRegex: `https://good\.example/.*`}
+
+	_, err := a.readers(context.Background(), ref, api.GitRepoSpec{HelmSecretNameForPaths: "by-path"})
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "%v", err)
+	assert.Equal(t, ErrTypeInvalidBundle, appErr.Type())
+	assert.Contains(t, err.Error(), "helmSecretNameForPaths requires helmRepoURLRegex")
+	assert.Empty(t, secrets.loaded, "the Secret is not read without the regex")
+
+	readers, err := a.readers(context.Background(), ref, spec)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"fleet-default/by-path"}, secrets.loaded, "helmSecretName is not read")
+	const good, evil = "https://good.example/charts/x-1.0.0.tgz", "https://evil.example/x-1.0.0.tgz"
+	if auth := readers("apps/a").Charts.Auth(good); assert.NotNil(t, auth) {
+		assert.Equal(t, chartfetch.Auth{Username: "user-a", Password: "pass-a"}, *auth)
+	}
+	assert.Nil(t, readers("apps/a").Charts.Auth(evil))
+	if auth := readers("apps/b2").Charts.Auth(good); assert.NotNil(t, auth) {
+		assert.Equal(t, chartfetch.Auth{Username: "user-b", Password: "pass-b", InsecureSkipTLSVerify: true}, *auth)
+	}
+	if auth := readers("apps/b2").Charts.Auth(evil); assert.NotNil(t, auth) {
+		assert.Equal(t, chartfetch.Auth{InsecureSkipTLSVerify: true}, *auth, "transport settings only")
+	}
+	assert.Same(t, readers("apps/b1"), readers("apps/b2"), "one entry, one fetcher")
+	assert.Nil(t, readers("apps/c").Charts.Auth, "no entry: no credentials, not even helmSecretName's")
+
+	for name, want := range map[string]string{
+		"missing": `GitRepo fleet-default/r: helmSecretNameForPaths "missing": no such secret in namespace fleet-default`,
+		"no-key":  `helmSecretNameForPaths "no-key": has no key secrets-path.yaml`,
+		"broken":  `helmSecretNameForPaths "broken": key secrets-path.yaml: invalid Helm credentials by path`,
+	} {
+		spec.HelmSecretNameForPaths = name
+		_, err := a.readers(context.Background(), ref, spec)
+		require.True(t, errors.As(err, &appErr), "%v", err)
+		assert.True(t, appErr.NonRetryable())
+		assert.Equal(t, ErrTypeSecretNotFound, appErr.Type())
+		assert.Contains(t, err.Error(), want)
+		assert.NotContains(t, err.Error(), "pass-")
+	}
 }
