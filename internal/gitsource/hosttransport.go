@@ -94,7 +94,7 @@ func (t *limitedHTTP) client(ep *transport.Endpoint) (transport.Transport, *tran
 	if len(t.clients) >= maxTLSClients {
 		clear(t.clients)
 	}
-	c := githttp.NewClient(&http.Client{Transport: &limitedRoundTripper{base: base}})
+	c := githttp.NewClient(&http.Client{Transport: LimitTransport(base)})
 	t.clients[opts] = c
 	return c, &plain, nil
 }
@@ -133,6 +133,16 @@ func (o tlsOptions) transport() (*http.Transport, error) {
 		tr.Proxy = http.ProxyURL(u)
 	}
 	return tr, nil
+}
+
+// LimitTransport wraps base so that its requests are checked against and
+// recorded in the host limiter of their context (DefaultHostLimiter
+// without one), as this package's Git requests are: a request to a host
+// that asked to wait fails unsent with a *RateLimitedError, as does a
+// response asking to wait. For other HTTP clients of Git hosts, e.g. a
+// GitHub App's token requests to the host's API.
+func LimitTransport(base http.RoundTripper) http.RoundTripper {
+	return &limitedRoundTripper{base: base}
 }
 
 // limitedRoundTripper refuses a request, unsent, while its host is waited

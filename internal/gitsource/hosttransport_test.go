@@ -2,7 +2,9 @@ package gitsource
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -136,4 +138,29 @@ func TestHostKey(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, hostKey(u), in)
 	}
+}
+
+func TestLimitTransport(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("X-RateLimit-Remaining", "0")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+		http.Error(w, "API rate limit exceeded", http.StatusForbidden)
+	}))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: LimitTransport(http.DefaultTransport)}
+	ctx := WithHostLimiter(t.Context(), &HostLimiter{})
+	for range 2 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/app/installations/1/access_tokens", http.NoBody)
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		var rl *RateLimitedError
+		require.ErrorAs(t, err, &rl)
+		assert.Contains(t, rl.Reason, "403 Forbidden, X-RateLimit-Remaining 0")
+	}
+	assert.Equal(t, int32(1), requests.Load(), "the second request is not sent")
 }
