@@ -23,6 +23,9 @@ const (
 	// it) asked to wait. The error's details are a RateLimit: when to ask
 	// again and why.
 	ErrTypeGitRateLimited = "GitRateLimited"
+	// ErrTypeGitTLS: the Git server's (or GitHub App token endpoint's)
+	// TLS certificate is not trusted: its CA belongs in caBundle.
+	ErrTypeGitTLS = "GitTLS"
 )
 
 // RateLimit is the detail of an ErrTypeGitRateLimited error.

@@ -183,6 +183,8 @@ func githubAppError(ref GitRepoRef, secret string, err error) error {
 		return invalidSecret(ref, secret, keyGitHubAppKey+" is not a PEM RSA private key (PKCS#1 or PKCS#8)")
 	case errors.Is(err, githubapp.ErrUnauthorized), errors.Is(err, githubapp.ErrInvalidApp):
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitAuth, nil)
+	case gitsource.UntrustedCertificate(err):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf("%s: %v", msg, gitsource.ErrTLS), ErrTypeGitTLS, nil)
 	}
 	return temporal.NewApplicationError(msg, "Git")
 }

@@ -213,17 +213,23 @@ func TestRemote_GitHubApp(t *testing.T) {
 		secret      string
 		wantErrType string // "": a token
 		retryable   bool
+		noCA        bool // caBundle left out
 	}{
 		{name: "minted", status: http.StatusCreated, secret: "app"},
 		{name: "refused", status: http.StatusUnauthorized, secret: "app", wantErrType: ErrTypeGitAuth},
 		{name: "server error", status: http.StatusBadGateway, secret: "app", wantErrType: "Git", retryable: true},
 		{name: "not a key", status: http.StatusCreated, secret: "notkey", wantErrType: ErrTypeSecretNotFound},
+		{name: "untrusted certificate", status: http.StatusCreated, secret: "app", noCA: true, wantErrType: ErrTypeGitTLS},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			status = tt.status
 			a := &Activities{Secrets: secrets}
+			spec := spec
 			spec.ClientSecretName = tt.secret
+			if tt.noCA {
+				spec.CABundle = nil
+			}
 			r, _, err := a.remote(context.Background(), GitRepoRef{Namespace: "ns", Name: "repo"}, spec)
 			if tt.wantErrType == "" {
 				require.NoError(t, err)

@@ -60,6 +60,8 @@ func gitError(ref GitRepoRef, err error) error {
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitAuth, nil)
 	case errors.Is(err, gitsource.ErrHostKey):
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitHostKey, nil)
+	case errors.Is(err, gitsource.ErrTLS):
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeGitTLS, nil)
 	case errors.Is(err, gitsource.ErrRefNotFound):
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeRefNotFound, nil)
 	case errors.Is(err, sizelimit.ErrTooLarge): // the commit is over --max-checkout-size

@@ -171,6 +171,8 @@ func (ep endpoint) classify(op string, err error) error {
 		return fmt.Errorf("%s %s: %w: %w", op, ep.url, ErrAuth, err)
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		return fmt.Errorf("%s %s: %w: %w", op, ep.url, ErrRepositoryNotFound, err)
+	case UntrustedCertificate(err):
+		return fmt.Errorf("%s %s: %w: %w", op, ep.url, ErrTLS, err)
 	default:
 		return fmt.Errorf("%s %s: %w", op, ep.url, err)
 	}
