@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
@@ -22,6 +23,10 @@ import (
 // DefaultSSHUser is the SSH user when neither SSHAuth.User nor the URL
 // names one (the user every Git host expects).
 const DefaultSSHUser = "git"
+
+// sshDialTimeout bounds the TCP connection to an SSH host: go-git's dial
+// does not follow the operation's context.
+const sshDialTimeout = 30 * time.Second
 
 // HostKeyError is an SSH host key that known_hosts does not trust. It
 // matches ErrHostKey and names no secret: host keys are public.
@@ -138,7 +143,7 @@ func newSSHKeyAuth(user string, a *SSHAuth, cleaned string) (*sshKeyAuth, error)
 	k := &sshKeyAuth{user: user, url: cleaned, signer: algSigner}
 	switch {
 	case a.InsecureIgnoreHostKey:
-		k.hostKeys = ssh.InsecureIgnoreHostKey() //nolint:gosec // asked for: insecureSkipHostKeyChecks
+		k.hostKeys = ssh.InsecureIgnoreHostKey() // asked for: insecureSkipHostKeyChecks
 	case len(strings.TrimSpace(string(a.KnownHosts))) == 0:
 		return nil, fmt.Errorf("%w: %s: no known_hosts to check the host key against: add the host's line to the "+
 			"clientSecretName Secret's known_hosts or to the worker's --ssh-known-hosts file "+
@@ -237,7 +242,8 @@ func (k *sshKeyAuth) ClientConfig() (*ssh.ClientConfig, error) {
 		k.offered.Store(true)
 		return []ssh.Signer{recordingSigner{AlgorithmSigner: k.signer, signed: &k.signed}}, nil
 	}
-	cfg := &ssh.ClientConfig{User: k.user, Auth: []ssh.AuthMethod{ssh.PublicKeysCallback(signers)}, HostKeyCallback: k.hostKeys}
+	cfg := &ssh.ClientConfig{User: k.user, Auth: []ssh.AuthMethod{ssh.PublicKeysCallback(signers)},
+		HostKeyCallback: k.hostKeys, Timeout: sshDialTimeout}
 	if k.algorithms != nil {
 		if te, err := transport.NewEndpoint(k.url); err == nil {
 			port := te.Port

@@ -80,7 +80,7 @@ func StartSSHGitServer(t testing.TB) *SSHGitServer {
 		t.Fatalf("testenv: current user: %v", err)
 	}
 	s.user = u.Username
-	if err := os.MkdirAll(sshdPrivsepDir, 0o755); err != nil { //nolint:gosec // sshd's own mode for it
+	if err := os.MkdirAll(sshdPrivsepDir, 0o755); err != nil {
 		t.Skipf("testenv: sshd needs %s: %v", sshdPrivsepDir, err)
 	}
 	if err := os.WriteFile(s.authorizedKeys(), nil, 0o600); err != nil {
