@@ -133,7 +133,7 @@ func TestRateLimitedHost(t *testing.T) {
 			assert.Equal(t, "v2", cm.Data["value"])
 		}
 		until, limited, early := host.record()
-		assert.Empty(t, early, "requests before the time the host gave (429s sent at %s)", until)
+		assert.Empty(t, early, "requests before the time the host gave (%s)", until)
 		t.Logf("armed %s; %d 429s, host asked again %s after arming (Retry-After %ds)", armed.Format(time.TimeOnly),
 			limited, firstAfter(host, until).Sub(armed).Round(time.Millisecond), rateLimitWait)
 	})
