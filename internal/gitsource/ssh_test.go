@@ -2,6 +2,9 @@ package gitsource
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
@@ -65,6 +70,30 @@ func TestSSHEndpoint(t *testing.T) {
 	}
 }
 
+// TestSSHEncryptedKey: an encrypted private key opens with its passphrase
+// only, and no error quotes the key or the passphrase.
+func TestSSHEncryptedKey(t *testing.T) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	require.NoError(t, err)
+	block, err := ssh.MarshalPrivateKeyWithPassphrase(priv, "", []byte("open-sesame"))
+	require.NoError(t, err)
+	key := pem.EncodeToMemory(block)
+	kh := []byte("github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n")
+	remote := func(pass string) Remote {
+		return Remote{URL: "git@github.com:org/repo.git", SSH: &SSHAuth{PrivateKey: key, Passphrase: []byte(pass), KnownHosts: kh}}
+	}
+
+	_, err = remote("open-sesame").endpoint()
+	require.NoError(t, err)
+	for pass, says := range map[string]string{"": "encrypted and no passphrase", "wrong": "wrong passphrase"} {
+		_, err := remote(pass).endpoint()
+		require.ErrorIs(t, err, ErrAuth)
+		assert.Contains(t, err.Error(), says)
+		assert.NotContains(t, err.Error(), "open-sesame")
+		assert.NotContains(t, err.Error(), string(key[40:80]))
+	}
+}
+
 // TestSSH runs Resolve and Cache.Checkout against Debian's sshd serving a
 // bare repository through git-shell.
 func TestSSH(t *testing.T) {
@@ -90,6 +119,19 @@ func TestSSH(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(dir, "app", "cm.yaml"))
 		require.NoError(t, err)
 		assert.Equal(t, "v1", string(data))
+	})
+
+	t.Run("hashed known_hosts (ssh-keyscan -H)", func(t *testing.T) {
+		host, key, _ := strings.Cut(srv.KnownHostsLine(), " ")
+		ref, err := Resolve(ctx, remote(knownhosts.HashHostname(host)+" "+key), "master", "")
+		require.NoError(t, err)
+		assert.Equal(t, repo.Head(t), ref.Commit)
+	})
+
+	t.Run("a line without the port does not match another port", func(t *testing.T) {
+		_, key, _ := strings.Cut(srv.KnownHostsLine(), " ")
+		_, err := Resolve(ctx, remote("127.0.0.1 "+key), "master", "")
+		require.ErrorIs(t, err, ErrHostKey)
 	})
 
 	t.Run("new commit fetched into the same clone", func(t *testing.T) {
