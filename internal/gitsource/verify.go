@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/go-git/go-git/v5"
@@ -37,6 +38,21 @@ func (c *Cache) Signed(ctx context.Context, r Remote, ref Ref) (Signed, error) {
 		return Signed{}, fmt.Errorf("read %s from %s: %w", ref.Commit, ep.url, err)
 	}
 	defer unlock()
+	s, err := c.signed(ctx, ep, ref)
+	var bad *corruptError
+	if errors.As(err, &bad) && ctx.Err() == nil {
+		// An unreadable clone is only a cache: start it over, once (as
+		// Checkout does), or no commit would ever be verified again.
+		if rmErr := os.RemoveAll(c.clonePath(ep.url)); rmErr != nil {
+			return Signed{}, errors.Join(err, rmErr)
+		}
+		s, err = c.signed(ctx, ep, ref)
+	}
+	return s, err
+}
+
+// signed is Signed with the clone's lock held.
+func (c *Cache) signed(ctx context.Context, ep endpoint, ref Ref) (Signed, error) {
 	repo, err := c.openClone(ep.url)
 	if err != nil {
 		return Signed{}, err

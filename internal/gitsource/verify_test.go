@@ -62,3 +62,16 @@ func TestCache_Signed(t *testing.T) {
 	_, err = cache.Signed(t.Context(), remote, Ref{Name: "refs/heads/master", Commit: hashOf('d')})
 	assert.ErrorIs(t, err, ErrRefNotFound)
 }
+
+// A clone that cannot be read is cloned again, as for Checkout: otherwise
+// no commit would be verified again.
+func TestCache_SignedCorruptClone(t *testing.T) {
+	cache, remote, ref, _ := checkedOut(t, map[string]string{"a": "1\n"})
+	idx, _ := packFiles(t, cache.clonePath(remote.URL))
+	require.Len(t, idx, 1)
+	truncateHalf(t, idx[0])
+
+	s, err := cache.Signed(t.Context(), remote, ref)
+	require.NoError(t, err)
+	assert.Equal(t, ref.Commit, s.Commit.Hash.String())
+}
