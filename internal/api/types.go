@@ -86,10 +86,10 @@ type GitRepoSpec struct {
 	// (as Fleet 0.16 does): the credentials are sent only to chart URLs
 	// it matches.
 	HelmSecretName string `json:"helmSecretName,omitempty"`
-	// HelmSecretNameForPaths names a Secret whose secrets.yaml maps
+	// HelmSecretNameForPaths names a Secret whose secrets-path.yaml maps
 	// bundle paths (globs) to Helm credentials (username, password,
-	// caBundle, insecureSkipVerify); a bundle's path it matches wins over
-	// HelmSecretName.
+	// caBundle, insecureSkipVerify, basicHTTP). When set, HelmSecretName
+	// is not used, as in Fleet; it requires HelmRepoURLRegex too.
 	HelmSecretNameForPaths string `json:"helmSecretNameForPaths,omitempty"`
 	// HelmRepoURLRegex selects the chart URLs that get HelmSecretName's
 	// credentials, matched against the whole URL (HelmRepoURLPattern).
