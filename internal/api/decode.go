@@ -149,6 +149,11 @@ func decodeOne(raw map[string]any, src string) (Document, error) {
 	for _, f := range UnknownFields(raw, reflect.TypeOf(doc.object()).Elem()) {
 		doc.Warnings = append(doc.Warnings, fmt.Sprintf("%s: %s %s: unknown field %q (ignored)", src, kind, doc.Name(), f))
 	}
+	if doc.GitRepo != nil {
+		for _, w := range doc.GitRepo.Spec.Overridden() {
+			doc.Warnings = append(doc.Warnings, fmt.Sprintf("%s: %s %s: %s", src, kind, doc.Name(), w))
+		}
+	}
 	return doc, nil
 }
 
