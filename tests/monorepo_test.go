@@ -66,6 +66,13 @@ type monorepo struct {
 	n     int
 }
 
+// stillName is a GitRepo of TestMonorepo that does not poll: it learns
+// of new commits only from the others' checks (protocol.SignalCheck).
+const (
+	stillName = "mono-still"
+	stillPath = "apps/still"
+)
+
 func monoName(i int) string { return fmt.Sprintf("mono-%d", i) }
 func monoNS(i int) string   { return fmt.Sprintf("mono-%d-ns", i) }
 func monoPath(i int) string { return fmt.Sprintf("apps/app-%d", i) }
@@ -76,7 +83,8 @@ func startMonorepo(t testing.TB, n int, interval time.Duration) *monorepo {
 	t.Helper()
 	m := &monorepo{f: startFleet(t, 1, 1), count: &gitCounter{}, n: n}
 	git := testenv.NewGitServer(t, testenv.GitServerOptions{Middleware: m.count.middleware})
-	files := map[string]string{"README.md": "monorepo"}
+	files := map[string]string{"README.md": "monorepo", stillPath + "/fleet.yaml": fleetYAML(stillName + "-ns"),
+		stillPath + "/cm.yaml": configMapDoc("cm", "v0")}
 	docs := make([]string, n)
 	for i := range n {
 		files[monoPath(i)+"/fleet.yaml"] = fleetYAML(monoNS(i))
@@ -132,7 +140,8 @@ func (m *monorepo) helmRevisions(t testing.TB, i int) int {
 // that GitRepo alone: the other nine take the commit without a render, a
 // Helm upgrade or a rollout ("no change under paths": renderedCommit
 // stays the commit they were rendered from), after one fetch of the
-// commit for all ten.
+// commit for all ten. An eleventh GitRepo of the repository that does not
+// poll takes the commit too, told by the check that saw it.
 func TestMonorepo(t *testing.T) {
 	start := time.Now()
 	const (
@@ -142,6 +151,8 @@ func TestMonorepo(t *testing.T) {
 	)
 	m := startMonorepo(t, n, interval)
 	first := m.repo.Head(t)
+	m.f.apply(t, gitRepoDoc(stillName, m.repo.URL(), allClusters+"  disablePolling: true\n  paths:\n  - "+stillPath+"\n"))
+	m.f.waitFor(t, stillName, "first commit deployed", settledAt(first, 1))
 
 	t.Run("OneRefsRequestPerInterval", func(t *testing.T) {
 		const intervals = 5
@@ -164,6 +175,7 @@ func TestMonorepo(t *testing.T) {
 		for i := range n {
 			lastRollout[monoName(i)] = m.f.status(t, monoName(i)).LastRollout
 		}
+		stillRollout := m.f.status(t, stillName).LastRollout
 		committed := time.Now()
 		second := m.touch(t, touched, "v1")
 
@@ -185,6 +197,10 @@ func TestMonorepo(t *testing.T) {
 			assert.Equal(t, 1, m.helmRevisions(t, i), "%s: no Helm upgrade", monoName(i))
 		}
 		assert.Equal(t, 2, m.helmRevisions(t, touched), "the touched GitRepo upgraded once")
+		st := m.f.waitForWithin(t, stillName, "the commit taken by a GitRepo that does not poll", 10*time.Second,
+			func(st status.GitRepo) bool { return st.Commit == second })
+		assert.Equal(t, first, st.RenderedCommit)
+		assert.Equal(t, stillRollout, st.LastRollout, "no rollout")
 		after := m.renders(t)
 		for i := range n {
 			want := 0
