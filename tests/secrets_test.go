@@ -1,20 +1,14 @@
 package tests
 
 import (
-	"context"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	commonpb "go.temporal.io/api/common/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/flotilla-gitops/flotilla/internal/status"
-	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
-	"github.com/flotilla-gitops/flotilla/internal/testenv/history"
 )
 
 // A GitRepo on a password-protected Git server deploys with credentials
@@ -49,31 +43,6 @@ func testPrivateRepoSecretsStayOut(t *testing.T, f *fleet) {
 	}
 	require.Greater(t, len(secrets), 1, "the clusters authenticate with tokens")
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c := f.w.client(t)
-	histories := 0
-	require.NoError(t, temporalx.EachExecution(ctx, c, "", func(e *commonpb.WorkflowExecution) error {
-		// Every run, with every payload decoded: inputs, results,
-		// signal and update arguments, memo, search attributes, headers
-		// and failure details.
-		text, err := history.RunText(ctx, c, e.GetWorkflowId(), e.GetRunId())
-		if err != nil {
-			return err
-		}
-		histories++
-		for _, s := range secrets {
-			assert.NotContains(t, text, s, "a secret in the history of %s (run %s)", e.GetWorkflowId(), e.GetRunId())
-		}
-		return nil
-	}))
-	assert.GreaterOrEqual(t, histories, 5, "GitRepo, rollout and cluster histories were read")
-	for _, log := range f.logs {
-		b, err := os.ReadFile(log)
-		require.NoError(t, err)
-		for _, s := range secrets {
-			assert.NotContains(t, string(b), s, "a secret in the worker log %s", log)
-		}
-	}
+	assertNotInHistoriesOrLogs(t, f, secrets, 5)
 	f.remove(t, "private")
 }
