@@ -278,5 +278,6 @@ func (s recordingSigner) SignWithAlgorithm(rand io.Reader, data []byte, algorith
 // did not just break.
 func (k *sshKeyAuth) refused(err error) bool {
 	var netErr net.Error
-	return k.offered.Load() && !k.signed.Load() && !errors.As(err, &netErr)
+	broken := errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	return k.offered.Load() && !k.signed.Load() && !broken
 }
