@@ -125,6 +125,7 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 func (s GitRepoSpec) validateSource(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateRepoURL(p.Child("repo"), s.Repo)...)
+	errs = append(errs, validateCABundle(p.Child("caBundle"), s.CABundle)...)
 	if s.Branch != "" && !validRef(s.Branch) {
 		errs = append(errs, field.Invalid(p.Child("branch"), s.Branch, "not a valid Git branch name"))
 	}
