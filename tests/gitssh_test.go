@@ -142,7 +142,7 @@ func (s *sshScenario) unknownHostKeyRefused(t *testing.T) {
 	f.apply(t, s.sshSecret("wrong-hosts", other)+"---\n"+
 		s.sshGitRepo("ssh-unknown", "wrong-hosts", "  paths: [worker]\n"))
 	host := "[127.0.0.1]:" + strconv.Itoa(s.sshd.Port())
-	st := f.waitFor(t, "ssh-unknown", "host key refused", func(st status.GitRepo) bool { return st.Error != "" })
+	st := f.waitFor(t, "ssh-unknown", "host key refused", func(st status.GitRepo) bool { return strings.Contains(st.Error, "host key of") })
 	assert.Contains(t, st.Error, "host key of "+host+" (ssh-ed25519 "+s.sshd.HostKeyFingerprint()+") is not in known_hosts")
 	assert.Empty(t, st.Commit, "nothing deployed")
 	assert.Empty(t, st.Deployments)
