@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -250,10 +251,25 @@ func (k *sshKeyAuth) ClientConfig() (*ssh.ClientConfig, error) {
 			if port <= 0 {
 				port = gitssh.DefaultPort
 			}
-			cfg.HostKeyAlgorithms = k.algorithms(net.JoinHostPort(te.Host, fmt.Sprint(port)))
+			cfg.HostKeyAlgorithms = preferAlgorithms(k.algorithms(net.JoinHostPort(te.Host, fmt.Sprint(port))))
 		}
 	}
 	return cfg, nil
+}
+
+// preferAlgorithms lists the host key algorithms known_hosts has for the
+// host first, then every other one x/crypto supports: a server with a
+// known key type uses it, and one without is refused as a changed key
+// (naming the known fingerprints) rather than failing to agree on an
+// algorithm.
+func preferAlgorithms(known []string) []string {
+	out := slices.Clone(known)
+	for _, a := range ssh.SupportedAlgorithms().HostKeys {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // recordingSigner notes that the server accepted the key: it asks for a

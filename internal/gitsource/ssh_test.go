@@ -191,3 +191,28 @@ func TestSSH(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+func TestPreferAlgorithms(t *testing.T) {
+	tests := []struct {
+		name  string
+		known []string
+	}{
+		{"host unknown: all supported", []string{}},
+		{"ed25519 known: first", []string{ssh.KeyAlgoED25519}},
+		{"rsa known: its algorithms first, ssh-rsa kept", []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := preferAlgorithms(tt.known)
+			assert.Equal(t, tt.known, got[:len(tt.known)], "known types first")
+			for _, a := range ssh.SupportedAlgorithms().HostKeys {
+				assert.Contains(t, got, a)
+			}
+			seen := map[string]bool{}
+			for _, a := range got {
+				assert.False(t, seen[a], "%s twice", a)
+				seen[a] = true
+			}
+		})
+	}
+}
