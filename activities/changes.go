@@ -19,7 +19,7 @@ func (a *Activities) unchanged(ctx context.Context, r gitsource.Remote, in Resol
 	}
 	paths := in.Spec.EffectivePaths()
 	if len(in.Spec.Bundles) > 0 {
-		paths = in.Spec.Paths // bundles replace the walk of "."
+		paths = nil // bundles replace the walk of paths, as in Fleet
 	}
 	touched, err := a.Git.Touches(ctx, r, in.Since, commit, gitsource.Inputs{Paths: paths, Bundles: in.Spec.Bundles})
 	if err != nil {
