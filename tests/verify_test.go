@@ -151,6 +151,9 @@ func TestVerify(t *testing.T) {
 		assert.Equal(t, "not signed", st.Rejected.Reason)
 		assert.Equal(t, signed, st.Commit, "the verified commit stays deployed")
 		assertConfigMap(t, f, "verify-head", "gpg")
+		out := f.cli(t, "status", "signed-head")
+		assert.Contains(t, out, "Rejected: commit "+unsigned+" not deployed: not signed\n")
+		assert.Contains(t, out, "Signed:   "+signed[:12]+" verified ("+c.pgp+" (Alice Signer <alice@example.com>))\n")
 
 		bySSH := c.commit(t, "head/cm.yaml", configMapDoc("app", "ssh"), sshSigning(c.sshKey))
 		st = f.waitFor(t, "signed-head", "ssh-signed commit deployed", settledAt(bySSH, 1))
@@ -164,6 +167,8 @@ func TestVerify(t *testing.T) {
 		assert.Equal(t, "signed by a key that is not in Secret fleet-default/signers", st.Rejected.Reason)
 		eve := strings.Fields(c.must(t, "ssh-keygen", "-l", "-f", c.sshOther+".pub"))
 		assert.Equal(t, eve[1], st.Rejected.Key, "the status names the signing key")
+		assert.Contains(t, f.cli(t, "status", "signed-head"), "Rejected: commit "+untrusted+
+			" not deployed: signed by a key that is not in Secret fleet-default/signers (key "+eve[1]+")\n")
 		assert.Equal(t, bySSH, st.Commit)
 		assertConfigMap(t, f, "verify-head", "ssh")
 	})
