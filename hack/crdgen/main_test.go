@@ -234,7 +234,7 @@ func TestGenerate_FleetFieldTypes(t *testing.T) {
 		}
 		return s
 	}
-	assert.Equal(t, "Repo is the clone URL (http, https).", prop("GitRepo", "spec", "repo")["description"],
+	assert.Equal(t, "Repo is the clone URL: http(s)://, ssh://, or scp-like (git@host:org/repo.git).", prop("GitRepo", "spec", "repo")["description"],
 		"internal/api's doc comments describe the fields (kubectl explain)")
 	assert.Equal(t, "string", prop("GitRepo", "spec", "pollingInterval")["type"])
 	assert.Equal(t, "string", prop("ClusterRegistrationToken", "spec", "ttl")["type"])
