@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -178,7 +179,10 @@ func invalidSecret(ref GitRepoRef, name, why string) error {
 // again. githubapp's errors never carry the key, the JWT or a token.
 func githubAppError(ref GitRepoRef, secret string, err error) error {
 	msg := fmt.Sprintf("%s: GitHub App of clientSecretName %q: %v", ref.Title(), secret, err)
+	var rl *gitsource.RateLimitedError
 	switch {
+	case errors.As(err, &rl):
+		return gitError(ref, err)
 	case errors.Is(err, githubapp.ErrInvalidKey):
 		return invalidSecret(ref, secret, keyGitHubAppKey+" is not a PEM RSA private key (PKCS#1 or PKCS#8)")
 	case errors.Is(err, githubapp.ErrUnauthorized), errors.Is(err, githubapp.ErrInvalidApp):
@@ -194,8 +198,23 @@ func githubAppError(ref GitRepoRef, secret string, err error) error {
 func (a *Activities) githubApps() *githubapp.Tokens {
 	a.appsOnce.Do(func() {
 		if a.GitHubApps == nil {
-			a.GitHubApps = githubapp.NewTokens(githubapp.Options{})
+			a.GitHubApps = githubapp.NewTokens(githubapp.Options{Limiter: apiLimiter{gitsource.DefaultHostLimiter}})
 		}
 	})
 	return a.GitHubApps
+}
+
+// apiLimiter holds GitHub App token requests to the controller's per-host
+// backoff, as Git requests are: an API host that answered 429 (or ran out
+// of rate limit) is not asked again before the time it gave, by any
+// GitRepo.
+type apiLimiter struct{ l *gitsource.HostLimiter }
+
+func (a apiLimiter) Check(host string) error { return a.l.Check(host) }
+
+func (a apiLimiter) Observe(host string, status int, h http.Header) error {
+	if rl := a.l.Observe(host, status, h); rl != nil {
+		return rl
+	}
+	return nil
 }

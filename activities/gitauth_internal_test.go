@@ -193,8 +193,12 @@ func TestRemote_GitHubApp(t *testing.T) {
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	require.NoError(t, err)
 	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
-	status := http.StatusCreated
+	status, requests := http.StatusCreated, 0
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests++
+		if status == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "120")
+		}
 		w.WriteHeader(status)
 		if status == http.StatusCreated {
 			_ = json.NewEncoder(w).Encode(map[string]any{"token": "ghs_minted", "expires_at": time.Now().Add(time.Hour)})
@@ -214,12 +218,16 @@ func TestRemote_GitHubApp(t *testing.T) {
 		wantErrType string // "": a token
 		retryable   bool
 		noCA        bool // caBundle left out
+		noRequest   bool // the token endpoint is not asked
 	}{
 		{name: "minted", status: http.StatusCreated, secret: "app"},
 		{name: "refused", status: http.StatusUnauthorized, secret: "app", wantErrType: ErrTypeGitAuth},
 		{name: "server error", status: http.StatusBadGateway, secret: "app", wantErrType: "Git", retryable: true},
 		{name: "not a key", status: http.StatusCreated, secret: "notkey", wantErrType: ErrTypeSecretNotFound},
 		{name: "untrusted certificate", status: http.StatusCreated, secret: "app", noCA: true, wantErrType: ErrTypeGitTLS},
+		// Last: the host is then waited for by every later request.
+		{name: "rate limited", status: http.StatusTooManyRequests, secret: "app", wantErrType: ErrTypeGitRateLimited},
+		{name: "held back", status: http.StatusCreated, secret: "app", wantErrType: ErrTypeGitRateLimited, noRequest: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,7 +238,11 @@ func TestRemote_GitHubApp(t *testing.T) {
 			if tt.noCA {
 				spec.CABundle = nil
 			}
+			before := requests
 			r, _, err := a.remote(context.Background(), GitRepoRef{Namespace: "ns", Name: "repo"}, spec)
+			if tt.noRequest {
+				assert.Equal(t, before, requests)
+			}
 			if tt.wantErrType == "" {
 				require.NoError(t, err)
 				assert.Equal(t, &gitsource.Auth{Username: "x-access-token", Password: "ghs_minted"}, r.Auth)

@@ -366,3 +366,42 @@ func TestAPIURL(t *testing.T) {
 		})
 	}
 }
+
+// holdLimiter holds every host back once hold is set, and records the
+// statuses observed.
+type holdLimiter struct {
+	hold     bool
+	observed []int
+}
+
+var errHeld = errors.New("held back")
+
+func (l *holdLimiter) Check(string) error {
+	if l.hold {
+		return errHeld
+	}
+	return nil
+}
+
+func (l *holdLimiter) Observe(_ string, status int, _ http.Header) error {
+	l.observed = append(l.observed, status)
+	if status == http.StatusTooManyRequests {
+		return errHeld
+	}
+	return nil
+}
+
+func TestToken_Limiter(t *testing.T) {
+	fake, clk, _, app := setup(t)
+	lim := &holdLimiter{}
+	tokens := NewTokens(Options{Now: clk.Now, Limiter: lim})
+	fake.status = http.StatusTooManyRequests
+	_, err := tokens.Token(context.Background(), app)
+	require.ErrorIs(t, err, errHeld, "a 429 is reported and its verdict returned")
+	assert.Equal(t, []int{http.StatusTooManyRequests}, lim.observed)
+
+	lim.hold = true
+	_, err = tokens.Token(context.Background(), app)
+	require.ErrorIs(t, err, errHeld)
+	assert.Len(t, fake.jwts, 1, "no request while the host is held back")
+}

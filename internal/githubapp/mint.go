@@ -56,12 +56,22 @@ func (t *Tokens) mint(ctx context.Context, app App) (token, error) {
 	req.Header.Set("Authorization", "Bearer "+signed)
 	req.Header.Set("Accept", "application/vnd.github+json")
 	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
+	if lim := t.opts.Limiter; lim != nil {
+		if err := lim.Check(req.URL.Host); err != nil {
+			return token{}, fmt.Errorf("%s: %w", app, err)
+		}
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		// A *url.Error names the endpoint; the JWT is in a header only.
 		return token{}, fmt.Errorf("%s: request an installation token: %w", app, err)
 	}
 	defer func() { _ = resp.Body.Close() }() // read fully below; nothing to report
+	if lim := t.opts.Limiter; lim != nil {
+		if err := lim.Observe(req.URL.Host, resp.StatusCode, resp.Header); err != nil {
+			return token{}, fmt.Errorf("%s: %w", app, err)
+		}
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return token{}, fmt.Errorf("%s: read the token endpoint's answer: %w", app, err)

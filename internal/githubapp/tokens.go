@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -30,6 +31,20 @@ type Options struct {
 	MaxEntries int
 	// Now is the clock. Optional: default time.Now.
 	Now func() time.Time
+	// Limiter is the controller's record of hosts that asked to wait:
+	// a token request is not sent to an API host it holds back, and
+	// every answer is reported to it. Optional: none.
+	Limiter RateLimiter
+}
+
+// RateLimiter is what Tokens needs of a per-host backoff record
+// (gitsource.HostLimiter, adapted by the caller).
+type RateLimiter interface {
+	// Check returns an error while host (host[:port]) is waited for.
+	Check(host string) error
+	// Observe records an answer of host and returns an error when it
+	// asks to wait (429, a rate-limited 403, Retry-After).
+	Observe(host string, status int, h http.Header) error
 }
 
 // Tokens mints and caches installation tokens. It is safe for concurrent
