@@ -58,7 +58,6 @@ func pkcs8PEM(t *testing.T, k *rsa.PrivateKey) []byte {
 // against the App's public key and its claims, and answers a new token
 // valid for an hour of the test's clock, or status when set.
 type fakeGitHub struct {
-	t      *testing.T
 	pub    *rsa.PublicKey
 	now    func() time.Time
 	status int           // answer this instead of a token when not 0
@@ -141,7 +140,7 @@ func setup(t *testing.T) (*fakeGitHub, *clock, *Tokens, App) {
 	t.Helper()
 	key := rsaKey(t)
 	clk := &clock{now: time.Now().Truncate(time.Second)}
-	fake := &fakeGitHub{t: t, pub: &key.PublicKey, now: clk.Now}
+	fake := &fakeGitHub{pub: &key.PublicKey, now: clk.Now}
 	srv := httptest.NewTLSServer(fake)
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { assert.Empty(t, fake.errs, "requests the fake GitHub refused") })

@@ -141,7 +141,8 @@ func httpClient(app App, timeout time.Duration) (*http.Client, error) {
 		return nil, errors.New("http.DefaultTransport is not an *http.Transport")
 	}
 	tr = tr.Clone()
-	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: app.InsecureSkipTLSVerify} //nolint:gosec // the GitRepo's insecureSkipTLSVerify
+	// InsecureSkipVerify is the GitRepo's insecureSkipTLSVerify.
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: app.InsecureSkipTLSVerify}
 	if len(app.CABundle) > 0 {
 		pool, err := x509.SystemCertPool()
 		if err != nil {
