@@ -102,8 +102,10 @@ type Rejection struct {
 	// Key is the signing key's ID or fingerprint, when there is a
 	// signature.
 	Key string `json:"key,omitempty"`
-	// Reason: "not signed", "signed by a key not in secret x", "bad
-	// signature", "revision names no annotated tag".
+	// Reason: "not signed", "signed by a key that is not in Secret
+	// ns/name", "bad signature: ...", "tag v1 is lightweight (not
+	// signed)", "verify.mode Tag needs revision to name a tag, and ...
+	// is not one", or an X.509 signature, which is not checked.
 	Reason string `json:"reason"`
 }
 
