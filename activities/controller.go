@@ -78,6 +78,8 @@ type Activities struct {
 	// answers shares ls-remote answers between the GitRepos of a remote
 	// (lsRemote).
 	answers gitsource.Answers
+	// changes keeps the comparisons of commits unchanged made.
+	changes changeMemo
 	// notifier coalesces NotifyGitRepos calls.
 	notifierOnce sync.Once
 	notifier     *cluster.Notifier
