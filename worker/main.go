@@ -127,17 +127,8 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 	if ln != nil {
 		serveOn(ctx, ln, p, cr, o.Pprof, logger)
 	}
-	mirrors, err := o.mirrors()
+	st, err := o.controllerStores(c, logger)
 	if err != nil {
-		return err
-	}
-	st, err := openStores(o.DevSrv.StateDir, mirrors, o.Registry)
-	if err != nil {
-		return err
-	}
-	o.Limits.apply(st)
-	st.gitFlags = o.Git
-	if st.sealing, err = o.openSealing(c, logger); err != nil {
 		return err
 	}
 	agents, err := o.agentActivities(st, logger)
@@ -178,6 +169,25 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 	logger.Info("Worker stopping")
 	stop()
 	return nil
+}
+
+// controllerStores opens the controller's state directory with the
+// flags' chart mirrors, bounds, Git settings and sealing keys.
+func (o options) controllerStores(c client.Client, logger *zap.Logger) (*stores, error) {
+	mirrors, err := o.mirrors()
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStores(o.DevSrv.StateDir, mirrors, o.Registry)
+	if err != nil {
+		return nil, err
+	}
+	o.Limits.apply(st)
+	st.gitFlags = o.Git
+	if st.sealing, err = o.openSealing(c, logger); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // startControllerWorkers starts the controller's worker on --task-queue

@@ -311,6 +311,12 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 		workflow.UpdateHandlerOptions{Validator: g.validateApproveDeletions}); err != nil {
 		return err
 	}
+	g.registerSignals(ctx)
+	return nil
+}
+
+// registerSignals starts one receiver per signal, in this order.
+func (g *gitRepo) registerSignals(ctx workflow.Context) {
 	plain := func(f func()) func(workflow.Context, any) { return func(workflow.Context, any) { f() } }
 	for _, sig := range []struct {
 		name string
@@ -351,7 +357,6 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 			}
 		})
 	}
-	return nil
 }
 
 // clustersChanged takes a ClustersChanged signal: with no rollout

@@ -135,6 +135,13 @@ func (g *gitRepo) resolve(ctx workflow.Context) {
 		g.upsert(ctx)
 		return
 	}
+	g.take(ctx, in, res, generation)
+}
+
+// take acts on an accepted commit: a new one is due for a rollout, or,
+// when it changes nothing the GitRepo reads since in.Since (and neither
+// the spec nor the Since moved meanwhile), is the GitRepo's commit at once.
+func (g *gitRepo) take(ctx workflow.Context, in activities.ResolveInput, res activities.ResolveResult, generation int64) {
 	if res.Commit != g.s.LatestCommit {
 		g.s.Rejected = nil
 	}

@@ -91,13 +91,13 @@ func ParseHelmPathCredentials(data []byte) (HelmPathCredentials, error) {
 	var raw map[string]HelmCredentials
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		// yaml's messages name lines and Go types, not the content.
-		return nil, fmt.Errorf("%w: %v", ErrHelmPathCredentials, err)
+		return nil, fmt.Errorf("%w: %w", ErrHelmPathCredentials, err)
 	}
 	out := make(HelmPathCredentials, len(raw))
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		p := path.Clean(strings.TrimPrefix(k, "/"))
 		if _, err := path.Match(p, ""); err != nil {
-			return nil, fmt.Errorf("%w: path %q: %v", ErrHelmPathCredentials, k, err)
+			return nil, fmt.Errorf("%w: path %q: %w", ErrHelmPathCredentials, k, err)
 		}
 		if _, dup := out[p]; dup {
 			return nil, fmt.Errorf("%w: path %q is given twice", ErrHelmPathCredentials, p)

@@ -95,19 +95,29 @@ func (r *Reader) ReadLocation(ctx context.Context, root string, loc Location, re
 	return b, m, err
 }
 
-func (rd *reader) read(loc Location, repoName string) (Bundle, Manifest, error) {
+// locate sets the bundle's directory, options file and default name
+// (Fleet's: the repository name, the directory and, for a bundles entry
+// with an options file, its name without extension).
+func (rd *reader) locate(loc Location, repoName string) error {
 	var err error
 	if rd.dir, err = cleanRel(loc.Dir); err != nil {
-		return Bundle{}, Manifest{}, &ValidationError{Path: loc.Dir, Err: err}
+		return &ValidationError{Path: loc.Dir, Err: err}
 	}
 	id := path.Join(repoName, rd.dir)
 	if loc.Options != "" {
 		if rd.optionsPath, err = cleanRel(path.Join(rd.dir, loc.Options)); err != nil {
-			return Bundle{}, Manifest{}, &ValidationError{Path: path.Join(rd.dir, loc.Options), Err: err}
+			return &ValidationError{Path: path.Join(rd.dir, loc.Options), Err: err}
 		}
 		id = path.Join(id, strings.TrimSuffix(loc.Options, path.Ext(loc.Options)))
 	}
 	rd.name = fleetyaml.ReleaseName(id)
+	return nil
+}
+
+func (rd *reader) read(loc Location, repoName string) (Bundle, Manifest, error) {
+	if err := rd.locate(loc, repoName); err != nil {
+		return Bundle{}, Manifest{}, err
+	}
 	if err := rd.checkDir(); err != nil {
 		return Bundle{}, Manifest{}, err
 	}

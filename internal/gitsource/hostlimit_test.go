@@ -99,7 +99,7 @@ func TestHostLimiter(t *testing.T) {
 
 	assert.Nil(t, l.Observe("git.example", 200, http.Header{}), "a success in flight clears nothing early")
 	assert.Error(t, l.Check("git.example"))
-	l.Observe("git.example", 429, retry("5"))
+	_ = l.Observe("git.example", 429, retry("5"))
 	require.ErrorAs(t, l.Check("git.example"), &err)
 	assert.Equal(t, now.Add(30*time.Second), err.RetryAt, "a shorter wait does not shorten the recorded one")
 
@@ -111,7 +111,7 @@ func TestHostLimiter(t *testing.T) {
 	now = now.Add(time.Minute)
 	assert.Equal(t, now.Add(2*time.Minute), l.Observe("git.example", 429, http.Header{}).RetryAt)
 	now = now.Add(2 * time.Minute)
-	l.Observe("git.example", 200, http.Header{})
+	_ = l.Observe("git.example", 200, http.Header{})
 	assert.Equal(t, now.Add(time.Minute), l.Observe("git.example", 429, http.Header{}).RetryAt)
 
 	// A success saying nothing remains is served but stops the next request.
