@@ -21,6 +21,7 @@ import (
 const (
 	keySSHPrivateKey     = "ssh-privatekey" // corev1.SSHAuthPrivateKey
 	keyKnownHosts        = "known_hosts"
+	keyPassword          = "password" // with ssh-privatekey: its passphrase (Flux's reading)
 	keyGitHubAppID       = "github_app_id"
 	keyGitHubAppInstall  = "github_app_installation_id"
 	keyGitHubAppKey      = "github_app_private_key"
@@ -38,7 +39,8 @@ type gitSecret struct {
 
 // parseGitSecret reads a Secret's data as Git credentials, as Fleet does:
 // an ssh-privatekey (or type kubernetes.io/ssh-auth) is an SSH key, with
-// the Secret's known_hosts; any of the github_app_* keys is a GitHub App
+// the Secret's known_hosts and, for an encrypted key, its passphrase in
+// password (as Flux reads it); any of the github_app_* keys is a GitHub App
 // (all three required); anything else is basic auth, a password with no
 // username being a token sent as the username (Fleet's reading), and
 // Flotilla's token key a password for user "git". Errors name the key, never
@@ -49,7 +51,8 @@ func parseGitSecret(typ string, data map[string][]byte) (gitSecret, error) {
 		if len(data[keySSHPrivateKey]) == 0 {
 			return gitSecret{}, fmt.Errorf("an ssh-auth secret needs %q", keySSHPrivateKey)
 		}
-		return gitSecret{ssh: &gitsource.SSHAuth{PrivateKey: data[keySSHPrivateKey], KnownHosts: data[keyKnownHosts]}}, nil
+		return gitSecret{ssh: &gitsource.SSHAuth{PrivateKey: data[keySSHPrivateKey], KnownHosts: data[keyKnownHosts],
+			Passphrase: data[keyPassword]}}, nil
 	case len(data[keyGitHubAppID]) > 0 || len(data[keyGitHubAppInstall]) > 0 || len(data[keyGitHubAppKey]) > 0:
 		return parseGitHubApp(data)
 	}

@@ -53,6 +53,8 @@ func TestParseGitSecret(t *testing.T) {
 			want: gitSecret{ssh: &gitsource.SSHAuth{PrivateKey: []byte(key), KnownHosts: []byte("h ssh-ed25519 AAAA")}}},
 		{name: "ssh key without type or known_hosts", data: map[string]string{"ssh-privatekey": key},
 			want: gitSecret{ssh: &gitsource.SSHAuth{PrivateKey: []byte(key)}}},
+		{name: "an encrypted ssh key's passphrase in password", data: map[string]string{"ssh-privatekey": key, "password": "pass phrase"},
+			want: gitSecret{ssh: &gitsource.SSHAuth{PrivateKey: []byte(key), Passphrase: []byte("pass phrase")}}},
 		{name: "ssh-auth without key", typ: "kubernetes.io/ssh-auth", data: map[string]string{"known_hosts": "h ssh-ed25519 AAAA"}, wantErr: "ssh-privatekey"},
 		{name: "GitHub App", data: map[string]string{"github_app_id": "123", "github_app_installation_id": "456\n", "github_app_private_key": key},
 			want: gitSecret{app: &githubapp.App{ID: 123, InstallationID: 456, PrivateKey: []byte(key)}}},
