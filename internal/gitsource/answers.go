@@ -69,17 +69,20 @@ type Answer struct {
 // an answer no older than the time they called (maxAge 0: always a
 // request sent after the call).
 func (a *Answers) Resolve(ctx context.Context, r Remote, branch, revision string, maxAge time.Duration) (Answer, error) {
-	if IsFullHash(revision) {
-		h := strings.ToLower(revision)
-		return Answer{Ref: Ref{Name: h, Commit: h}}, nil
-	}
 	ep, err := r.endpoint()
 	if err != nil {
 		return Answer{}, err
 	}
+	// A full hash names its commit, but the remote is asked all the same
+	// (or a shared answer for these credentials reused): it proves the
+	// credentials read the repository before the shared clone serves it.
 	refs, prev, asked, err := a.refs(ctx, answerKey(r), maxAge, ep.list)
 	if err != nil {
 		return Answer{}, err
+	}
+	if IsFullHash(revision) {
+		h := strings.ToLower(revision)
+		return Answer{Ref: Ref{Name: h, Commit: h}}, nil
 	}
 	ref, err := selectRef(refs, branch, revision, ep.url)
 	if err != nil {

@@ -88,10 +88,14 @@ func TestAnswers_ReuseWithinMaxAge(t *testing.T) {
 	assert.False(t, got.Moved, "asked again, but the branch did not move")
 	assert.EqualValues(t, 3, count.n.Load(), "an answer as old as maxAge is not reused")
 
+	got, err = answers.Resolve(t.Context(), r, "", hashOf('a'), time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, hashOf('a'), got.Commit, "a full hash names its commit")
+	assert.EqualValues(t, 3, count.n.Load(), "the fresh answer proves the credentials")
 	got, err = answers.Resolve(t.Context(), r, "", hashOf('a'), 0)
 	require.NoError(t, err)
-	assert.Equal(t, hashOf('a'), got.Commit, "a full hash needs no request")
-	assert.EqualValues(t, 3, count.n.Load())
+	assert.Equal(t, hashOf('a'), got.Commit)
+	assert.EqualValues(t, 4, count.n.Load(), "a full hash still asks the remote: it proves the credentials read it")
 }
 
 func TestAnswers_CredentialsAreNotShared(t *testing.T) {

@@ -84,9 +84,10 @@ func (c *Cache) Checkout(ctx context.Context, r Remote, ref Ref) (string, error)
 
 	c.building.RLock()
 	defer c.building.RUnlock()
-	if dir, ok := c.existing(want); ok {
-		return dir, nil
-	}
+	// No shortcut to a worktree built before: it is returned only once
+	// this URL's clone has the commit (fetched with these credentials
+	// when it lacks it), so a GitRepo cannot read a commit of a remote it
+	// does not name, by hash, from a tree another GitRepo built.
 	unlock, err := c.lock(ctx, ep.url)
 	if err != nil {
 		return "", fmt.Errorf("check out %s from %s: %w", want, ep.url, err)

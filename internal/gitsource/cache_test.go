@@ -351,3 +351,21 @@ func TestCache_CorruptClone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, files, readTree(t, dir))
 }
+
+// TestCache_WorktreeIsScopedToItsRemote: a worktree built from one
+// remote's commit is not handed to a Checkout naming another remote that
+// lacks the commit (a GitRepo naming its own public repository and the
+// hash of another GitRepo's private commit reads nothing).
+func TestCache_WorktreeIsScopedToItsRemote(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{Username: "alice", Password: secret})
+	private := srv.CreateRepo(t, "private", map[string]string{"secret.yaml": "token: abc\n"})
+	public := srv.CreateRepo(t, "public", map[string]string{"a": "a\n"})
+	auth := &Auth{Username: "alice", Password: secret}
+	cache := NewCache(t.TempDir())
+	ref := resolve(t, Remote{URL: private.URL(), Auth: auth}, "", "")
+	_, err := cache.Checkout(t.Context(), Remote{URL: private.URL(), Auth: auth}, ref)
+	require.NoError(t, err)
+
+	_, err = cache.Checkout(t.Context(), Remote{URL: public.URL(), Auth: auth}, ref)
+	require.ErrorIs(t, err, ErrRefNotFound, "the public remote does not have the private commit")
+}
