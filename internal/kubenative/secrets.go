@@ -3,6 +3,7 @@ package kubenative
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -26,17 +27,18 @@ type secretRef struct{ field, name string }
 // secretRefs lists the Secrets of obj's namespace a GitRepo or HelmOp
 // names, in field order, each name once.
 func secretRefs(obj *unstructured.Unstructured) []secretRef {
-	fields := []string{"helmSecretName"}
+	fields := [][]string{{"helmSecretName"}}
 	if obj.GetKind() == api.KindGitRepo {
-		fields = []string{"clientSecretName", "helmSecretName", "helmSecretNameForPaths", "webhookSecret"}
+		fields = [][]string{{"clientSecretName"}, {"helmSecretName"}, {"helmSecretNameForPaths"}, {"webhookSecret"},
+			{"verify", "secretRef", "name"}}
 	}
 	var out []secretRef
 	seen := map[string]bool{}
 	for _, f := range fields {
-		name, _, _ := unstructured.NestedString(obj.Object, "spec", f)
+		name, _, _ := unstructured.NestedString(obj.Object, append([]string{"spec"}, f...)...)
 		if name != "" && !seen[name] {
 			seen[name] = true
-			out = append(out, secretRef{field: "spec." + f, name: name})
+			out = append(out, secretRef{field: "spec." + strings.Join(f, "."), name: name})
 		}
 	}
 	return out
