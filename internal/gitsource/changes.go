@@ -177,6 +177,7 @@ var referenceFiles = map[string]bool{
 // new is named. errUnsure: the inputs cannot be known within the bounds.
 func inputsAt(tree *object.Tree, in Inputs) (inputRules, error) {
 	rules := rulesOf(in)
+	options := optionsFiles(in)
 	read := map[string]bool{}
 	for range maxInputRounds {
 		added := false
@@ -187,14 +188,18 @@ func inputsAt(tree *object.Tree, in Inputs) (inputRules, error) {
 			if f.Mode == filemode.Symlink {
 				return errUnsure // the link may lead anywhere in the repository
 			}
-			if !referenceFiles[path.Base(f.Name)] {
+			dir, isOptions := options[f.Name]
+			if !isOptions && !referenceFiles[path.Base(f.Name)] {
 				return nil
+			}
+			if !isOptions {
+				dir = path.Dir(f.Name)
 			}
 			read[f.Name] = true
 			if len(read) > maxInputFiles || f.Size > maxInputFileBytes {
 				return errUnsure
 			}
-			refs, err := fileReferences(f)
+			refs, err := fileReferences(f, dir)
 			if err != nil {
 				return err
 			}
@@ -213,12 +218,26 @@ func inputsAt(tree *object.Tree, in Inputs) (inputRules, error) {
 	return rules, errUnsure
 }
 
+// optionsFiles maps each bundles entry's options file to its base: it is
+// read in place of the base's fleet.yaml, so the paths it names are
+// relative to the base, not to its own directory.
+func optionsFiles(in Inputs) map[string]string {
+	out := map[string]string{}
+	for _, b := range in.Bundles {
+		if b.Options != "" {
+			base := path.Clean(strings.TrimLeft(b.Base, "/"))
+			out[path.Join(base, b.Options)] = base
+		}
+	}
+	return out
+}
+
 // fileReferences returns the repository paths the YAML file f may name:
-// every string in it read as a path relative to f's directory (a
+// every string in it read as a path relative to dir (a
 // "file://" prefix and a generator's "key=" prefix removed), leaving out
 // those that leave the repository. Over-reading is harmless: a string that
 // names no file only makes the GitRepo read more.
-func fileReferences(f *object.File) ([]string, error) {
+func fileReferences(f *object.File, dir string) ([]string, error) {
 	rd, err := f.Reader()
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", f.Name, corrupt(err))
@@ -233,7 +252,6 @@ func fileReferences(f *object.File) ([]string, error) {
 		return nil, errUnsure // the render will say what is wrong with it
 	}
 	var out []string
-	dir := path.Dir(f.Name)
 	for _, s := range yamlStrings(doc, nil) {
 		for _, cand := range referenceCandidates(s) {
 			p := path.Join(dir, cand)

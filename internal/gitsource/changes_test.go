@@ -124,6 +124,23 @@ func TestCache_Touches(t *testing.T) {
 		"an options file that does not parse: cannot be sure")
 	assert.False(t, touches(ignore, ignore, "."), "the same commit changes nothing")
 
-	_, err := cache.Touches(t.Context(), r, base, hashOf('f'), Inputs{Paths: []string{"a"}})
+	// A bundles entry's options file is read like the base's fleet.yaml:
+	// what it names is relative to the base, not to its own directory.
+	envs := repo.Commit(t, map[string]string{
+		"envs/dev.yaml":      "helm:\n  valuesFiles:\n  - ../values/dev.yaml\n",
+		"values/dev.yaml":    "x: 1",
+		"envs/values/x.yaml": "x: 1",
+	}, "options file")
+	devValues := repo.Commit(t, map[string]string{"values/dev.yaml": "x: 2"}, "dev values")
+	entry := Inputs{Bundles: []api.BundlePath{{Base: "apps/web", Options: "../../envs/dev.yaml"}}}
+	got, err := cache.Touches(t.Context(), r, envs, devValues, entry)
+	require.NoError(t, err)
+	assert.False(t, got, "apps/web/../values/dev.yaml is apps/values/dev.yaml, not values/dev.yaml")
+	entry.Bundles[0] = api.BundlePath{Base: "apps", Options: "../envs/dev.yaml"}
+	got, err = cache.Touches(t.Context(), r, envs, devValues, entry)
+	require.NoError(t, err)
+	assert.True(t, got, "base apps: ../values/dev.yaml is values/dev.yaml, which changed")
+
+	_, err = cache.Touches(t.Context(), r, base, hashOf('f'), Inputs{Paths: []string{"a"}})
 	require.ErrorIs(t, err, ErrRefNotFound, "a commit the remote does not have")
 }
