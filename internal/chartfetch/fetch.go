@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/sizelimit"
+	"github.com/flotilla-gitops/flotilla/internal/tlsroots"
 )
 
 // DefaultIndexTTL is how long a repository's index.yaml is reused unless
@@ -650,11 +650,8 @@ func tlsTransport(base *http.Client, a *Auth) (*http.Transport, error) {
 		cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	if len(a.CABundle) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(a.CABundle) {
+		pool, ok := tlsroots.Pool(a.CABundle)
+		if !ok {
 			return nil, errors.New("chartfetch: CA bundle holds no PEM certificate")
 		}
 		cfg.RootCAs = pool

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/internal/tlsroots"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	orascontent "oras.land/oras-go/v2/content"
@@ -381,11 +381,8 @@ func registryHTTPClient(opts RegistryOptions) (*http.Client, error) {
 		caPEM = append(append(append([]byte(nil), caPEM...), '\n'), data...)
 	}
 	if len(caPEM) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(caPEM) {
+		pool, ok := tlsroots.Pool(caPEM)
+		if !ok {
 			return nil, errors.New("CA holds no PEM certificate")
 		}
 		cfg.RootCAs = pool

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flotilla-gitops/flotilla/internal/tlsroots"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -144,11 +144,8 @@ func httpClient(app App, timeout time.Duration) (*http.Client, error) {
 	// InsecureSkipVerify is the GitRepo's insecureSkipTLSVerify.
 	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: app.InsecureSkipTLSVerify}
 	if len(app.CABundle) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool() // no system roots here: the bundle alone
-		}
-		if !pool.AppendCertsFromPEM(bytes.TrimSpace(app.CABundle)) {
+		pool, ok := tlsroots.Pool(bytes.TrimSpace(app.CABundle))
+		if !ok {
 			return nil, fmt.Errorf("%w: %s: caBundle holds no PEM certificate", ErrInvalidApp, app)
 		}
 		tr.TLSClientConfig.RootCAs = pool

@@ -2,7 +2,6 @@ package gitsource
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/flotilla-gitops/flotilla/internal/tlsroots"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -111,12 +111,8 @@ func (o tlsOptions) transport() (*http.Transport, error) {
 	}
 	tr.TLSClientConfig.InsecureSkipVerify = o.insecure //nolint:gosec // the GitRepo's insecureSkipTLSVerify
 	if o.caBundle != "" {
-		pool, err := x509.SystemCertPool()
-		if err != nil || pool == nil {
-			pool = x509.NewCertPool()
-		}
-		pool.AppendCertsFromPEM([]byte(o.caBundle))
-		tr.TLSClientConfig.RootCAs = pool
+		// spec.caBundle was validated as PEM certificates (api).
+		tr.TLSClientConfig.RootCAs, _ = tlsroots.Pool([]byte(o.caBundle))
 	}
 	if o.clientCert != "" && o.clientKey != "" {
 		cert, err := tls.X509KeyPair([]byte(o.clientCert), []byte(o.clientKey))
