@@ -32,8 +32,8 @@ type Ref struct {
 // ls-remote and no clone.
 //
 //   - revision, when set, wins over branch. A full 40-hex commit hash is
-//     returned as is, without contacting the remote (Checkout finds out
-//     whether it exists). Otherwise it names a tag (preferred) or a branch,
+//     returned as is, after the ls-remote that proves the credentials read
+//     the repository (Checkout finds out whether the commit exists). Otherwise it names a tag (preferred) or a branch,
 //     short ("v1") or full ("refs/tags/v1"); short hashes are not resolved.
 //   - branch names refs/heads/<branch>.
 //   - Neither: the branch the remote's HEAD points to, or DefaultBranch
@@ -45,20 +45,12 @@ type Ref struct {
 // it. Errors are ErrRefNotFound (a *RefNotFoundError), ErrAuth,
 // ErrRepositoryNotFound or transport failures, and name the URL without
 // credentials.
+//
+// Resolve always asks the remote; Answers.Resolve shares answers.
 func Resolve(ctx context.Context, r Remote, branch, revision string) (Ref, error) {
-	if IsFullHash(revision) {
-		h := strings.ToLower(revision)
-		return Ref{Name: h, Commit: h}, nil
-	}
-	ep, err := r.endpoint()
-	if err != nil {
-		return Ref{}, err
-	}
-	refs, err := ep.list(ctx)
-	if err != nil {
-		return Ref{}, err
-	}
-	return selectRef(refs, branch, revision, ep.url)
+	var once Answers
+	ans, err := once.Resolve(ctx, r, branch, revision, 0)
+	return ans.Ref, err
 }
 
 // list is `git ls-remote` with peeled tags.
