@@ -38,14 +38,17 @@ func (c ClusterContact) Describe() string {
 // (Fleet's fleet#594): a deployment last known applied (Ready, NotReady,
 // Modified) is not known to be so any more and shows WaitApplied, with a
 // message naming the cluster, its last-seen time and its last known
-// state. A deployment waiting to be applied says so too. One that failed
-// or is held keeps its state and message: what it says is still true.
-// Contact regained shows d as it was.
+// state. A deployment waiting to be applied says so too, and so does one
+// not started yet (Pending): it waits for the cluster now, as a retry
+// rollout queued for an offline agent does. One that failed or is held
+// keeps its state and message: what it says is still true. Contact
+// regained shows d as it was.
 func (d Deployment) OutOfContact(c ClusterContact) Deployment {
 	switch d.State {
 	case Ready, NotReady, Modified:
-	case WaitApplied:
-		// Waiting for the cluster already: say since when it is away.
+	case WaitApplied, Pending:
+		// Waiting for the cluster: say since when it is away.
+		d.State = WaitApplied
 		d.Message = strings.TrimPrefix(d.Message+"; "+c.Describe(), "; ")
 		return d
 	default:

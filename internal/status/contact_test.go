@@ -23,7 +23,9 @@ func TestOutOfContact(t *testing.T) {
 		{ErrApplied, ErrApplied, "was"},
 		{WaitApplied, WaitApplied, "was; cluster edge-1 is out of contact (last seen 2026-11-29T09:00:00Z): its agent sent no heartbeat"},
 		{OutOfSync, OutOfSync, "was"},
-		{Pending, Pending, "was"},
+		// Not started: it waits for the cluster (a retry rollout queued
+		// for an offline agent), and says so.
+		{Pending, WaitApplied, "was; cluster edge-1 is out of contact (last seen 2026-11-29T09:00:00Z): its agent sent no heartbeat"},
 	} {
 		d := Deployment{Bundle: "b", Cluster: "edge-1", State: tc.state, Message: "was"}
 		got := d.OutOfContact(c)
