@@ -205,6 +205,8 @@ type ApplyResult struct {
 type Approve struct {
 	Partition string `json:"partition,omitempty"`
 	Bundle    string `json:"bundle,omitempty"`
+	// Identity is who approved, as the history records it.
+	Identity Identity `json:"identity,omitzero"`
 }
 
 // ApproveResult lists the partitions released, as "bundle/partition".
