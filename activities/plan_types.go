@@ -26,3 +26,14 @@ type PlanOfflineInput struct {
 	// plan.Cluster.Reason.
 	Reason string `json:"reason"`
 }
+
+// Error types of the non-retryable application errors Plan returns when
+// it cannot plan the cluster at all; the planner then falls back to
+// PlanOffline. The error's details are the cluster's outcome.Class
+// (Unreachable or Unauthorized), as Deploy reports it in DeployResult.
+const (
+	// ErrTypeClusterUnreachable: the cluster's API server did not answer.
+	ErrTypeClusterUnreachable = "ClusterUnreachable"
+	// ErrTypeClusterUnauthorized: the cluster refused the credentials.
+	ErrTypeClusterUnauthorized = "ClusterUnauthorized"
+)
