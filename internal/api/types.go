@@ -127,6 +127,9 @@ type GitRepoSpec struct {
 	// Verify requires commits (or tags) to be signed by a trusted key
 	// before they are deployed (Flotilla extension, after Flux).
 	Verify *VerifySpec `json:"verify,omitempty"`
+	// Previews plans pull requests against Branch and posts the plan as
+	// a comment and a commit status (Flotilla extension).
+	Previews *PreviewsSpec `json:"previews,omitempty"`
 	// CorrectDrift undoes changes made on the clusters to every bundle
 	// whose fleet.yaml (or target customization) sets no correctDrift of
 	// its own; a bundle's own setting, even enabled: false, wins.

@@ -118,6 +118,7 @@ func (s GitRepoSpec) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, validateOptionsPath(bp.Child("options"), b)...)
 	}
 	errs = append(errs, s.Verify.validate(p.Child("verify"))...)
+	errs = append(errs, s.Previews.validate(p.Child("previews"))...)
 	return errs
 }
 

@@ -30,7 +30,7 @@ func secretRefs(obj *unstructured.Unstructured) []secretRef {
 	fields := [][]string{{"helmSecretName"}}
 	if obj.GetKind() == api.KindGitRepo {
 		fields = [][]string{{"clientSecretName"}, {"helmSecretName"}, {"helmSecretNameForPaths"}, {"webhookSecret"},
-			{"verify", "secretRef", "name"}}
+			{"verify", "secretRef", "name"}, {"previews", "secretName"}}
 	}
 	var out []secretRef
 	seen := map[string]bool{}

@@ -18,9 +18,10 @@ func TestSecretRefs(t *testing.T) {
 	}{
 		{"gitrepo without secrets", "GitRepo", map[string]any{"repo": "https://x"}, nil},
 		{"gitrepo with every field", "GitRepo", map[string]any{"clientSecretName": "git", "helmSecretName": "helm",
-			"helmSecretNameForPaths": "paths", "webhookSecret": "hook", "verify": map[string]any{"secretRef": map[string]any{"name": "signers"}}},
+			"helmSecretNameForPaths": "paths", "webhookSecret": "hook", "verify": map[string]any{"secretRef": map[string]any{"name": "signers"}},
+			"previews": map[string]any{"secretName": "gh-api"}},
 			[]secretRef{{"spec.clientSecretName", "git"}, {"spec.helmSecretName", "helm"}, {"spec.helmSecretNameForPaths", "paths"},
-				{"spec.webhookSecret", "hook"}, {"spec.verify.secretRef.name", "signers"}}},
+				{"spec.webhookSecret", "hook"}, {"spec.verify.secretRef.name", "signers"}, {"spec.previews.secretName", "gh-api"}}},
 		{"one secret named twice", "GitRepo", map[string]any{"clientSecretName": "creds", "helmSecretName": "creds"},
 			[]secretRef{{"spec.clientSecretName", "creds"}}},
 		{"helmop reads only helmSecretName", "HelmOp", map[string]any{"helmSecretName": "helm", "clientSecretName": "ignored"},
