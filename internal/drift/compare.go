@@ -70,6 +70,11 @@ func Compare(live, want *unstructured.Unstructured, rules Rules, scalers []Scale
 	return patch, nil
 }
 
+// Normalise returns a normalised deep copy of obj's content, as Compare
+// compares it: without status, server-maintained metadata, null fields and
+// injected CA bundles. obj is not modified.
+func Normalise(obj *unstructured.Unstructured) map[string]any { return normalise(obj, false) }
+
 // normalise returns a normalised deep copy of obj's content (see Compare);
 // dropReplicas drops spec.replicas too.
 func normalise(obj *unstructured.Unstructured, dropReplicas bool) map[string]any {
