@@ -301,12 +301,12 @@ func (r *rolloutRun) approve(ctx workflow.Context, a protocol.Approve) (protocol
 			return protocol.ApproveResult{}, err
 		}
 	}
-	approved := r.s.Approve(a.Bundle, a.Partition)
+	approved := r.s.Approve(a.Bundle, a.Partition, a.Identity, workflow.Now(ctx).UTC())
 	if len(approved) > 0 {
 		r.changed++
 		workflow.GetLogger(ctx).Info("Partitions approved", "partitions", approved)
 	}
-	return protocol.ApproveResult{Approved: approved}, nil
+	return protocol.ApproveResult{Approved: approved, By: a.Identity}, nil
 }
 
 func (r *rolloutRun) validateApproval(ctx workflow.Context, a protocol.Approve) error {

@@ -212,6 +212,9 @@ type Approve struct {
 // ApproveResult lists the partitions released, as "bundle/partition".
 type ApproveResult struct {
 	Approved []string `json:"approved"`
+	// By is who the approval was recorded for (zero from workers that do
+	// not record it).
+	By Identity `json:"by,omitzero"`
 }
 
 // ClusterRecord is a cluster's registration, the ClusterWorkflow's state.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/strategy"
 )
@@ -90,8 +91,9 @@ type Scheduler struct {
 	units   []unit
 	bundles []*bundleSched
 	byKey   map[status.Key]int
-	// approved holds the partitions released by an approval.
-	approved map[partitionKey]bool
+	// approved holds the partitions released by an approval, each with
+	// who approved it and when (Units unset).
+	approved map[partitionKey]Approval
 	// unitWindows: deployment windows gate every unit's start (and a
 	// rollback), not only a partition's; set by GateEveryStart.
 	unitWindows bool
@@ -131,7 +133,7 @@ type StateOf func(bundle, cluster string) (status.State, bool)
 // its retry until now reaches the entry's next retry: it does not start in
 // this rollout and counts as failed.
 func NewScheduler(p Plan, strategies []BundleStrategy, inv []InventoryEntry, now time.Time) *Scheduler {
-	s := &Scheduler{byKey: map[status.Key]int{}, approved: map[partitionKey]bool{}}
+	s := &Scheduler{byKey: map[status.Key]int{}, approved: map[partitionKey]Approval{}}
 	prev := map[ReleaseRef]InventoryEntry{}
 	for _, e := range inv {
 		prev[e.Ref()] = e
@@ -348,7 +350,7 @@ func (s *Scheduler) gate(bs *bundleSched, p, blockedParts int, now time.Time, ps
 			Message: fmt.Sprintf("bundle %s: partition %s waits: %d earlier partition(s) not yet updated and Ready (maxUnavailablePartitions %d)",
 				bs.name, part.Name, blockedParts, bs.plan.MaxUnavailablePartitions)})
 		return true
-	case part.RequireApproval && !s.approved[partitionKey{bs.name, part.Name}] && s.needsStart(bs, p):
+	case part.RequireApproval && !s.isApproved(partitionKey{bs.name, part.Name}) && s.needsStart(bs, p):
 		ps.Phase = "WaitingForApproval"
 		d.Waits = append(d.Waits, status.Wait{Bundle: bs.name, Kind: status.WaitApproval, Partition: part.Name,
 			Message: fmt.Sprintf("bundle %s: partition %s waits for approval", bs.name, part.Name)})
@@ -678,8 +680,9 @@ func (s *Scheduler) Busy() bool {
 }
 
 // Approve releases partition (every bundle's, or only bundle's) that
-// requires approval; it returns the "bundle/partition" pairs released.
-func (s *Scheduler) Approve(bundle, partition string) []string {
+// requires approval, recording by and at (workflow time) as who approved
+// it and when; it returns the "bundle/partition" pairs released.
+func (s *Scheduler) Approve(bundle, partition string, by protocol.Identity, at time.Time) []string {
 	var out []string
 	for _, bs := range s.bundles {
 		if bundle != "" && bs.name != bundle {
@@ -687,7 +690,7 @@ func (s *Scheduler) Approve(bundle, partition string) []string {
 		}
 		for p, part := range bs.plan.Partitions {
 			k := partitionKey{bs.name, part.Name}
-			if !part.RequireApproval || bs.started[p] || s.approved[k] {
+			if !part.RequireApproval || bs.started[p] || s.isApproved(k) {
 				continue
 			}
 			if partition == "" && !s.waitingApproval(bs, p) {
@@ -696,7 +699,7 @@ func (s *Scheduler) Approve(bundle, partition string) []string {
 			if partition != "" && part.Name != partition {
 				continue
 			}
-			s.approved[k] = true
+			s.approved[k] = Approval{Bundle: k.bundle, Partition: k.partition, By: by, At: at}
 			out = append(out, k.String())
 		}
 	}

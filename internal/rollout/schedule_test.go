@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/strategy"
 )
@@ -134,7 +135,7 @@ func (st step) run(t *testing.T, s *Scheduler, states map[string]status.State) {
 		s.GiveUp(key(u).Bundle, key(u).Cluster)
 	}
 	if len(st.approve) == 2 {
-		require.NotEmpty(t, s.Approve(st.approve[0], st.approve[1]))
+		require.NotEmpty(t, s.Approve(st.approve[0], st.approve[1], protocol.Identity{}, t0))
 	}
 	for u, state := range st.states {
 		states[u] = state
@@ -659,8 +660,8 @@ func TestScheduler_Approve(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				s := newScheduler()
-				assert.Equal(t, tt.want, s.Approve(tt.bundle, tt.partition))
-				assert.Empty(t, s.Approve(tt.bundle, tt.partition), "an approved partition is not approved again")
+				assert.Equal(t, tt.want, s.Approve(tt.bundle, tt.partition, protocol.Identity{}, t0))
+				assert.Empty(t, s.Approve(tt.bundle, tt.partition, protocol.Identity{}, t0), "an approved partition is not approved again")
 			})
 		}
 	})
@@ -672,13 +673,13 @@ func TestScheduler_Approve(t *testing.T) {
 			return keys(s.Next(t0, func(string, string) (status.State, bool) { return status.Ready, true }).Start)
 		}
 		assert.Equal(t, []string{"b@c1", "b@c2"}, next())
-		assert.Equal(t, []string{"a/p1"}, s.Approve("", ""))
+		assert.Equal(t, []string{"a/p1"}, s.Approve("", "", protocol.Identity{}, t0))
 		assert.Equal(t, []string{"a@c1"}, next())
 		s.Finish(status.Deployment{Bundle: "a", Cluster: "c1", State: status.Ready}, true)
 		assert.Empty(t, next(), "p2 still waits")
-		assert.Equal(t, []string{"a/p2"}, s.Approve("", ""))
+		assert.Equal(t, []string{"a/p2"}, s.Approve("", "", protocol.Identity{}, t0))
 		assert.Equal(t, []string{"a@c2"}, next())
-		assert.Empty(t, s.Approve("a", "p1"), "p1 started")
+		assert.Empty(t, s.Approve("a", "p1", protocol.Identity{}, t0), "p1 started")
 	})
 	t.Run("HasPartition", func(t *testing.T) {
 		s := newScheduler()
@@ -739,7 +740,7 @@ func TestScheduler_RestoreApprovals(t *testing.T) {
 		return NewScheduler(p, []BundleStrategy{{Bundle: "app", Plan: parts}}, nil, time.Now())
 	}
 	first := sched(map[string]string{"c1": "m:1", "c2": "m:1", "c3": "m:1"})
-	require.Equal(t, []string{"app/p1", "app/p2"}, append(first.Approve("app", "p1"), first.Approve("app", "p2")...))
+	require.Equal(t, []string{"app/p1", "app/p2"}, append(first.Approve("app", "p1", protocol.Identity{}, t0), first.Approve("app", "p2", protocol.Identity{}, t0)...))
 	approvals := first.Approvals()
 	require.Len(t, approvals, 2)
 

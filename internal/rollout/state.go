@@ -257,12 +257,21 @@ func (s *State) Rollbacks(now time.Time) []Unit { return s.sched.Rollbacks(now) 
 func (s *State) Halts() []status.Halt { return s.sched.Halts(s.track.Deployment) }
 
 // Approve releases partition (every bundle's, or only bundle's) that
-// requires approval; it returns the "bundle/partition" pairs released.
-func (s *State) Approve(bundle, partition string) []string { return s.sched.Approve(bundle, partition) }
+// requires approval, approved by by at at; it returns the
+// "bundle/partition" pairs released.
+func (s *State) Approve(bundle, partition string, by protocol.Identity, at time.Time) []string {
+	return s.sched.Approve(bundle, partition, by, at)
+}
 
 // HasPartition reports whether some bundle (or bundle, when set) has a
 // partition named name that requires approval.
 func (s *State) HasPartition(bundle, name string) bool { return s.sched.HasPartition(bundle, name) }
+
+// PartitionClusters lists, sorted, the clusters of bundle's partition
+// named partition.
+func (s *State) PartitionClusters(bundle, partition string) []string {
+	return s.sched.PartitionClusters(bundle, partition)
+}
 
 // Mark sets the state of cluster's deployments in flight (every bundle's,
 // or those named).

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -114,11 +115,19 @@ func TestState_ApprovalsAndMark(t *testing.T) {
 	prev.Schedule(p, Strategy{Strategies: forA(approvalPlan("c2")), Inventory: p.Inventory}, t0)
 	assert.Equal(t, []string{"a@c1"}, keys(prev.Next(t0).Start))
 	require.True(t, prev.HasPartition("a", "p2"))
-	assert.Equal(t, []string{"a/p2"}, prev.Approve("a", "p2"))
+	alice := protocol.Identity{User: "alice@laptop", APIKey: "ci-bot"}
+	assert.Equal(t, []string{"c2"}, prev.PartitionClusters("a", "p2"))
+	assert.Equal(t, []string{"a/p2"}, prev.Approve("a", "p2", alice, t0.Add(time.Minute)))
+	approvals := prev.Approvals()
+	require.Len(t, approvals, 1)
+	assert.Equal(t, alice, approvals[0].By, "who approved is recorded")
+	assert.Equal(t, t0.Add(time.Minute), approvals[0].At)
+	assert.NotEmpty(t, approvals[0].Units)
 
 	s := NewState(p, Backoff{})
-	kept := s.Schedule(p, Strategy{Strategies: forA(approvalPlan("c2")), Inventory: p.Inventory, Approvals: prev.Approvals()}, t0)
+	kept := s.Schedule(p, Strategy{Strategies: forA(approvalPlan("c2")), Inventory: p.Inventory, Approvals: approvals}, t0.Add(time.Hour))
 	assert.Equal(t, []string{"a/p2"}, kept)
+	assert.Equal(t, approvals, s.Approvals(), "a kept approval keeps its approver and time")
 	step := s.Next(t0)
 	assert.Equal(t, []string{"a@c1", "a@c2"}, keys(step.Start), "the approval carried over")
 	for _, u := range step.Start {
