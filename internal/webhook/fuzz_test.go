@@ -11,11 +11,11 @@ import (
 )
 
 func FuzzParseGitHub(f *testing.F) {
-	fuzzParse(f, GitHub, "push", "ping", "issues")
+	fuzzParse(f, GitHub, "push", "ping", "issues", "pull_request")
 }
 
 func FuzzParseGitLab(f *testing.F) {
-	fuzzParse(f, GitLab, "Push Hook", "Tag Push Hook", "System Hook")
+	fuzzParse(f, GitLab, "Push Hook", "Tag Push Hook", "System Hook", "Merge Request Hook")
 }
 
 func FuzzParseGitea(f *testing.F) {

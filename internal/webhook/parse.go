@@ -61,6 +61,7 @@ const (
 	Unknown Kind = iota // an event the receiver ignores
 	Push                // refs changed
 	Ping                // the host checks the hook works
+	PR                  // a pull (merge) request opened, updated or closed (Event.PullRequest)
 )
 
 func (k Kind) String() string {
@@ -69,6 +70,8 @@ func (k Kind) String() string {
 		return "push"
 	case Ping:
 		return "ping"
+	case PR:
+		return "pull_request"
 	}
 	return "unknown"
 }
@@ -90,6 +93,8 @@ type Event struct {
 	DefaultBranch string
 	// Changes are the refs a push moved.
 	Changes []Change
+	// PullRequest is set for Kind PR.
+	PullRequest *PullRequest
 }
 
 // Change is one ref a push moved.
@@ -222,6 +227,9 @@ func parseGitHubLike(ev *Event, h http.Header, body []byte) error {
 	case "ping":
 		ev.Kind = Ping
 	default:
+		if isGitHubPR(ev.Provider, ev.Name) {
+			return parseGitHubPR(ev, h, body)
+		}
 		return nil
 	}
 	body, err := formPayload(h, body)
@@ -271,6 +279,8 @@ func formPayload(h http.Header, body []byte) ([]byte, error) {
 func parseGitLab(ev *Event, body []byte) error {
 	switch ev.Name {
 	case "Push Hook", "Tag Push Hook", "System Hook":
+	case "Merge Request Hook":
+		return parseGitLabMR(ev, body)
 	default:
 		return nil
 	}

@@ -369,11 +369,11 @@ func TestParse_UnknownEventsAreIgnored(t *testing.T) {
 		wantName string
 	}{
 		{"github issues", GitHub, "issues", notJSON, "issues"},
-		{"github pull_request", GitHub, "pull_request", notJSON, "pull_request"},
+		{"github pull_request_review", GitHub, "pull_request_review", notJSON, "pull_request_review"},
 		{"github create", GitHub, "create", notJSON, "create"},
-		{"gitlab merge request", GitLab, "Merge Request Hook", notJSON, "Merge Request Hook"},
+		{"gitlab note", GitLab, "Note Hook", notJSON, "Note Hook"},
 		{"gitlab pipeline", GitLab, "Pipeline Hook", notJSON, "Pipeline Hook"},
-		{"gitea pull_request", Gitea, "pull_request", notJSON, "pull_request"},
+		{"gitea issues", Gitea, "issues", notJSON, "issues"},
 		{"gitea delete", Gitea, "delete", notJSON, "delete"},
 		{"gogs create", Gogs, "create", notJSON, "create"},
 		{"bitbucket pullrequest created", Bitbucket, "pullrequest:created", notJSON, "pullrequest:created"},

@@ -53,6 +53,11 @@ type Config struct {
 	// Signal durably tells t that change was pushed; authenticated says
 	// whether a secret vouched for the delivery.
 	Signal func(ctx context.Context, t Target, ev *Event, change Change, authenticated bool) error
+	// Preview durably tells t's preview of a pull request about ev (a
+	// Kind PR event whose base branch t follows); skip says why t does
+	// not preview it (previews not enabled). Optional: without it pull
+	// request events are ignored like unknown events.
+	Preview func(ctx context.Context, t Target, ev *Event, authenticated bool) (skip string, err error)
 	// GlobalSecrets returns the global secret of each provider that has
 	// one. Once any is configured, a provider without one (and without a
 	// GitRepo webhookSecret) is refused: a sender cannot dodge the secret
@@ -180,7 +185,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	log := r.cfg.Logger.With(zap.String("provider", string(p)), zap.String("event", ev.Name), zap.String("delivery", ev.Delivery))
-	if ev.Kind == Unknown {
+	if ev.Kind == Unknown || (ev.Kind == PR && r.cfg.Preview == nil) {
 		if r.firstUnknown(p, ev.Name) {
 			log.Info("Ignoring webhook event (logged once per provider and event)")
 		}
@@ -270,6 +275,9 @@ func (r *Receiver) handle(ctx context.Context, log *zap.Logger, h http.Header, b
 	if len(authed) > 0 && !r.reserve(ev) {
 		resp.Duplicate, resp.Message = true, "delivery already handled"
 		return http.StatusOK, resp
+	}
+	if ev.Kind == PR {
+		return r.previews(ctx, log, ev, authed, authenticated, resp)
 	}
 	for _, t := range authed {
 		change, reason := match(t, ev)
