@@ -28,9 +28,11 @@ const diffContext = 3
 // of the two YAML documents, or NoChange. Both sides are normalised as
 // drift compares objects (drift.Normalise: no status, no
 // server-maintained metadata, no nulls), and a Secret's values are
-// redacted (see Redacted). Neither argument is modified; both nil is a
-// zero Object.
-func Diff(before, after *unstructured.Unstructured) Object {
+// redacted (see Redacted). Annotations named in ignore are disregarded
+// on both sides (those a deploy changes on every object each time, such
+// as the commit's). Neither argument is modified; both nil is a zero
+// Object.
+func Diff(before, after *unstructured.Unstructured, ignore ...string) Object {
 	id := after
 	if id == nil {
 		id = before
@@ -45,6 +47,9 @@ func Diff(before, after *unstructured.Unstructured) Object {
 	}
 	if after != nil {
 		a = drift.Normalise(after)
+	}
+	for _, side := range []map[string]any{b, a} {
+		dropAnnotations(side, ignore)
 	}
 	if isSecret(id) {
 		redactSecret(b, a)
@@ -105,9 +110,10 @@ func KeyOf(obj *unstructured.Unstructured) Key {
 
 // Objects diffs the objects of two manifests of one release (before: what
 // the cluster runs; after: what it would run), paired by Key: objects only
-// in after are created, only in before deleted. Unchanged objects are
-// left out; the result is sorted by kind, namespace and name.
-func Objects(before, after []*unstructured.Unstructured) []Object {
+// in after are created, only in before deleted (ignore as in Diff).
+// Unchanged objects are left out; the result is sorted by kind, namespace
+// and name.
+func Objects(before, after []*unstructured.Unstructured, ignore ...string) []Object {
 	old := make(map[Key]*unstructured.Unstructured, len(before))
 	for _, o := range before {
 		old[KeyOf(o)] = o
@@ -115,14 +121,14 @@ func Objects(before, after []*unstructured.Unstructured) []Object {
 	var out []Object
 	for _, o := range after {
 		k := KeyOf(o)
-		if d := Diff(old[k], o); d.Change != NoChange {
+		if d := Diff(old[k], o, ignore...); d.Change != NoChange {
 			out = append(out, d)
 		}
 		delete(old, k)
 	}
 	for _, o := range before {
 		if _, gone := old[KeyOf(o)]; gone {
-			out = append(out, Diff(o, nil))
+			out = append(out, Diff(o, nil, ignore...))
 		}
 	}
 	SortObjects(out)
@@ -194,4 +200,23 @@ func ActionFor(from, to string) Action {
 func isSecret(obj *unstructured.Unstructured) bool {
 	gvk := obj.GroupVersionKind()
 	return gvk.GroupKind() == schema.GroupKind{Kind: "Secret"}
+}
+
+// dropAnnotations removes keys from obj's annotations (obj may be nil),
+// and the annotations themselves when none are left.
+func dropAnnotations(obj map[string]any, keys []string) {
+	meta, ok := obj["metadata"].(map[string]any)
+	if !ok || len(keys) == 0 {
+		return
+	}
+	ann, ok := meta["annotations"].(map[string]any)
+	if !ok {
+		return
+	}
+	for _, k := range keys {
+		delete(ann, k)
+	}
+	if len(ann) == 0 {
+		delete(meta, "annotations")
+	}
 }

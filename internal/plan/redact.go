@@ -46,12 +46,7 @@ func redactSecret(before, after map[string]any) {
 		if side.obj == nil {
 			continue
 		}
-		unstructured.RemoveNestedField(side.obj, "metadata", "annotations", lastApplied)
-		if ann, ok := side.obj["metadata"].(map[string]any); ok {
-			if a, ok := ann["annotations"].(map[string]any); ok && len(a) == 0 {
-				delete(ann, "annotations")
-			}
-		}
+		dropAnnotations(side.obj, []string{lastApplied})
 		for _, f := range secretFields {
 			values, ok := side.obj[f].(map[string]any)
 			if !ok {
