@@ -53,3 +53,14 @@ const ErrTypeRegistrationRejected = "RegistrationRejected"
 // pulls changed since). Retrying the same IDs cannot succeed; the next
 // rollout plans with what renders now.
 const ErrTypeContentChanged = "ContentChanged"
+
+// ErrTypeGitHostRefused: a Git host's API (previews: commit statuses and
+// PR comments) refused the request for good: the token is wrong or lacks
+// the permission, the repository, pull request or commit is not there,
+// or the request is invalid. Retrying cannot help until the Secret or
+// spec.previews changes.
+const ErrTypeGitHostRefused = "GitHostRefused"
+
+// ErrTypeGitHostRateLimited: a Git host's API asked to wait; the retry
+// waits as long as it said.
+const ErrTypeGitHostRateLimited = "GitHostRateLimited"
