@@ -23,13 +23,16 @@ func newSignalCommand(g *globals, name, signal, short string, waitByDefault bool
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   name + " NAME|helmop/NAME" + map[bool]string{true: "|clustergroup/NAME|policy/NAME|gitreporestriction/NAME"}[signal == protocol.SignalDelete],
+		Use:   name + " NAME|helmop/NAME" + map[bool]string{true: "|clustergroup/NAME|policy/NAME|gitreporestriction/NAME|notification/NAME"}[signal == protocol.SignalDelete],
 		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			repo := args[0]
 			if group, ok := clusterGroupArg(repo); ok && signal == protocol.SignalDelete {
 				return deleteClusterGroup(cmd, g, group, wait, timeout)
+			}
+			if name, ok := notificationArg(repo); ok && signal == protocol.SignalDelete {
+				return deleteRestriction(cmd, g, api.KindNotification, name, timeout)
 			}
 			if kind, name, ok := restrictionArg(repo); ok && signal == protocol.SignalDelete {
 				return deleteRestriction(cmd, g, kind, name, timeout)
@@ -46,7 +49,11 @@ func newSignalCommand(g *globals, name, signal, short string, waitByDefault bool
 					// pause, resume and delete change it there.
 					return errors.New(protocol.ManagedMessage(e.title(), before.ManagedBy))
 				}
-				if err := c.SignalWorkflow(ctx, id, "", signal, nil); err != nil {
+				var arg any
+				if signal == protocol.SignalSync {
+					arg = protocol.Sync{Identity: g.identity()} // who asked, for the history
+				}
+				if err := c.SignalWorkflow(ctx, id, "", signal, arg); err != nil {
 					return notFound(err, e.title())
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", e, pastTense(name))

@@ -17,10 +17,10 @@ import (
 
 func newGetCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:       "get gitrepos|helmops|clusters|clustergroups",
-		Short:     "List GitRepos, HelmOps, clusters or cluster groups",
+		Use:       "get gitrepos|helmops|clusters|clustergroups|notifications",
+		Short:     "List GitRepos, HelmOps, clusters, cluster groups or Notifications",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"gitrepos", "helmops", "clusters", "clustergroups"},
+		ValidArgs: []string{"gitrepos", "helmops", "clusters", "clustergroups", "notifications"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch args[0] {
 			case "gitrepos", "gitrepo", "gitrepos.fleet.cattle.io":
@@ -31,8 +31,10 @@ func newGetCommand(g *globals) *cobra.Command {
 				return listClusters(cmd, g)
 			case "clustergroups", "clustergroup":
 				return listGroups(cmd, g)
+			case "notifications", "notification":
+				return listNotifications(cmd, g)
 			}
-			return fmt.Errorf("unknown resource %q: want gitrepos, helmops, clusters or clustergroups", args[0])
+			return fmt.Errorf("unknown resource %q: want gitrepos, helmops, clusters, clustergroups or notifications", args[0])
 		},
 	}
 	return cmd

@@ -25,6 +25,8 @@ type Document struct {
 	// their namespace (internal/policy).
 	GitRepoRestriction *GitRepoRestriction
 	Policy             *Policy
+	// Notification delivers its namespace's events (notify.Spec).
+	Notification *Notification
 	// Warnings name the document's fields Flotilla does not know (see
 	// UnknownFields): it ignores them, and `flotilla apply` says so.
 	Warnings []string
@@ -49,6 +51,8 @@ func (d Document) Kind() string {
 		return KindGitRepoRestriction
 	case d.Policy != nil:
 		return KindPolicy
+	case d.Notification != nil:
+		return KindNotification
 	}
 	return ""
 }
@@ -72,6 +76,8 @@ func (d Document) Name() string {
 		return d.GitRepoRestriction.Metadata.Namespace + "/" + d.GitRepoRestriction.Metadata.Name
 	case d.Policy != nil:
 		return d.Policy.Metadata.Namespace + "/" + d.Policy.Metadata.Name
+	case d.Notification != nil:
+		return d.Notification.Metadata.Namespace + "/" + d.Notification.Metadata.Name
 	}
 	return ""
 }
@@ -121,6 +127,7 @@ var (
 		KindClusterGroup:       {flotillaOrFleet, func(d *Document) any { d.ClusterGroup = &ClusterGroup{}; return d.ClusterGroup }},
 		KindGitRepoRestriction: {flotillaOrFleet, func(d *Document) any { d.GitRepoRestriction = &GitRepoRestriction{}; return d.GitRepoRestriction }},
 		KindPolicy:             {flotillaOrFleet, func(d *Document) any { d.Policy = &Policy{}; return d.Policy }},
+		KindNotification:       {[]string{Version}, func(d *Document) any { d.Notification = &Notification{}; return d.Notification }},
 		KindSecret:             {core, func(d *Document) any { d.Secret = &Secret{}; return d.Secret }},
 		KindConfigMap:          {core, func(d *Document) any { d.ConfigMap = &ConfigMap{}; return d.ConfigMap }},
 	}
@@ -136,8 +143,8 @@ func decodeOne(raw map[string]any, src string) (Document, error) {
 	doc := Document{Source: src}
 	k, ok := documentKinds[kind]
 	if !ok || !slices.Contains(k.versions, apiVersion) {
-		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo, HelmOp, Cluster, ClusterGroup, GitRepoRestriction or Policy in %s or %s, or a v1 Secret or ConfigMap)",
-			src, kind, apiVersion, Version, FleetVersion)
+		return Document{}, fmt.Errorf("%s: unsupported kind %q with apiVersion %q (want GitRepo, HelmOp, Cluster, ClusterGroup, GitRepoRestriction or Policy in %s or %s, Notification in %s, or a v1 Secret or ConfigMap)",
+			src, kind, apiVersion, Version, FleetVersion, Version)
 	}
 	err = unmarshal(data, k.field(&doc))
 	if err != nil {
@@ -174,6 +181,8 @@ func (d *Document) object() any {
 		return d.GitRepoRestriction
 	case d.Policy != nil:
 		return d.Policy
+	case d.Notification != nil:
+		return d.Notification
 	}
 	return d.Secret
 }
@@ -206,6 +215,9 @@ func (d *Document) defaultAndValidate() error {
 	case d.Policy != nil:
 		d.Policy.Default()
 		return d.Policy.Validate()
+	case d.Notification != nil:
+		d.Notification.Default()
+		return d.Notification.Validate()
 	}
 	return nil
 }

@@ -79,6 +79,8 @@ func (a *Applier) Apply(ctx context.Context, d api.Document) (string, error) {
 		return Verb(rec.Generation == 1, true), err
 	case d.GitRepoRestriction != nil || d.Policy != nil:
 		return applyPolicy(ctx, a.Temporal, a.TaskQueue, d)
+	case d.Notification != nil:
+		return a.applyNotification(ctx, *d.Notification)
 	}
 	return "", ErrUnsupported
 }

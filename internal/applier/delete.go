@@ -44,6 +44,9 @@ func (a *Applier) Delete(ctx context.Context, kind, namespace, name string) erro
 	if kind == api.KindGitRepoRestriction || kind == api.KindPolicy {
 		return deletePolicy(ctx, a.Temporal, a.TaskQueue, kind, namespace, name)
 	}
+	if kind == api.KindNotification {
+		return deleteNotification(ctx, a.Temporal, namespace, name)
+	}
 	id := WorkflowID(kind, namespace, name)
 	if id == "" {
 		return fmt.Errorf("delete %s %s/%s: %w", kind, namespace, name, ErrUnsupported)
