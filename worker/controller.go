@@ -74,6 +74,7 @@ func registerController(w, watches worker.Worker, c client.Client, dc converter.
 	w.RegisterWorkflow(workflows.SecretWorkflow)
 	w.RegisterWorkflow(workflows.ConfigMapWorkflow)
 	w.RegisterWorkflow(workflows.PolicyWorkflow)
+	w.RegisterWorkflow(workflows.NotificationsWorkflow)
 	w.RegisterWorkflow(workflows.KeysWorkflow)
 	w.RegisterWorkflow(workflows.ResealWorkflow)
 	w.RegisterActivity(agents)
