@@ -145,7 +145,7 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 		return err
 	}
 	importStateDir(ctx, c, o.TaskQueue, o.DevSrv.StateDir, st.sealing, logger)
-	if err := serveWebhooks(ctx, o.Webhook, c, st.sealing.Vault, logger); err != nil {
+	if err := serveWebhooks(ctx, o.Webhook, c, o.TaskQueue, st.sealing.Vault, logger); err != nil {
 		stop()
 		return err
 	}

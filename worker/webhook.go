@@ -87,8 +87,9 @@ type webhookSecrets interface {
 
 // serveWebhooks starts the webhook receiver on --webhook-listen until ctx
 // ends. Deliveries become durable push signals of the GitRepo workflows
-// of the pushed repository.
-func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets webhookSecrets, logger *zap.Logger) error {
+// of the pushed repository; pull request events signal-with-start the
+// PreviewWorkflows (on queue) of the GitRepos that set spec.previews.
+func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, queue string, secrets webhookSecrets, logger *zap.Logger) error {
 	if f.Listen == "" {
 		return nil
 	}
@@ -100,6 +101,7 @@ func serveWebhooks(ctx context.Context, f webhookFlags, c client.Client, secrets
 	recv := webhook.NewReceiver(webhook.Config{
 		Targets:       gitRepoTargets(c, logger),
 		Signal:        signalPush(c),
+		Preview:       signalPreview(c, queue),
 		GlobalSecrets: global,
 		RepoSecret: func(ns, name string, p webhook.Provider) (webhook.Secret, error) {
 			keys, err := secrets.LoadWebhook(ns, name)

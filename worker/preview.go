@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/webhook"
+)
+
+// previewProviders are the webhook providers whose API previews speak.
+var previewProviders = map[webhook.Provider]bool{webhook.GitHub: true, webhook.GitLab: true, webhook.Gitea: true}
+
+// signalPreview tells the PreviewWorkflow of a GitRepo's pull request
+// about a pull request event, starting it if needed. The GitRepo's spec
+// (QuerySource) says whether it previews and where the API is; a GitRepo
+// without spec.previews is skipped, as is one deleted meanwhile.
+func signalPreview(c client.Client, queue string) func(context.Context, webhook.Target, *webhook.Event, bool) (string, error) {
+	return func(ctx context.Context, t webhook.Target, ev *webhook.Event, _ bool) (string, error) {
+		v, err := c.QueryWorkflow(ctx, protocol.GitRepoID(t.Namespace, t.Name), "", protocol.QuerySource)
+		var notFound *serviceerror.NotFound
+		var failed *serviceerror.QueryFailed
+		switch {
+		case errors.As(err, &notFound), errors.As(err, &failed):
+			return "not applied", nil
+		case err != nil:
+			return "", err
+		}
+		var src protocol.GitRepoSource
+		if err := v.Get(&src); err != nil {
+			return "", fmt.Errorf("GitRepo %s: decode source: %w", t, err)
+		}
+		prev := src.Spec.Previews
+		if prev == nil {
+			return "spec.previews is not set", nil
+		}
+		if prev.Provider == "" && !previewProviders[ev.Provider] {
+			return "spec.previews.provider is not set and " + string(ev.Provider) + " has no preview API", nil
+		}
+		pr := ev.PullRequest
+		head := protocol.PreviewHead{Action: string(pr.Action), Commit: pr.HeadSHA, Ref: pr.HeadRef, Provider: string(ev.Provider),
+			Delivery: pr.Delivery, RepoURL: src.Spec.Repo, Previews: *prev}
+		id := protocol.PreviewID(t.Namespace, t.Name, pr.Number)
+		if pr.Action == webhook.PRClose {
+			// A closed request whose preview is not running has nothing to end.
+			err := c.SignalWorkflow(ctx, id, "", protocol.SignalPreview, head)
+			if errors.As(err, &notFound) {
+				return "", nil
+			}
+			return "", err
+		}
+		_, err = c.SignalWithStartWorkflow(ctx, id, protocol.SignalPreview, head,
+			client.StartWorkflowOptions{ID: id, TaskQueue: queue}, protocol.PreviewWorkflow,
+			protocol.PreviewStart{Namespace: t.Namespace, Name: t.Name, Number: pr.Number})
+		return "", err
+	}
+}
