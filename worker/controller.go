@@ -77,6 +77,7 @@ func registerController(w, watches worker.Worker, c client.Client, dc converter.
 	w.RegisterWorkflow(workflows.NotificationsWorkflow)
 	w.RegisterWorkflow(workflows.KeysWorkflow)
 	w.RegisterWorkflow(workflows.ResealWorkflow)
+	w.RegisterWorkflow(workflows.PreviewWorkflow)
 	w.RegisterActivity(agents)
 	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git,
 		KnownHostsFile: st.gitFlags.KnownHostsFile, InsecureSkipHostKeyChecks: st.gitFlags.InsecureSkipHostKeyChecks, Charts: st.charts, Limits: st.limits, Retry: policy.Retry, PickupTimeout: policy.PickupTimeout, DeletionGuard: policy.DeletionGuard, Logger: logger}
