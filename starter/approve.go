@@ -18,7 +18,7 @@ import (
 // the answer says what was released or why nothing could be.
 func newApproveCommand(g *globals) *cobra.Command {
 	var partition, bundle string
-	var deletions bool
+	var deletions, show bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "approve NAME",
@@ -27,7 +27,15 @@ func newApproveCommand(g *globals) *cobra.Command {
 rolloutStrategy sets requireApproval: true. Without --partition it releases
 every partition that is waiting for approval now; with --partition it
 releases that partition (also ahead of time, before the rollout reaches it).
---bundle restricts the approval to one bundle.
+--bundle restricts the approval to one bundle. The approval records who
+approved (the CLI's identity: OS user@host, mTLS certificate subject, API
+key name), and the answer says who was recorded.
+
+With --show it approves nothing and prints, for each partition waiting for
+approval (only --partition's and --bundle's when set), the plan of what
+approving it would do: per cluster, each release installed, upgraded,
+uninstalled or unchanged with the object diffs (as flotilla plan prints
+them). -o json|yaml prints the rollout's answer as it is.
 
 With --deletions it instead lets the uninstalls the deletion guard holds
 go (the DeletionHeld condition, reason DeletionGuard: one rollout would
@@ -39,33 +47,45 @@ edit the target.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			repo := args[0]
+			if show {
+				if deletions {
+					return fmt.Errorf("--show prints the plans of partitions waiting for approval; it takes no --deletions")
+				}
+				f, _ := g.format() // validated in PersistentPreRunE
+				return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
+					return showApprovalPlans(ctx, c, cmd.OutOrStdout(), f, g.Namespace, repo, protocol.Approve{Partition: partition, Bundle: bundle})
+				})
+			}
 			if deletions {
 				if partition != "" || bundle != "" {
 					return fmt.Errorf("--deletions approves held uninstalls; it takes no --partition or --bundle")
 				}
 				return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
-					return approveDeletions(ctx, c, cmd, g.Namespace, repo)
+					return approveDeletions(ctx, c, cmd, g.Namespace, repo, g.identity())
 				})
 			}
 			return g.withClient(cmd.Context(), timeout, func(ctx context.Context, c client.Client) error {
-				return approvePartitions(ctx, c, cmd, g.Namespace, repo, protocol.Approve{Partition: partition, Bundle: bundle})
+				return approvePartitions(ctx, c, cmd, g.Namespace, repo,
+					protocol.Approve{Partition: partition, Bundle: bundle, Identity: g.identity()})
 			})
 		},
 	}
 	cmd.Flags().StringVar(&partition, "partition", "", "the partition to approve (default: every partition waiting for approval)")
 	cmd.Flags().StringVar(&bundle, "bundle", "", "approve only this bundle's partition")
+	cmd.Flags().BoolVar(&show, "show", false, "print what approving the waiting partitions would do (their plans); approve nothing")
 	cmd.Flags().BoolVar(&deletions, "deletions", false, "let the uninstalls the deletion guard holds go (see the DeletionHeld condition)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "give up after this long")
 	return cmd
 }
 
 // approveDeletions sends the approve-deletions update to GitRepo repo's
-// workflow and prints what it let go.
-func approveDeletions(ctx context.Context, c client.Client, cmd *cobra.Command, namespace, repo string) error {
+// workflow, as who, and prints what it let go.
+func approveDeletions(ctx context.Context, c client.Client, cmd *cobra.Command, namespace, repo string, who protocol.Identity) error {
 	e := parseEntity(namespace, repo)
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID:   e.id(),
 		UpdateName:   protocol.UpdateApproveDeletions,
+		Args:         []any{protocol.Approve{Identity: who}},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
 	if err != nil {
@@ -75,7 +95,7 @@ func approveDeletions(ctx context.Context, c client.Client, cmd *cobra.Command, 
 	if err := h.Get(ctx, &res); err != nil {
 		return fmt.Errorf("%s: %w", e.title(), unwrapUpdate(err))
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s: approved %d uninstall(s); a rollout removes them:\n", e.title(), len(res.Approved))
+	fmt.Fprintf(cmd.OutOrStdout(), "%s: approved %d uninstall(s)%s; a rollout removes them:\n", e.title(), len(res.Approved), approvedBy(res))
 	for _, a := range res.Approved {
 		fmt.Fprintf(cmd.OutOrStdout(), "  %s\n", a)
 	}
@@ -109,6 +129,15 @@ func approvePartitions(ctx context.Context, c client.Client, cmd *cobra.Command,
 		fmt.Fprintf(cmd.OutOrStdout(), "rollout %s: no partition is waiting for approval\n", st.Rollout)
 		return nil
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "rollout %s: approved %s\n", st.Rollout, strings.Join(res.Approved, ", "))
+	fmt.Fprintf(cmd.OutOrStdout(), "rollout %s: approved %s%s\n", st.Rollout, strings.Join(res.Approved, ", "), approvedBy(res))
 	return nil
+}
+
+// approvedBy is " by <who>" as the workflow recorded it, or nothing when
+// it recorded nobody (a worker from before identities).
+func approvedBy(res protocol.ApproveResult) string {
+	if s := res.By.String(); s != "" {
+		return " by " + s
+	}
+	return ""
 }

@@ -223,6 +223,7 @@ func (f *longFleet) register(env *testsuite.TestWorkflowEnvironment) {
 	var ca *activities.ClusterActivities
 	env.RegisterWorkflow(GitRepoWorkflow)
 	env.RegisterWorkflow(RolloutWorkflow)
+	registerPlan(env, nil)
 	allowPolicies(env)
 	env.OnActivity(a.ResolveCommit, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.ResolveInput) (activities.ResolveResult, error) {

@@ -106,6 +106,9 @@ func RolloutWorkflow(ctx workflow.Context, in RolloutInput) (RolloutResult, erro
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryStatus, func() (status.Rollout, error) { return r.st, nil }); err != nil {
 		return RolloutResult{}, err
 	}
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryPlan, r.planQuery); err != nil {
+		return RolloutResult{}, err
+	}
 	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApprove, r.approve,
 		workflow.UpdateHandlerOptions{Validator: r.validateApproval}); err != nil {
 		return RolloutResult{}, err
@@ -181,6 +184,10 @@ type rolloutRun struct {
 	scopes     *clusterScopes
 	disp       *dispatcher
 	agentNames []string
+	// plans are the plans of partitions that waited for approval
+	// (versionApprovalPlan); events emits ApprovalWaiting.
+	plans  approvalPlans
+	events notifier
 }
 
 func (r *rolloutRun) result() RolloutResult {
@@ -433,6 +440,7 @@ func (r *rolloutRun) orchestrate(ctx, stopCtx workflow.Context, p rollout.Plan, 
 		step := r.s.Next(workflow.Now(ctx))
 		dec, vouched := step.Decision, step.Vouched
 		r.st.Waits, r.st.Partitions, r.st.Halts = dec.Waits, dec.Partitions, step.Halts
+		r.st.Waits = r.watchApprovals(ctx, r.st.Waits)
 		if vouched {
 			r.changed++
 		}
@@ -633,12 +641,13 @@ func waitsFor(waits []status.Wait, kind string) bool {
 	return false
 }
 
-// details shows the rollout's progress in the Temporal UI.
+// details shows the rollout's progress in the Temporal UI, and what
+// approving each partition waiting for approval would do.
 func (r *rolloutRun) details(ctx workflow.Context) {
 	r.st.Progress = status.Progress(r.st.Deployments, r.st.Partitions, r.st.Waits)
-	if r.st.Progress != r.shown {
-		r.shown = r.st.Progress
-		workflow.SetCurrentDetails(ctx, r.st.Progress)
+	if shown := r.st.Progress + r.approvalDetails(); shown != r.shown {
+		r.shown = shown
+		workflow.SetCurrentDetails(ctx, shown)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/plan"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/strategy"
@@ -79,6 +80,9 @@ type stratRig struct {
 	children    []BatchInput
 	// signals counts the signals workflows sent, by name.
 	signals *signalCounter
+	// planWorkflow stands in for the PlanWorkflow of partitions waiting
+	// for approval (default: a plan of nothing).
+	planWorkflow func(workflow.Context, plan.Request) (plan.Result, error)
 }
 
 // signalCounter counts the signals workflows send to other workflows.
@@ -209,6 +213,7 @@ func (r *stratRig) register() {
 	env := r.env
 	env.RegisterWorkflow(RolloutWorkflow)
 	env.RegisterWorkflow(RolloutBatchWorkflow)
+	registerPlan(env, r.planWorkflow)
 	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(activities.RenderResult{Bundles: r.bundles}, nil)
 	env.OnActivity(a.TargetBundles, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.BundleTargetsInput) (activities.TargetsResult, error) {
@@ -316,7 +321,10 @@ func (r *stratRig) register() {
 	}
 	env.SetOnActivityCompletedListener(func(info *activity.Info, _ converter.EncodedValue, _ error) { ended(info) })
 	env.SetOnActivityCanceledListener(func(info *activity.Info) { ended(info) })
-	env.SetOnChildWorkflowStartedListener(func(_ *workflow.Info, _ workflow.Context, args converter.EncodedValues) {
+	env.SetOnChildWorkflowStartedListener(func(info *workflow.Info, _ workflow.Context, args converter.EncodedValues) {
+		if info.WorkflowType.Name == plan.WorkflowName {
+			return
+		}
 		var in BatchInput
 		assert.NoError(r.t, args.Get(&in))
 		r.mu.Lock()

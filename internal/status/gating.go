@@ -21,6 +21,10 @@ type Wait struct {
 	Until string `json:"until,omitempty"`
 	// Message is a sentence naming the limit and the clusters.
 	Message string `json:"message"`
+	// Plan is, for Kind Approval, the one-line summary of what approving
+	// the partition would do (plan.Result.Summary), or that its plan is
+	// being made or failed; `flotilla approve --show` prints the plan.
+	Plan string `json:"plan,omitempty"`
 }
 
 // WaitsOnReadiness reports whether a wait ends when a cluster's
