@@ -37,6 +37,9 @@ type ClusterInput struct {
 	// ContactTold carries the GitRepos told the cluster is out of contact
 	// (contactWatch) across continue-as-new.
 	ContactTold []string `json:"contactTold,omitempty"`
+	// OfflineTold carries whether ClusterOffline was the last contact
+	// event emitted (contactEvents) across continue-as-new.
+	OfflineTold bool `json:"offlineTold,omitempty"`
 }
 
 // ClusterWorkflow is the entity workflow of one registered cluster (ID
@@ -49,6 +52,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	c.ag = &agentWatch{rec: &c.rec, ensureDue: in.EnsureAgent, notify: func() { c.e.notifyDue = true }}
 	c.w = &clusterWatch{name: in.Record.Name, rec: &c.rec, sets: in.Watch, silent: c.ag.watchSilent}
 	c.ct = &contactWatch{rec: &c.rec, sets: &c.w.sets, watch: &c.w.token, told: in.ContactTold}
+	c.ce = &contactEvents{rec: &c.rec, events: &c.events, offline: in.OfflineTold}
 	c.e.busy = func() bool { return c.ag.pending() || c.w.pending() || c.ct.pending() }
 	if targetingMemo(ctx) {
 		// GitRepos are told of a change once visibility shows it in the
@@ -77,6 +81,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	c.ag.start(ctx)
 	c.w.start(ctx)
 	c.ct.start(ctx)
+	c.ce.start(ctx)
 	removed, err := c.e.run(ctx, func() {
 		c.rec.Removed = true
 		if c.e.generation != nil {
@@ -94,7 +99,7 @@ func ClusterWorkflow(ctx workflow.Context, in ClusterInput) error {
 	}
 	return workflow.NewContinueAsNewError(ctx, ClusterWorkflow, ClusterInput{ClusterStart: protocol.ClusterStart{Record: c.rec},
 		Notified: !c.e.notifyDue, EnsureAgent: c.ag.ensureDue, Watch: c.w.sets, Kubeconfig: c.kubeconfig,
-		ContactTold: c.ct.told})
+		ContactTold: c.ct.told, OfflineTold: c.ce.offline})
 }
 
 // clusterEntity is the state of one ClusterWorkflow run.
@@ -106,6 +111,9 @@ type clusterEntity struct {
 	ag         *agentWatch
 	w          *clusterWatch
 	ct         *contactWatch
+	ce         *contactEvents
+	// events emits the cluster's notify.Events.
+	events notifier
 }
 
 // apply takes a registration or an update of the cluster.

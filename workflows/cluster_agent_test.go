@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/notify"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 )
@@ -31,6 +33,8 @@ type agentRig struct {
 	notified int
 	// states are the FlotillaState values upserted, in order.
 	states []string
+	// events are the notify.Events emitted.
+	events *[]notify.Event
 }
 
 // newAgentRig builds the rig; ensureTakes, when given, is how long each
@@ -39,6 +43,7 @@ func newAgentRig(t *testing.T, ensureTakes ...time.Duration) *agentRig {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	r := &agentRig{t: t, env: suite.NewTestWorkflowEnvironment()}
+	r.events = acceptEvents(r.env)
 	var a *activities.Activities
 	r.env.OnActivity(a.NotifyGitRepos, mock.Anything, mock.Anything).Return(
 		func(context.Context, activities.NotifyInput) error { r.notified++; return nil })
@@ -163,6 +168,14 @@ func TestClusterWorkflow_AgentOfflineAndBackOnline(t *testing.T) {
 	r.run(registeredAgent(), 10*time.Minute)
 
 	assert.Equal(t, []string{"Active", "Offline", "Active", "Offline"}, r.states)
+	var events []string
+	for _, ev := range *r.events {
+		events = append(events, string(ev.Type)+" "+string(ev.Severity)+" "+strings.Join(ev.Clusters, ","))
+		assert.Equal(t, api.DefaultNamespace, ev.Namespace)
+	}
+	assert.Equal(t, []string{"ClusterOffline warning c1", "ClusterOnline info c1", "ClusterOffline warning c1"}, events,
+		"one event per transition, none for the heartbeats between")
+	assert.Contains(t, (*r.events)[0].Message, "its agent sent no heartbeat")
 	assert.Equal(t, 3, r.notified, "registration, the return online (its GitRepos deploy what it missed) and removal: heartbeats and going offline notify no GitRepo")
 	assert.Empty(t, r.ensures)
 }

@@ -92,6 +92,8 @@ func TestClusterWorkflow_ContactToldToGitRepos(t *testing.T) {
 		{3 * time.Minute, protocol.GitRepoID("fleet", "zeta"), false},
 	}, *told)
 	assert.Equal(t, []string{"Active", "Offline", "Active"}, *states)
+	assert.Equal(t, []string{"ClusterOffline", "ClusterOnline"}, eventTypes(*r.events), "one event per transition")
+	assert.Contains(t, (*r.events)[0].Message, "connection refused (last seen 2025-01-01T00:00:50Z)")
 	for _, s := range r.starts {
 		assert.False(t, s.In.Unreachable && s.At < time.Minute, "watches start from the workflow's view of contact")
 	}
@@ -105,10 +107,12 @@ func TestClusterWorkflow_ContactSurvivesContinueAsNew(t *testing.T) {
 	in := pushCluster()
 	in.Record.Unreachable = &protocol.Unreachable{Reason: "connection refused"}
 	in.ContactTold = []string{"fleet/alpha"}
+	in.OfflineTold = true
 	in.Watch = []protocol.WatchSet{watchSet("fleet/alpha", "s-a:1")}
 	r.at(time.Minute, func() { r.env.SignalWorkflow(protocol.SignalContact, protocol.Contact{Reachable: true}) })
 	r.run(in, 2*time.Minute)
 	assert.Equal(t, []toldContact{{time.Minute, protocol.GitRepoID("fleet", "alpha"), false}}, *told)
+	assert.Equal(t, []string{"ClusterOnline"}, eventTypes(*r.events), "ClusterOffline was emitted by the last run")
 	require.NotEmpty(t, r.starts)
 	assert.True(t, r.starts[0].In.Unreachable, "the first watch starts from the carried state")
 }

@@ -20,6 +20,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/notify"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
@@ -48,6 +49,8 @@ type watchRig struct {
 	// loop (its listeners), so they need no lock.
 	starts  []watchStart
 	cancels []time.Duration
+	// events are the notify.Events emitted.
+	events *[]notify.Event
 }
 
 // newWatchRig builds the rig; first, when set, is what the first Watch
@@ -64,6 +67,7 @@ func newWatchRigAfter(t *testing.T, first error, d time.Duration) *watchRig {
 	var suite testsuite.WorkflowTestSuite
 	r := &watchRig{t: t, env: suite.NewTestWorkflowEnvironment()}
 	r.env.SetStartTime(watchEpoch)
+	r.events = acceptEvents(r.env)
 	var a *activities.Activities
 	r.env.OnActivity(a.NotifyGitRepos, mock.Anything, mock.Anything).Return(nil)
 	var ca *activities.ClusterActivities
