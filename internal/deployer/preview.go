@@ -7,6 +7,7 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
@@ -92,18 +93,32 @@ func (d *Deployer) renderOn(ctx context.Context, getter genericclioptions.RESTCl
 	if err != nil {
 		return "", fmt.Errorf("cluster capabilities for release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
+	out, err := d.clientRender(ctx, rel, pr, &caps.KubeVersion, caps.APIVersions, upgrade)
+	if err != nil {
+		return "", err
+	}
+	return out.Manifest, nil
+}
+
+// clientRender renders rel through pr client-side, as `helm template`
+// does (nothing is sent to any cluster), for Kubernetes version kv with
+// the extra API versions apis; upgrade sets .Release.IsUpgrade. The
+// release's manifest holds the chart's crds/ files first, then the
+// templates' output; its hooks are apart.
+func (d *Deployer) clientRender(ctx context.Context, rel Release, pr *postRenderer, kv *chartutil.KubeVersion, apis chartutil.VersionSet,
+	upgrade bool) (*release.Release, error) {
 	in := action.NewInstall(&action.Configuration{Log: d.log.Sugar().Debugf})
 	in.DryRun, in.ClientOnly, in.Replace, in.IncludeCRDs, in.IsUpgrade = true, true, true, true, upgrade
 	in.ReleaseName, in.Namespace = rel.Name, rel.Namespace
-	in.KubeVersion, in.APIVersions = &caps.KubeVersion, caps.APIVersions
+	in.KubeVersion, in.APIVersions = kv, apis
 	in.PostRenderer = pr
 	in.EnableDNS = !rel.DisableDNS
 	in.SkipSchemaValidation = rel.SkipSchemaValidation
 	out, err := in.RunWithContext(ctx, stamp(rel.Chart, rel.DeploymentID), rel.Values)
 	if err != nil {
-		return "", fmt.Errorf("render release %s/%s: %w", rel.Namespace, rel.Name, err)
+		return nil, fmt.Errorf("render release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
-	return out.Manifest, nil
+	return out, nil
 }
 
 // clusterCapabilities are the capabilities a chart's templates see on the

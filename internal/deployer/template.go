@@ -1,16 +1,11 @@
 package deployer
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/kube/fake"
-	"helm.sh/helm/v3/pkg/storage"
-	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -41,22 +36,9 @@ func (d *Deployer) Template(ctx context.Context, rel Release, kubeVersion string
 	if err := pr.checkCRDFiles(rel.Chart); err != nil {
 		return nil, fmt.Errorf("check CRDs of release %s/%s: %w", rel.Namespace, rel.Name, err)
 	}
-	cfg := &action.Configuration{
-		Releases:     storage.Init(driver.NewMemory()),
-		KubeClient:   &fake.PrintingKubeClient{Out: &bytes.Buffer{}},
-		Capabilities: chartutil.DefaultCapabilities,
-		Log:          d.log.Sugar().Debugf,
-	}
-	in := action.NewInstall(cfg)
-	in.DryRun, in.ClientOnly, in.Replace, in.IncludeCRDs = true, true, true, true
-	in.ReleaseName, in.Namespace = rel.Name, rel.Namespace
-	in.KubeVersion = kv
-	in.PostRenderer = pr
-	in.EnableDNS = !rel.DisableDNS
-	in.SkipSchemaValidation = rel.SkipSchemaValidation
-	out, err := in.RunWithContext(ctx, stamp(rel.Chart, rel.DeploymentID), rel.Values)
+	out, err := d.clientRender(ctx, rel, pr, kv, nil, false)
 	if err != nil {
-		return nil, fmt.Errorf("render release %s/%s: %w", rel.Namespace, rel.Name, err)
+		return nil, err
 	}
 	var b strings.Builder
 	b.WriteString(out.Manifest)

@@ -73,7 +73,7 @@ func Diff(before, after *unstructured.Unstructured, ignore ...string) Object {
 // side).
 func unified(before, after map[string]any) string {
 	text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(toYAML(before)), B: difflib.SplitLines(toYAML(after)),
+		A: lines(before), B: lines(after),
 		FromFile: "before", ToFile: "after", Context: diffContext,
 	})
 	if err != nil {
@@ -81,6 +81,14 @@ func unified(before, after map[string]any) string {
 		return ""
 	}
 	return text
+}
+
+// lines are obj's YAML lines, none for nil.
+func lines(obj map[string]any) []string {
+	if obj == nil {
+		return nil
+	}
+	return difflib.SplitLines(toYAML(obj))
 }
 
 // toYAML is obj as YAML, "" for nil.

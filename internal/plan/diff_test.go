@@ -73,6 +73,7 @@ func TestDiff(t *testing.T) {
 			for _, l := range tt.lines {
 				assert.Contains(t, got.Diff, l+"\n")
 			}
+			assert.NotContains(t, got.Diff, "\n \n", "no empty context line for a missing side")
 			for _, l := range tt.absent {
 				assert.NotContains(t, got.Diff, l)
 			}
