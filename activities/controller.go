@@ -183,6 +183,12 @@ func (a *Activities) render(ctx context.Context, in RenderInput, progress func(s
 	}
 	defer done()
 	progress("checked out")
+	return a.renderDir(ctx, in, dir, locs, progress)
+}
+
+// renderDir renders and stores the bundles at locs under dir (a
+// checkout, or the directory `flotilla plan --path` sent).
+func (a *Activities) renderDir(ctx context.Context, in RenderInput, dir string, locs []bundle.Location, progress func(step string)) (RenderResult, error) {
 	readers, err := a.readers(ctx, in.GitRepo, in.Spec)
 	if err != nil {
 		return RenderResult{}, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -21,6 +22,10 @@ const defaultStateDir = ".flotilla"
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
+		var exit exitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.code)
+		}
 		fmt.Fprintln(os.Stderr, "flotilla: "+err.Error())
 		os.Exit(1)
 	}
@@ -76,5 +81,6 @@ func newRootCommand() *cobra.Command {
 		newSignalCommand(g, "resume", protocol.SignalResume, "Roll out the GitRepo's changes again", false),
 		newSignalCommand(g, "delete", protocol.SignalDelete, "Delete the GitRepo and uninstall its releases (unless keepResources)", true))
 	cmd.AddCommand(newDiffCommand(g), newSecretsCommand(g), newConfigMapsCommand(g))
+	cmd.AddCommand(newPlanCommand(g))
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 	"go.uber.org/zap"
 
 	"github.com/flotilla-gitops/flotilla/activities"
@@ -20,6 +21,7 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/content"
 	"github.com/flotilla-gitops/flotilla/internal/deployer"
 	"github.com/flotilla-gitops/flotilla/internal/gitsource"
+	"github.com/flotilla-gitops/flotilla/internal/plan"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/workflows"
@@ -78,6 +80,7 @@ func registerController(w, watches worker.Worker, c client.Client, dc converter.
 	w.RegisterWorkflow(workflows.KeysWorkflow)
 	w.RegisterWorkflow(workflows.ResealWorkflow)
 	w.RegisterWorkflow(workflows.PreviewWorkflow)
+	w.RegisterWorkflowWithOptions(workflows.PlanWorkflow, workflow.RegisterOptions{Name: plan.WorkflowName})
 	w.RegisterActivity(agents)
 	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git,
 		KnownHostsFile: st.gitFlags.KnownHostsFile, InsecureSkipHostKeyChecks: st.gitFlags.InsecureSkipHostKeyChecks, Charts: st.charts, Limits: st.limits, Retry: policy.Retry, PickupTimeout: policy.PickupTimeout, DeletionGuard: policy.DeletionGuard, Logger: logger}

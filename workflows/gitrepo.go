@@ -297,6 +297,9 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, protocol.QuerySource, g.source); err != nil {
 		return err
 	}
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryPlanBase, g.planBase); err != nil {
+		return err
+	}
 	if g.helmOp() {
 		err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateApply, g.applyHelmOp,
 			workflow.UpdateHandlerOptions{Validator: g.validateHelmOp})
