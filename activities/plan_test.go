@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap/zaptest"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -82,13 +84,18 @@ func newPlanFixture(t *testing.T) *planFixture {
 // release-ns.
 func putBundle(t *testing.T, store *content.Store, name, release string, files map[string]string) activities.Bundle {
 	t.Helper()
+	return putBundleWith(t, store, name, release, bundle.Options{}, files)
+}
+
+// putBundleWith is putBundle with options.
+func putBundleWith(t *testing.T, store *content.Store, name, release string, opts bundle.Options, files map[string]string) activities.Bundle {
+	t.Helper()
 	var m bundle.Manifest
 	for file, text := range files {
 		m.Resources = append(m.Resources, bundle.Resource{Name: file, Content: text})
 	}
 	manifestID, err := store.PutManifest(m)
 	require.NoError(t, err)
-	var opts bundle.Options
 	optionsHash, err := store.PutOptions(opts)
 	require.NoError(t, err)
 	return activities.Bundle{Name: name, Path: name, ManifestID: manifestID, OptionsHash: optionsHash,
@@ -147,7 +154,8 @@ func objectsOf(r plan.Release) map[string]plan.Object {
 // refusal, the Secret changed with its values redacted, an unchanged
 // release without objects and a dropped release uninstalled; nothing is
 // applied. A cluster that does not answer fails the activity as
-// ClusterUnreachable.
+// ClusterUnreachable, one that refuses the credentials as
+// ClusterUnauthorized.
 func TestPlan(t *testing.T) {
 	kube := testenv.StartClusters(t, 1, testenv.Options{})[0]
 	f := newPlanFixture(t)
@@ -155,8 +163,13 @@ func TestPlan(t *testing.T) {
 	acts := &activities.ClusterActivities{
 		Clusters: cluster.NewConnections(cluster.ConnectionsOptions{
 			Config: func(name string) (*rest.Config, error) {
-				if name == "down" {
+				switch name {
+				case "down":
 					return &rest.Config{Host: "https://127.0.0.1:1", Timeout: 2 * time.Second}, nil
+				case "refusing":
+					cfg := rest.AnonymousClientConfig(kube.RESTConfig())
+					cfg.BearerToken = "not-a-token"
+					return cfg, nil
 				}
 				return kube.RESTConfig(), nil
 			},
@@ -233,15 +246,68 @@ func TestPlan(t *testing.T) {
 		assert.Equal(t, f.appV1.DeploymentID, id)
 	})
 
-	t.Run("unreachable", func(t *testing.T) {
+	t.Run("as the bundle's service account", func(t *testing.T) {
+		// viewer exists but may do nothing: the deploy could not read the
+		// release, so neither may the plan.
+		cs, err := kubernetes.NewForConfig(kube.RESTConfig())
+		require.NoError(t, err)
+		ctx := context.Background()
+		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plan-sa-ns"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = cs.CoreV1().ServiceAccounts("plan-sa-ns").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "viewer"}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		sa := putBundleWith(t, f.store, "sa", "plan-sa", bundle.Options{ServiceAccount: "viewer"}, map[string]string{"cm.yaml": configMap("sa", "value: sa")})
 		in := f.planInput
-		in.Cluster = "down"
-		_, err := env.ExecuteActivity(acts.Plan, in)
-		var appErr *temporal.ApplicationError
-		require.True(t, errors.As(err, &appErr), "%v", err)
-		assert.Equal(t, activities.ErrTypeClusterUnreachable, appErr.Type())
-		assert.True(t, appErr.NonRetryable())
+		in.Bundles, in.Remove = []activities.Bundle{sa}, nil
+		val, err := env.ExecuteActivity(acts.Plan, in)
+		require.NoError(t, err)
+		var got plan.Cluster
+		require.NoError(t, val.Get(&got))
+		require.Len(t, got.Releases, 1)
+		assert.Contains(t, got.Releases[0].Error, "service account plan-sa-ns/viewer")
+		assert.Contains(t, got.Releases[0].Error, "forbidden")
 	})
+
+	t.Run("ten bundles", func(t *testing.T) {
+		var v1, v2 []activities.Bundle
+		for i := range 10 {
+			name := fmt.Sprintf("many-%d", i)
+			v1 = append(v1, putBundle(t, f.store, name, "plan-"+name, map[string]string{
+				"cm.yaml": configMap("cm", "value: one"), "deploy.yaml": deployment("web")}))
+			v2 = append(v2, putBundle(t, f.store, name, "plan-"+name, map[string]string{
+				"cm.yaml": configMap("cm", "value: two"), "deploy.yaml": deployment("web")}))
+		}
+		_, err := env.ExecuteActivity(acts.Deploy, activities.DeployInput{Cluster: "cluster-1", GitRepo: f.repo, Commit: f.commitV1, Bundles: v1})
+		require.NoError(t, err)
+		in := f.planInput
+		in.Bundles, in.Remove = v2, nil
+		start := time.Now()
+		val, err := env.ExecuteActivity(acts.Plan, in)
+		took := time.Since(start)
+		require.NoError(t, err)
+		var got plan.Cluster
+		require.NoError(t, val.Get(&got))
+		t.Logf("plan of 10 bundles (2 objects each) took %v", took)
+		require.Len(t, got.Releases, 10)
+		for _, r := range got.Releases {
+			assert.Equal(t, plan.Upgrade, r.Action, r.Error)
+			assert.Len(t, r.Objects, 1, "only the ConfigMap changes")
+		}
+		assert.Less(t, took, 5*time.Second, "generous for a shared CI machine; measured well under 500ms alone")
+	})
+
+	for cluster, typ := range map[string]string{"down": activities.ErrTypeClusterUnreachable, "refusing": activities.ErrTypeClusterUnauthorized} {
+		t.Run(cluster, func(t *testing.T) {
+			in := f.planInput
+			in.Cluster = cluster
+			_, err := env.ExecuteActivity(acts.Plan, in)
+			var appErr *temporal.ApplicationError
+			require.True(t, errors.As(err, &appErr), "%v", err)
+			assert.Equal(t, typ, appErr.Type())
+			assert.True(t, appErr.NonRetryable())
+			assert.NotContains(t, err.Error(), "not-a-token")
+		})
+	}
 }
 
 // TestPlanOffline: without a cluster, the change is the render of the new
