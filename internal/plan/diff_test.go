@@ -133,6 +133,17 @@ func TestDiff_RedactsSecrets(t *testing.T) {
 	}
 }
 
+func TestDiff_RedactsDeletedSecret(t *testing.T) {
+	gone := obj(t, fmt.Sprintf(secretTmpl, "c2VjcmV0LW9uZQ==", "data: {password: c2VjcmV0LW9uZQ==}\nstringData: {token: secret-two}"))
+	got := plan.Diff(gone, nil)
+	assert.Equal(t, plan.Delete, got.Change)
+	assert.Contains(t, got.Diff, "-  password: <redacted>\n")
+	assert.Contains(t, got.Diff, "-  token: <redacted>\n")
+	for _, secret := range []string{"secret-one", "secret-two", "c2VjcmV0", "last-applied"} {
+		assert.NotContains(t, got.Diff, secret)
+	}
+}
+
 func TestObjects(t *testing.T) {
 	keep := obj(t, cmB)
 	gone := obj(t, strings.Replace(cmB, "name: app", "name: old", 1))
