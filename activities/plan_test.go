@@ -38,7 +38,7 @@ const (
 )
 
 // planFixture is a GitRepo's bundles at two commits: "app" changes a
-// ConfigMap's value, adds one ConfigMap, drops another, changes a
+// ConfigMap's value and drops one of its keys, adds one ConfigMap, drops another, changes a
 // Deployment's (immutable) selector and a Secret's value; "same" does not
 // change; "gone" is dropped by the second commit.
 type planFixture struct {
@@ -60,7 +60,7 @@ func newPlanFixture(t *testing.T) *planFixture {
 	f := &planFixture{store: store, repo: activities.GitRepoRef{Namespace: "fleet-default", Name: "repo"},
 		commitV1: strings.Repeat("1", 40), commitV2: strings.Repeat("2", 40)}
 	f.appV1 = putBundle(t, store, "app", "plan-app", map[string]string{
-		"cm.yaml":     configMap("app", "value: one"),
+		"cm.yaml":     configMap("app", "value: one\n  extra: dropped"),
 		"old.yaml":    configMap("old", "value: old"),
 		"deploy.yaml": deployment("web"),
 		"secret.yaml": secret(secretBefore),
@@ -204,6 +204,7 @@ func TestPlan(t *testing.T) {
 	cm := objs["ConfigMap/app"]
 	assert.Equal(t, plan.Update, cm.Change)
 	assert.Contains(t, cm.Diff, "\n-  value: one\n+  value: two\n")
+	assert.Contains(t, cm.Diff, "\n-  extra: dropped\n", "a key the new manifest drops is removed, as Helm's three-way merge does")
 	assert.NotContains(t, cm.Diff, "flotilla.dev/commit", "the commit annotation changes on every rollout")
 	assert.NotContains(t, cm.Diff, "managedFields")
 	assert.Equal(t, "plan-app-ns", cm.Namespace)
@@ -341,6 +342,7 @@ func TestPlanOffline(t *testing.T) {
 	objs := objectsOf(app)
 	assert.Len(t, objs, 5)
 	assert.Contains(t, objs["ConfigMap/app"].Diff, "\n-  value: one\n+  value: two\n")
+	assert.Contains(t, objs["ConfigMap/app"].Diff, "\n-  extra: dropped\n")
 	assert.NotContains(t, objs["ConfigMap/app"].Diff, "flotilla.dev/commit")
 	assert.Equal(t, plan.Create, objs["ConfigMap/new"].Change)
 	assert.Equal(t, plan.Delete, objs["ConfigMap/old"].Change)
