@@ -82,5 +82,6 @@ func newRootCommand() *cobra.Command {
 		newSignalCommand(g, "delete", protocol.SignalDelete, "Delete the GitRepo and uninstall its releases (unless keepResources)", true))
 	cmd.AddCommand(newDiffCommand(g), newSecretsCommand(g), newConfigMapsCommand(g))
 	cmd.AddCommand(newPlanCommand(g))
+	cmd.AddCommand(newHistoryCommand(g), newRollbackCommand(g))
 	return cmd
 }

@@ -181,6 +181,7 @@ func printSource(w io.Writer, st status.GitRepo) {
 	if r := st.Rejected; r != nil {
 		fmt.Fprintf(w, "Rejected: %s\n", r.Message())
 	}
+	printPinned(w, st)
 }
 
 // printTables prints the bundles and the deployments.
@@ -267,6 +268,9 @@ func printWaits(w io.Writer, waits []status.Wait) {
 			msg = strings.TrimSpace(msg + " (until " + wt.Until + ")")
 		}
 		fmt.Fprintf(w, "  %s, %s: %s\n", where, wt.Kind, msg)
+		if wt.Plan != "" { // what approving it does: flotilla approve --show
+			fmt.Fprintf(w, "    plan: %s\n", wt.Plan)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/history"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -103,6 +104,10 @@ type GitRepoState struct {
 	Guarded           []rollout.ReleaseRef `json:"guarded,omitempty"`
 	DeletionsApproved []rollout.ReleaseRef `json:"deletionsApproved,omitempty"`
 	DeletionApprovals int                  `json:"deletionApprovals,omitempty"`
+	// DeletionsApprovedBy and DeletionsApprovedAt are who sent the last
+	// approval of DeletionsApproved and when (workflow time).
+	DeletionsApprovedBy protocol.Identity `json:"deletionsApprovedBy,omitzero"`
+	DeletionsApprovedAt time.Time         `json:"deletionsApprovedAt,omitzero"`
 	// ManagedBy is who applied the spec when not the CLI
 	// (protocol.ManagedByKubernetes): applies from anyone else are refused.
 	ManagedBy string `json:"managedBy,omitempty"`
@@ -124,6 +129,18 @@ type GitRepoState struct {
 	// wait (RateLimit.RetryAt); NextCheckReason says why.
 	NextCheck       time.Time `json:"nextCheck,omitzero"`
 	NextCheckReason string    `json:"nextCheckReason,omitempty"`
+	// History is the GitRepo's audit trail, oldest first, bounded by
+	// history.Append; HistorySeq numbers its entries (versionHistory).
+	History    []history.Entry `json:"history,omitempty"`
+	HistorySeq int64           `json:"historySeq,omitempty"`
+	// Trigger is why a rollout is due (the next rollout's reason);
+	// CheckTrigger why the remote is to be checked (a new commit found is
+	// due for that reason).
+	Trigger      *history.Trigger `json:"trigger,omitempty"`
+	CheckTrigger *history.Trigger `json:"checkTrigger,omitempty"`
+	// Pin is the commit `flotilla rollback --to` pinned, until `flotilla
+	// resume`.
+	Pin *Pin `json:"pin,omitempty"`
 }
 
 // RunningRollout is a rollout carried across continue-as-new.
@@ -139,6 +156,10 @@ type RunningRollout struct {
 	// DeletionApprovals is the GitRepo's DeletionApprovals when the
 	// rollout started.
 	DeletionApprovals int `json:"deletionApprovals,omitempty"`
+	// Kind, Trigger and Start are what its history entry records.
+	Kind    history.Kind    `json:"kind,omitempty"`
+	Trigger history.Trigger `json:"trigger,omitzero"`
+	Start   time.Time       `json:"start,omitzero"`
 }
 
 // Polling intervals: a GitRepo that receives webhooks polls hourly (as a
@@ -246,6 +267,10 @@ type gitRepo struct {
 	// by signal before it closed.
 	owned, closed bool
 	reported      *RolloutResult
+	// events emits the GitRepo's notify.Events; drift gathers what the
+	// live signal being taken changed about drift.
+	events notifier
+	drift  *driftBatch
 }
 
 type signal struct {
@@ -297,6 +322,13 @@ func (g *gitRepo) register(ctx workflow.Context) error {
 	if err := workflow.SetQueryHandler(ctx, protocol.QuerySource, g.source); err != nil {
 		return err
 	}
+	if err := workflow.SetQueryHandler(ctx, protocol.QueryHistory, g.historyQuery); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, protocol.UpdateRollback, g.rollback,
+		workflow.UpdateHandlerOptions{Validator: g.validateRollback}); err != nil {
+		return err
+	}
 	if err := workflow.SetQueryHandler(ctx, protocol.QueryPlanBase, g.planBase); err != nil {
 		return err
 	}
@@ -325,11 +357,10 @@ func (g *gitRepo) registerSignals(ctx workflow.Context) {
 		name string
 		signal
 	}{
-		{protocol.SignalSync, signal{apply: plain(func() {
-			g.s.ResolveDue, g.s.Dirty, g.s.Repair, g.fresh = true, true, true, true
-			g.s.Syncs++
-			g.pollReset++
-		})}},
+		{protocol.SignalSync, signal{
+			value: func() any { return new(protocol.Sync) }, // null from CLIs before identities
+			apply: func(_ workflow.Context, v any) { g.sync(*v.(*protocol.Sync)) },
+		}},
 		{protocol.SignalPause, signal{apply: plain(func() { g.s.Paused = true })}},
 		{protocol.SignalResume, signal{apply: plain(g.resume)}},
 		{protocol.SignalDelete, signal{apply: plain(func() { g.s.Deleting = true })}},
@@ -377,6 +408,7 @@ func (g *gitRepo) clustersChanged(ctx workflow.Context) {
 			_ = workflow.SignalExternalWorkflow(ctx, id, "", protocol.SignalSupersede, nil).Get(ctx, nil)
 		})
 	}
+	g.due(history.Trigger{Kind: history.TriggerClusters})
 	if g.running == "" || workflow.GetVersion(ctx, versionCoalesceClusters, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		g.s.Dirty = true
 		return
@@ -404,12 +436,25 @@ func (g *gitRepo) clustersChanged(ctx workflow.Context) {
 	})
 }
 
-// resume lifts a pause. A GitRepo at the webhook pace may have unsettled
+// sync takes a sync signal: check the remote now and roll out, repairing
+// drift, even if nothing changed; s says who asked.
+func (g *gitRepo) sync(s protocol.Sync) {
+	g.s.ResolveDue, g.s.Dirty, g.s.Repair, g.fresh = true, true, true, true
+	g.s.Syncs++
+	g.pollReset++
+	t := history.Trigger{Kind: history.TriggerSync, Identity: s.Identity}
+	g.due(t)
+	g.checkDue(t)
+}
+
+// resume lifts a pause and a rollback's pin. A GitRepo at the webhook pace may have unsettled
 // deployments to refresh now, so its poll timer restarts; without
 // webhooks (every run recorded before pushes existed) the timer is left
 // alone, which keeps those histories replaying.
 func (g *gitRepo) resume() {
 	g.s.Paused, g.s.ResolveDue, g.fresh = false, true, true
+	g.checkDue(history.Trigger{Kind: history.TriggerResume})
+	g.unpin()
 	if g.s.Webhooks > 0 {
 		g.pollReset++
 	}
@@ -436,6 +481,7 @@ func (g *gitRepo) push(ctx workflow.Context, p protocol.Push) {
 		return
 	}
 	g.s.ResolveDue, g.fresh = true, true
+	g.checkDue(history.Trigger{Kind: history.TriggerWebhook, Delivery: p.Delivery})
 }
 
 // check takes a Check signal: another GitRepo's check of the same remote
@@ -532,6 +578,7 @@ func (g *gitRepo) apply(ctx workflow.Context, in protocol.GitRepoApply) (protoco
 		}
 		g.s.Dirty, g.s.ResolveDue, g.fresh = true, true, true
 		g.pollReset++
+		g.due(history.Trigger{Kind: history.TriggerSpec})
 	}
 	g.s.GitRepo = &repo
 	g.s.ManagedBy = in.ManagedBy

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/history"
 	"github.com/flotilla-gitops/flotilla/internal/loop"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
@@ -127,7 +128,7 @@ func (g *gitRepo) historyFull(ctx workflow.Context) bool {
 }
 
 func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
-	commit := g.s.LatestCommit
+	commit := g.target()
 	in := RolloutInput{GitRepo: g.ref, Spec: g.spec(), Commit: commit, Generation: g.s.Generation,
 		Inventory: g.s.Inventory, Delete: del, Repair: g.s.Repair}
 	g.s.Dirty, g.s.Repair, g.s.RetryDue = false, false, false
@@ -171,8 +172,14 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	g.running, g.superseding, g.started = id, false, false
 	g.owned, g.closed = true, false
 	g.cur = RunningRollout{ID: id, Commit: commit, Generation: g.s.Generation, LiveSeq: g.s.LiveSeq, Repair: in.Repair,
-		DeletionApprovals: g.s.DeletionApprovals}
+		DeletionApprovals: g.s.DeletionApprovals, Kind: history.KindRollout, Trigger: g.takeTrigger(), Start: workflow.Now(ctx).UTC()}
+	if g.s.Pin != nil && !del {
+		g.cur.Kind = history.KindRollback
+	}
 	g.await(ctx, id)
+	if !del {
+		g.rolloutStarted(ctx)
+	}
 	if !g.longLived {
 		child := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), RolloutWorkflow, in)
 		workflow.Go(ctx, func(ctx workflow.Context) {
@@ -307,6 +314,8 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 	}
 	g.running, g.superseding, g.s.LastRollout = "", false, id
 	g.finished++
+	prev, guarded := g.s.Deployments, len(g.s.Guarded)
+	defer func() { g.rolloutEnded(ctx, res, err, prev, guarded) }()
 	inflight := g.s.Inflight
 	g.s.Inflight = nil
 	if g.gathering != 0 {

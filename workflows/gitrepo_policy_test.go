@@ -30,6 +30,7 @@ type fakePolicies struct {
 // spec rolls out as it is.
 func allowPolicies(env *testsuite.TestWorkflowEnvironment) *fakePolicies {
 	f := &fakePolicies{}
+	ignoreEvents(env) // GitRepos emit events (issue 31)
 	var a *activities.Activities
 	env.OnActivity(a.CheckPolicy, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CheckPolicyInput) (policy.Decision, error) {

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/history"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/temporalx"
 	"github.com/flotilla-gitops/flotilla/internal/webhook"
@@ -64,6 +65,9 @@ func (g *gitRepo) poll(ctx workflow.Context) {
 		cancel()
 		if fired {
 			g.s.Polls++
+			if !g.s.ResolveDue {
+				g.checkDue(history.Trigger{Kind: history.TriggerPoll})
+			}
 			g.s.ResolveDue, g.polled = true, true
 			if g.refreshDue() && !g.longLived {
 				// Runs before versionLongLived rolled out again whatever
@@ -151,7 +155,9 @@ func (g *gitRepo) take(ctx workflow.Context, in activities.ResolveInput, res act
 		current = g.cur.Commit
 	}
 	failed := res.Commit == g.s.FailedCommit && g.s.Generation == g.s.FailedGeneration
-	if res.Commit != current && !failed {
+	// A pinned GitRepo records the remote's commit but rolls out only the
+	// pinned one.
+	if res.Commit != current && !failed && g.s.Pin == nil {
 		if res.Unchanged && in.Since != "" && in.Since == g.since() && generation == g.s.Generation {
 			// Nothing the GitRepo reads changed: the commit is its
 			// commit now, without a render or a rollout.
@@ -160,8 +166,10 @@ func (g *gitRepo) take(ctx workflow.Context, in activities.ResolveInput, res act
 			g.upsert(ctx)
 		} else {
 			g.s.Dirty = true
+			g.found()
 		}
 	}
+	g.s.CheckTrigger = nil
 	if res.Commit != g.s.LatestCommit {
 		g.s.LatestCommitSeen = workflow.Now(ctx)
 	}
@@ -195,7 +203,7 @@ func (g *gitRepo) resolveFailed(ctx workflow.Context, err error) {
 func (g *gitRepo) since() string {
 	s := &g.s
 	if g.helmOp() || g.running != "" || s.Dirty || s.Commit == "" || s.ObservedGeneration != s.Generation ||
-		(s.Error != "" && !s.GitFailed) || len(s.Halts) > 0 || s.Repair {
+		(s.Error != "" && !s.GitFailed) || len(s.Halts) > 0 || s.Repair || s.Pin != nil {
 		return ""
 	}
 	if s.RenderedCommit != "" {
@@ -245,6 +253,7 @@ func (g *gitRepo) retryFailures(ctx workflow.Context) {
 				continue // a rollout finished: the next retry may have moved
 			}
 		}
+		g.due(history.Trigger{Kind: history.TriggerRetry})
 		if g.longLived {
 			g.s.RetryDue = true // waits for a running rollout, never supersedes it
 		} else {

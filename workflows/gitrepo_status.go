@@ -85,6 +85,7 @@ func (g *gitRepo) status() (status.GitRepo, error) {
 		st.NextCheck, st.NextCheckReason = &t, g.s.NextCheckReason
 	}
 	st.RenderedCommit, st.Verified = g.s.RenderedCommit, g.s.Verified
+	st.Pinned = g.pinned()
 	if r := g.s.Rejected; r != nil {
 		st.Rejected = &status.RejectedCommit{Commit: r.Commit, Tag: r.Tag, Key: r.Key, Reason: r.Reason}
 	}

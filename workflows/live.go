@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/flotilla-gitops/flotilla/activities"
+	"github.com/flotilla-gitops/flotilla/internal/history"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -20,6 +21,7 @@ const versionDriftWatch = "drift-watch"
 // ID a release runs is kept in its inventory entry and shown in status.
 func (g *gitRepo) live(ctx workflow.Context, batch status.LiveSignal) {
 	changed, ready := false, false
+	g.drift = &driftBatch{}
 	for _, sig := range batch.Each() {
 		if sig.Contact != nil {
 			c := *sig.Contact
@@ -36,10 +38,13 @@ func (g *gitRepo) live(ctx workflow.Context, batch status.LiveSignal) {
 		// first (maxUnavailable, partitions, dependsOn): one did, so the
 		// rollout goes on. A rollout that runs waits for them itself.
 		g.s.RetryDue = true
+		g.due(history.Trigger{Kind: history.TriggerRetry})
 	}
 	if changed {
 		g.upsert(ctx)
 	}
+	g.driftObserved(ctx, g.drift)
+	g.drift = nil
 }
 
 // liveCluster takes one cluster's reports and says whether a deployment
@@ -56,6 +61,9 @@ func (g *gitRepo) liveCluster(sig status.LiveSignal) (changed, ready bool) {
 		if g.longLived {
 			g.s.LiveSeq++
 			r.Seq = g.s.LiveSeq
+		}
+		if g.drift != nil {
+			g.drift.observe(sig.Cluster, g.s.Inventory[i].Live, r)
 		}
 		g.s.Inventory[i].Live = &r
 		for j, d := range g.s.Deployments {

@@ -266,6 +266,9 @@ type GitRepo struct {
 	// LatestCommitSeen when a check of the remote first saw it.
 	LatestCommit     string     `json:"latestCommit,omitempty"`
 	LatestCommitSeen *time.Time `json:"latestCommitSeen,omitempty"`
+	// Pinned is set while `flotilla rollback --to` pins the GitRepo to a
+	// commit (until `flotilla resume`).
+	Pinned *Pin `json:"pinned,omitempty"`
 	// Generation counts spec changes; ObservedGeneration is the generation
 	// of the last finished rollout.
 	Generation         int64 `json:"generation"`
