@@ -173,7 +173,7 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	g.owned, g.closed = true, false
 	g.cur = RunningRollout{ID: id, Commit: commit, Generation: g.s.Generation, LiveSeq: g.s.LiveSeq, Repair: in.Repair,
 		DeletionApprovals: g.s.DeletionApprovals, Kind: history.KindRollout, Trigger: g.takeTrigger(), Start: workflow.Now(ctx).UTC()}
-	if g.s.Pin != nil && !del {
+	if g.cur.Trigger.Kind == history.TriggerRollback && !del {
 		g.cur.Kind = history.KindRollback
 	}
 	g.await(ctx, id)
