@@ -197,7 +197,9 @@ func TestGitRepoWorkflow_HistoryBoundedAcrossContinueAsNew(t *testing.T) {
 	}
 	in := appInput
 	in.State = state
-	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalSync, protocol.Sync{Identity: protocol.Identity{User: "alice"}}) }, time.Second)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(protocol.SignalSync, protocol.Sync{Identity: protocol.Identity{User: "alice"}})
+	}, time.Second)
 	env.RegisterDelayedCallback(func() { env.SetCurrentHistoryLength(historyLimit + 1) }, 10*time.Second)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(protocol.SignalSync, nil) }, 11*time.Second)
 	env.ExecuteWorkflow(GitRepoWorkflow, in)
