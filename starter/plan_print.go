@@ -69,7 +69,7 @@ func writePlanCluster(b *strings.Builder, c plan.Cluster) {
 func writePlanRelease(b *strings.Builder, r plan.Release) {
 	fmt.Fprintf(b, "%s %-9s  %s  %s/%s", actionSymbol(r.Action), r.Action, r.Bundle, r.Namespace, r.Release)
 	if r.From != "" || r.To != "" {
-		fmt.Fprintf(b, "  %s→%s", orDash(r.From), orDash(r.To))
+		fmt.Fprintf(b, "  %s→%s", orDash(shortID(r.From)), orDash(shortID(r.To)))
 	}
 	b.WriteString("\n")
 	if r.Error != "" {
@@ -125,4 +125,16 @@ func indent(s, prefix string) string {
 // oneLine folds a multi-line message onto one line.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// shortID abbreviates a deployment ID ("s-<manifest>:<options>") to 10
+// characters a part, enough to tell two apart in a plan.
+func shortID(id string) string {
+	parts := strings.SplitN(id, ":", 2)
+	for i, p := range parts {
+		if len(p) > 10 {
+			parts[i] = p[:10]
+		}
+	}
+	return strings.Join(parts, ":")
 }

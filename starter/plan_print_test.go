@@ -26,7 +26,7 @@ func samplePlan() plan.Result {
 				{Bundle: "app-old", Release: "old", Namespace: "apps", Action: plan.Uninstall, From: "s-0"},
 			}},
 			{Name: "cluster-3", Offline: true, Reason: "cluster cluster-3 unreachable: dial tcp", Releases: []plan.Release{
-				{Bundle: "app-web", Release: "web", Namespace: "apps", Action: plan.Unchanged, From: "s-2", To: "s-2"},
+				{Bundle: "app-web", Release: "web", Namespace: "apps", Action: plan.Unchanged, From: "s-0123456789abcdef:fedcba9876543210", To: "s-0123456789abcdef:fedcba9876543210"},
 			}},
 		},
 	}
@@ -48,7 +48,7 @@ cluster-1
 - uninstall  app-old  apps/old  s-0→-
 
 cluster-3 (offline: cluster cluster-3 unreachable: dial tcp)
-= unchanged  app-web  apps/web  s-2→s-2
+= unchanged  app-web  apps/web  s-01234567:fedcba9876→s-01234567:fedcba9876
 1 upgrade, 1 uninstall, 1 unchanged on 2 cluster(s) (offline: cluster-3)
 `
 	assert.Equal(t, want, buf.String())

@@ -374,11 +374,12 @@ func unreachable(w planWork, err error) (string, bool) {
 	}
 	var ae *temporal.ApplicationError
 	if errors.As(err, &ae) {
+		msg := strings.TrimPrefix(ae.Message(), "cluster "+c+": ")
 		switch ae.Type() {
 		case activities.ErrTypeClusterUnreachable:
-			return fmt.Sprintf("cluster %s unreachable: %s", c, ae.Message()), true
+			return fmt.Sprintf("cluster %s unreachable: %s", c, msg), true
 		case activities.ErrTypeClusterUnauthorized:
-			return fmt.Sprintf("cluster %s refused the credentials: %s", c, ae.Message()), true
+			return fmt.Sprintf("cluster %s refused the credentials: %s", c, msg), true
 		}
 	}
 	return "", false
