@@ -42,7 +42,9 @@ func TestPRPreview(t *testing.T) {
 	f := startWebhookFleet(t, 2, "--webhook-secrets", writeWebhookSecrets(t, map[string]string{"github": previewSecret}))
 	h := newHookClient(t, f)
 
-	repo := f.git.CreateRepo(t, "acme/app", map[string]string{"fleet.yaml": fleetYAML(previewNS), "cm.yaml": configMapDoc(previewCM, "v1")})
+	// Its own Git server serves a PR head by hash, as GitHub's does.
+	gs := testenv.NewGitServer(t, testenv.GitServerOptions{AllowReachableSHA1InWant: true})
+	repo := gs.CreateRepo(t, "acme/app", map[string]string{"fleet.yaml": fleetYAML(previewNS), "cm.yaml": configMapDoc(previewCM, "v1")})
 	f.apply(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: gh-api\nstringData:\n  token: "+previewToken+"\n")
 	f.apply(t, gitRepoDoc("app", repo.URL(), "  branch: master\n  previews:\n    secretName: gh-api\n    apiURL: "+api.srv.URL+"\n"+allClusters))
 	base := repo.Head(t)
@@ -60,7 +62,7 @@ func TestPRPreview(t *testing.T) {
 		assert.Zero(t, updated)
 		require.Len(t, bodies, 1)
 		for _, want := range []string{"<!-- flotilla-preview fleet-default/app -->", "### Flotilla plan for `fleet-default/app` at `" + head[:12] + "` (pull request #1)",
-			"#### Cluster `" + f.clusters[0].Name + "`", "upgrade", "```diff", `+  value: "v2"`} {
+			"#### Cluster `" + f.clusters[0].Name + "`", "upgrade", "```diff", "+  value: v2"} {
 			assert.Contains(t, bodies[0], want)
 		}
 	})
@@ -75,7 +77,7 @@ func TestPRPreview(t *testing.T) {
 		assert.Equal(t, 1, updated, "the comment is updated")
 		require.Len(t, bodies, 1)
 		assert.Contains(t, bodies[0], "at `"+head[:12]+"`")
-		assert.Contains(t, bodies[0], `+  value: "v3"`)
+		assert.Contains(t, bodies[0], "+  value: v3")
 	})
 
 	t.Run("ClosedEndsThePreview", func(t *testing.T) {

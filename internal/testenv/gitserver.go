@@ -48,6 +48,11 @@ type GitServerOptions struct {
 	// TLS serves https with a certificate for 127.0.0.1 signed by a test
 	// CA (CAPEM).
 	TLS bool
+	// AllowReachableSHA1InWant advertises allow-reachable-sha1-in-want,
+	// as GitHub and GitLab do, so clients fetch a commit by hash: a pull
+	// request's head, reachable only from refs/pull/N/head. Optional:
+	// default off, as go-git's server.
+	AllowReachableSHA1InWant bool
 }
 
 // GitServer is an in-process Git server that speaks the smart HTTP protocol

@@ -188,6 +188,12 @@ func (r *GitRepo) advertise(ctx context.Context, service string) ([]byte, error)
 	if err != nil {
 		return nil, fmt.Errorf("advertise references for %s: %w", service, err)
 	}
+	if service == transport.UploadPackServiceName && r.server.opts.AllowReachableSHA1InWant {
+		// uploadPack serves any want the repository has.
+		if err := ar.Capabilities.Add(capability.AllowReachableSHA1InWant); err != nil {
+			return nil, fmt.Errorf("advertise allow-reachable-sha1-in-want: %w", err)
+		}
+	}
 	if service == transport.ReceivePackServiceName {
 		// go-git's server cannot resolve deltas against objects outside the
 		// pack, so ask the git CLI not to send thin packs.
