@@ -190,13 +190,22 @@ func matchPR(t Target, ev *Event) string {
 	return ""
 }
 
-// previews tells each authenticated GitRepo that follows the pull
-// request's base branch about it, as handle does pushes.
+// previews tells each GitRepo that follows the pull request's base
+// branch about it, as handle does pushes, when a secret vouched for the
+// delivery (unsigned deliveries, accepted without any secret configured,
+// only ever make GitRepos check their remote).
 func (r *Receiver) previews(ctx context.Context, log *zap.Logger, ev *Event, authed []Target, authenticated map[string]bool,
 	resp Response) (int, Response) {
 	pr := ev.PullRequest
 	for _, t := range authed {
-		if reason := matchPR(t, ev); reason != "" {
+		reason := matchPR(t, ev)
+		if reason == "" && !authenticated[t.String()] {
+			// A preview posts the plan on the pull request with the
+			// GitRepo's API token: only a delivery a secret vouched for
+			// may ask for one.
+			reason = "previews need a signed delivery: set a webhook secret"
+		}
+		if reason != "" {
 			resp.Skipped = append(resp.Skipped, Skip{GitRepo: t.String(), Reason: reason})
 			continue
 		}

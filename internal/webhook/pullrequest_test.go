@@ -158,3 +158,17 @@ func TestReceiver_PullRequestWithoutPreview(t *testing.T) {
 	rec := h.post("/", GitHub, githubHeaders("pull_request", "pr-1"), fixture(t, "github-pull-request.json"), Secret{Token: globalSecret})
 	assert.Equal(t, http.StatusNoContent, rec.Code, "without Config.Preview pull requests are ignored")
 }
+
+func TestReceiver_PullRequestUnsigned(t *testing.T) {
+	pv := &previewer{}
+	h := newHarness(t, func(c *Config) {
+		c.Preview = pv.preview
+		c.GlobalSecrets = func() (map[Provider]Secret, error) { return nil, nil }
+	})
+	rec := h.post("/", GitHub, githubHeaders("pull_request", "pr-u"), fixture(t, "github-pull-request.json"), Secret{})
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	resp := decodeResponse(t, rec)
+	assert.Empty(t, resp.Signalled)
+	assert.Contains(t, resp.Skipped, Skip{GitRepo: "fleet-default/app", Reason: "previews need a signed delivery: set a webhook secret"})
+	assert.Empty(t, pv.calls, "no secret configured: no preview")
+}
