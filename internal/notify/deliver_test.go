@@ -91,6 +91,7 @@ func TestSend_Slack(t *testing.T) {
 	assert.Equal(t, "#a30200", a.Color)
 	assert.Equal(t, "bundle app-web failed on prod-1", a.Text)
 	assert.Contains(t, a.Fields, SlackField{Title: "Clusters", Value: "prod-1", Short: true})
+	assert.Contains(t, a.Fields, SlackField{Title: "Event", Value: "gitrepo/ns/app/run-1/3", Short: true})
 }
 
 func TestSend_MSTeams(t *testing.T) {

@@ -112,7 +112,9 @@ func Title(ev Event) string {
 	return string(ev.Type) + ": " + what
 }
 
-// facts are the event's details as label and value pairs, for chat.
+// facts are the event's details as label and value pairs, for chat;
+// the last is the event's ID, by which a receiver can tell a retried
+// delivery from a new event.
 func facts(ev Event) [][2]string {
 	var out [][2]string
 	add := func(k, v string) {
@@ -126,6 +128,7 @@ func facts(ev Event) [][2]string {
 	add("Bundles", strings.Join(ev.Bundles, ", "))
 	add("Clusters", strings.Join(ev.Clusters, ", "))
 	add("Severity", string(ev.Severity))
+	add("Event", ev.ID)
 	return out
 }
 
@@ -184,7 +187,7 @@ type SlackField struct {
 }
 
 func slackMessage(ev Event) SlackMessage {
-	a := SlackAttachment{Color: slackColor(ev.Severity), Title: Title(ev), Text: ev.Message, Footer: "flotilla " + ev.ID, TS: ev.Time.Unix()}
+	a := SlackAttachment{Color: slackColor(ev.Severity), Title: Title(ev), Text: ev.Message, Footer: "flotilla", TS: ev.Time.Unix()}
 	for _, f := range facts(ev) {
 		a.Fields = append(a.Fields, SlackField{Title: f[0], Value: f[1], Short: true})
 	}
