@@ -12,8 +12,11 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/webhook"
 )
 
-// previewProviders are the webhook providers whose API previews speak.
-var previewProviders = map[webhook.Provider]bool{webhook.GitHub: true, webhook.GitLab: true, webhook.Gitea: true}
+// previewAPI reports whether previews speak the API of a webhook
+// provider.
+func previewAPI(p webhook.Provider) bool {
+	return p == webhook.GitHub || p == webhook.GitLab || p == webhook.Gitea
+}
 
 // signalPreview tells the PreviewWorkflow of a GitRepo's pull request
 // about a pull request event, starting it if needed. The GitRepo's spec
@@ -38,7 +41,7 @@ func signalPreview(c client.Client, queue string) func(context.Context, webhook.
 		if prev == nil {
 			return "spec.previews is not set", nil
 		}
-		if prev.Provider == "" && !previewProviders[ev.Provider] {
+		if prev.Provider == "" && !previewAPI(ev.Provider) {
 			return "spec.previews.provider is not set and " + string(ev.Provider) + " has no preview API", nil
 		}
 		pr := ev.PullRequest
