@@ -243,48 +243,32 @@ func (p *planRun) works(targets activities.TargetsResult) []planWork {
 // dropped is not uninstalled, so it is not in Remove; releases on a
 // paused cluster, or of a bundle that could not be computed there, stay
 // as they are (rollout.MakePlan decides, as for a rollout). only, when
-// set, restricts the clusters.
+// set, restricts the clusters. Works come sorted by cluster.
 func planWorks(targets activities.TargetsResult, inv []rollout.InventoryEntry, only []string, name string) ([]planWork, []string) {
 	mp := rollout.MakePlan(targets, inv, rollout.PlanOptions{Name: name})
-	agents := set(targets.Agents)
-	byName := map[string]*planWork{}
-	var names []string
-	get := func(c string) *planWork {
-		if w, ok := byName[c]; ok {
-			return w
-		}
-		w := &planWork{cluster: activities.PlanInput{Cluster: c, Bundles: []activities.Bundle{}}, agent: agents[c]}
-		byName[c] = w
-		names = append(names, c)
-		return w
-	}
+	ws := &workSet{agents: set(targets.Agents), only: only, byName: map[string]*planWork{}}
 	var warnings []string
 	for _, tc := range targets.Matched {
-		if len(only) > 0 && !slices.Contains(only, tc.Name) {
-			continue
-		}
-		w := get(tc.Name)
-		w.cluster.Bundles = append(w.cluster.Bundles, tc.Bundles...)
-		if tc.Paused {
-			warnings = append(warnings, fmt.Sprintf("cluster %s is paused: it keeps what it runs until it is resumed", tc.Name))
+		if w := ws.get(tc.Name); w != nil {
+			w.cluster.Bundles = append(w.cluster.Bundles, tc.Bundles...)
+			if tc.Paused {
+				warnings = append(warnings, fmt.Sprintf("cluster %s is paused: it keeps what it runs until it is resumed", tc.Name))
+			}
 		}
 	}
 	for _, cw := range mp.Work {
-		if len(only) > 0 && !slices.Contains(only, cw.Cluster) {
-			continue
-		}
 		for _, e := range cw.Cleanup {
 			if e.KeepResources {
 				continue
 			}
-			w := get(cw.Cluster)
-			w.cluster.Remove = append(w.cluster.Remove, activities.Release{Bundle: e.Bundle, Release: e.Release,
-				Namespace: e.Namespace, DeleteNamespace: e.DeleteNamespace})
+			if w := ws.get(cw.Cluster); w != nil {
+				w.cluster.Remove = append(w.cluster.Remove, activities.Release{Bundle: e.Bundle, Release: e.Release,
+					Namespace: e.Namespace, DeleteNamespace: e.DeleteNamespace})
+			}
 		}
 	}
 	for _, d := range targets.Errors {
-		if len(only) == 0 || slices.Contains(only, d.Cluster) {
-			w := get(d.Cluster)
+		if w := ws.get(d.Cluster); w != nil {
 			w.failed = append(w.failed, plan.Release{Bundle: d.Bundle, Release: d.Release, Namespace: d.Namespace,
 				Action: plan.Unchanged, Error: d.Message})
 		}
@@ -292,12 +276,38 @@ func planWorks(targets activities.TargetsResult, inv []rollout.InventoryEntry, o
 	for _, h := range mp.Holds {
 		warnings = append(warnings, h.Message)
 	}
-	slices.Sort(names)
-	out := make([]planWork, 0, len(names))
-	for _, n := range names {
-		out = append(out, *byName[n])
+	return ws.sorted(), warnings
+}
+
+// workSet gathers the planWorks by cluster.
+type workSet struct {
+	agents map[string]bool
+	only   []string
+	byName map[string]*planWork
+	names  []string
+}
+
+// get returns cluster c's work, nil for a cluster the plan leaves out.
+func (ws *workSet) get(c string) *planWork {
+	if len(ws.only) > 0 && !slices.Contains(ws.only, c) {
+		return nil
 	}
-	return out, warnings
+	if w, ok := ws.byName[c]; ok {
+		return w
+	}
+	w := &planWork{cluster: activities.PlanInput{Cluster: c, Bundles: []activities.Bundle{}}, agent: ws.agents[c]}
+	ws.byName[c] = w
+	ws.names = append(ws.names, c)
+	return w
+}
+
+func (ws *workSet) sorted() []planWork {
+	slices.Sort(ws.names)
+	out := make([]planWork, 0, len(ws.names))
+	for _, n := range ws.names {
+		out = append(out, *ws.byName[n])
+	}
+	return out
 }
 
 func set(names []string) map[string]bool {
