@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
@@ -170,7 +173,39 @@ func testApprovalGate(t *testing.T, f *fleet) {
 	assert.Contains(t, stderr, "nope")
 	out := f.cli(t, "approve", "gate", "--partition", "rest")
 	assert.True(t, strings.Contains(out, "approved") && strings.Contains(out, "rest"), out)
+	assert.Regexp(t, `approved gate/rest by \S+@\S+`, out, "the answer names who was recorded")
 	f.waitFor(t, "gate", "both clusters Ready after approval", settledAt(repo.Head(t), 2))
 	_, onRest = f.configMap(t, "cluster-2", "gate-ns", "gate")
 	assert.True(t, onRest)
+	testApprovalShowsPlan(t, f, repo)
+}
+
+// A change waiting for approval carries the plan of what approving does:
+// flotilla status shows its summary, flotilla approve --show the diff.
+func testApprovalShowsPlan(t *testing.T, f *fleet, repo *testenv.GitRepo) {
+	second := repo.Commit(t, map[string]string{"cm.yaml": configMapDoc("gate", "v2")}, "v2")
+	f.cli(t, "sync", "gate")
+	f.waitFor(t, "gate", "partition rest's plan made", func(st status.GitRepo) bool {
+		return st.LatestCommit == second && slices.ContainsFunc(st.Waits, func(w status.Wait) bool {
+			return w.Kind == status.WaitApproval && w.Partition == "rest" && strings.HasPrefix(w.Plan, "1 upgrade on 1 cluster(s)")
+		})
+	})
+	assert.Contains(t, f.cli(t, "status", "gate"), "    plan: 1 upgrade on 1 cluster(s)")
+	show := f.cli(t, "approve", "gate", "--show")
+	assert.Contains(t, show, "bundle gate partition rest waits for approval (1 cluster(s): cluster-2)")
+	assert.Contains(t, show, "-  value: v1")
+	assert.Contains(t, show, "+  value: v2")
+	var plans protocol.ApprovalPlans
+	require.NoError(t, json.Unmarshal([]byte(f.cli(t, "approve", "gate", "--show", "-o", "json")), &plans))
+	require.Len(t, plans.Partitions, 1)
+	assert.Equal(t, protocol.PlanDone, plans.Partitions[0].State)
+	require.NotNil(t, plans.Partitions[0].Plan)
+	assert.Equal(t, []string{"cluster-2"}, plans.Partitions[0].Clusters)
+	cm, _ := f.configMap(t, "cluster-2", "gate-ns", "gate")
+	require.NotNil(t, cm)
+	assert.Equal(t, "v1", cm.Data["value"], "--show approves nothing")
+
+	out := f.cli(t, "approve", "gate")
+	assert.Regexp(t, `approved gate/rest by \S+@\S+`, out)
+	f.waitFor(t, "gate", "v2 on both clusters after approval", settledAt(second, 2))
 }
