@@ -93,7 +93,13 @@ func pastTense(verb string) string {
 
 // clusterGroupArg reads "clustergroup/NAME" (or clustergroups/).
 func clusterGroupArg(arg string) (string, bool) {
-	for _, p := range []string{"clustergroup/", "clustergroups/"} {
+	return nameAfter(arg, "clustergroup/", "clustergroups/")
+}
+
+// nameAfter returns the non-empty rest of arg after the first of
+// prefixes it starts with.
+func nameAfter(arg string, prefixes ...string) (string, bool) {
+	for _, p := range prefixes {
 		if name, ok := strings.CutPrefix(arg, p); ok && name != "" {
 			return name, true
 		}

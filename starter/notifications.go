@@ -81,10 +81,5 @@ func notificationTable(list []notificationStatus) output.Rows {
 
 // notificationArg reads "notification/NAME" (or notifications/).
 func notificationArg(arg string) (string, bool) {
-	for _, p := range []string{"notification/", "notifications/"} {
-		if name, ok := strings.CutPrefix(arg, p); ok && name != "" {
-			return name, true
-		}
-	}
-	return "", false
+	return nameAfter(arg, "notification/", "notifications/")
 }
