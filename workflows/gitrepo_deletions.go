@@ -11,7 +11,7 @@ import (
 // validateApproveDeletions refuses an approval when the deletion guard
 // holds nothing: the answer says so instead of a rollout that changes
 // nothing.
-func (g *gitRepo) validateApproveDeletions(workflow.Context, any) error {
+func (g *gitRepo) validateApproveDeletions(workflow.Context, protocol.Approve) error {
 	if len(g.s.Guarded) == 0 {
 		return fmt.Errorf("%s: the deletion guard holds no uninstall", g.ref.Title())
 	}
@@ -21,12 +21,14 @@ func (g *gitRepo) validateApproveDeletions(workflow.Context, any) error {
 // approveDeletions lets the uninstalls the deletion guard held in the
 // last rollout go: a new rollout (superseding one that runs) removes
 // them. It approves exactly those; a plan that would remove others is
-// held again (rollout.PlanOptions.Approved).
-func (g *gitRepo) approveDeletions(ctx workflow.Context, _ any) (protocol.ApproveResult, error) {
+// held again (rollout.PlanOptions.Approved). a.Identity is recorded as
+// who approved (CLIs before it send no argument: nobody known).
+func (g *gitRepo) approveDeletions(ctx workflow.Context, a protocol.Approve) (protocol.ApproveResult, error) {
 	g.s.DeletionsApproved = g.s.Guarded
 	g.s.DeletionApprovals++
+	g.s.DeletionsApprovedBy, g.s.DeletionsApprovedAt = a.Identity, workflow.Now(ctx).UTC()
 	g.s.Dirty = true
-	var out protocol.ApproveResult
+	out := protocol.ApproveResult{By: a.Identity}
 	for _, ref := range g.s.Guarded {
 		out.Approved = append(out.Approved, fmt.Sprintf("%s on %s (release %s/%s)", ref.Bundle, ref.Cluster, ref.Namespace, ref.Release))
 	}

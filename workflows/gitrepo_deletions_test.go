@@ -13,16 +13,16 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
-// approveDeletionsUpdate sends the approve-deletions update; done gets
-// its result or its refusal.
-func approveDeletionsUpdate(env *testsuite.TestWorkflowEnvironment, id string, done func(protocol.ApproveResult, error)) {
+// approveDeletionsUpdate sends the approve-deletions update with arg
+// (nil: as CLIs before identities); done gets its result or its refusal.
+func approveDeletionsUpdate(env *testsuite.TestWorkflowEnvironment, id string, arg any, done func(protocol.ApproveResult, error)) {
 	env.UpdateWorkflow(protocol.UpdateApproveDeletions, id, &testsuite.TestUpdateCallback{
 		OnReject: func(err error) { done(protocol.ApproveResult{}, err) },
 		OnComplete: func(v any, err error) {
 			res, _ := v.(protocol.ApproveResult)
 			done(res, err)
 		},
-	}, nil)
+	}, arg)
 }
 
 // The deletion guard holds an untargeting; the approval lets exactly
@@ -31,11 +31,12 @@ func approveDeletionsUpdate(env *testsuite.TestWorkflowEnvironment, id string, d
 func TestGitRepoWorkflow_ApproveDeletions(t *testing.T) {
 	env, f := gitRepoEnv()
 	f.guard = rollout.DeletionGuard{On: true, Percent: 0, Min: 1} // any uninstall needs approval
+	alice := protocol.Identity{User: "alice@laptop", Via: "cli"}
 
 	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(false)) }, 0)
 	env.RegisterDelayedCallback(func() {
 		require.Equal(t, 2, queryStatus(t, env).Summary.Ready)
-		approveDeletionsUpdate(env, "too-early", func(_ protocol.ApproveResult, err error) {
+		approveDeletionsUpdate(env, "too-early", nil, func(_ protocol.ApproveResult, err error) {
 			assert.ErrorContains(t, err, "the deletion guard holds no uninstall")
 		})
 		f.mu.Lock()
@@ -53,9 +54,10 @@ func TestGitRepoWorkflow_ApproveDeletions(t *testing.T) {
 		f.mu.Lock()
 		assert.Empty(t, f.cleanups["c2"], "nothing uninstalled before the approval")
 		f.mu.Unlock()
-		approveDeletionsUpdate(env, "approve", func(res protocol.ApproveResult, err error) {
+		approveDeletionsUpdate(env, "approve", protocol.Approve{Identity: alice}, func(res protocol.ApproveResult, err error) {
 			assert.NoError(t, err)
 			assert.Equal(t, []string{"app on c2 (release default/app)"}, res.Approved)
+			assert.Equal(t, alice, res.By, "who approved is recorded")
 		})
 	}, 10*time.Second)
 	env.RegisterDelayedCallback(func() {
@@ -66,7 +68,7 @@ func TestGitRepoWorkflow_ApproveDeletions(t *testing.T) {
 		f.mu.Lock()
 		assert.Equal(t, []string{"app"}, f.cleanups["c2"], "the approved uninstall ran once")
 		f.mu.Unlock()
-		approveDeletionsUpdate(env, "again", func(_ protocol.ApproveResult, err error) {
+		approveDeletionsUpdate(env, "again", nil, func(_ protocol.ApproveResult, err error) {
 			assert.ErrorContains(t, err, "the deletion guard holds no uninstall")
 		})
 		env.SignalWorkflow(protocol.SignalDelete, nil)
