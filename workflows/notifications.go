@@ -183,8 +183,8 @@ func (n *notifications) dispatch(ctx workflow.Context) {
 		}
 		n.pending = slices.Delete(n.pending, i, i+1)
 		nt, ok := n.find(d.Notification)
-		if !ok {
-			continue // deleted since
+		if !ok || nt.Spec.Suspend {
+			continue // deleted or suspended since: dropped
 		}
 		n.inflight[d.Notification] = true
 		workflow.Go(ctx, func(ctx workflow.Context) { n.deliver(ctx, nt, d) })

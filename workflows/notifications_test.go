@@ -147,7 +147,8 @@ func TestNotificationsWorkflow_ContinueAsNewCarriesPending(t *testing.T) {
 }
 
 // Applies are validated (namespace, spec) and counted; an event that came
-// before a Notification existed is not delivered to it.
+// before a Notification existed is not delivered to it, nor one that
+// comes while it is suspended.
 func TestNotificationsWorkflow_Apply(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestWorkflowEnvironment()
@@ -171,6 +172,12 @@ func TestNotificationsWorkflow_Apply(t *testing.T) {
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(notify.SignalEvent, notifyEvent("after", notify.RolloutStarted))
 	}, 3*time.Second)
+	env.RegisterDelayedCallback(func() {
+		suspended := hook
+		suspended.Spec.Suspend = true
+		sendUpdate(env, protocol.UpdateApply, suspended)
+		env.SignalWorkflow(notify.SignalEvent, notifyEvent("suspended", notify.RolloutStarted))
+	}, 4*time.Second)
 	env.RegisterDelayedCallback(func() {
 		sendUpdate(env, protocol.UpdateNotificationDelete, protocol.NotificationDelete{Name: "hook"})
 	}, time.Minute)
