@@ -71,9 +71,10 @@ func PlanWorkflow(ctx workflow.Context, req plan.Request) (plan.Result, error) {
 	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planBaseOptions), a.ReadPlanBase, ref).Get(ctx, &p.base); err != nil {
 		return plan.Result{}, err
 	}
-	p.res = plan.Result{GitRepo: ref.String(), Base: p.base.Commit, Source: req.Source, Clusters: []plan.Cluster{}}
+	p.ref.Kind = p.base.Kind
+	p.res = plan.Result{GitRepo: p.ref.String(), Base: p.base.Commit, Source: req.Source, Clusters: []plan.Cluster{}}
 	if p.base.Paused {
-		p.warn("GitRepo %s is paused: nothing rolls out until `flotilla resume`", ref)
+		p.warn("%s is paused: nothing rolls out until `flotilla resume`", p.ref.Title())
 	}
 	// Step 2. The change: render and target it.
 	if err := p.resolve(ctx); err != nil {
