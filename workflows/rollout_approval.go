@@ -3,6 +3,7 @@ package workflows
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,13 +170,13 @@ func (r *rolloutRun) approvalDetails() string {
 		if pp.State == protocol.PlanNone && pp.Workflow == "" && pp.Summary == "" {
 			continue // a rollout from before plans
 		}
-		fmt.Fprintf(&b, "\n\n**Waiting for approval: %s/%s**: %s\n", pp.Bundle, pp.Partition, pp.Summary)
+		b.WriteString("\n\n**Waiting for approval: " + pp.Bundle + "/" + pp.Partition + "**: " + pp.Summary + "\n")
 		if pp.Plan == nil {
 			continue
 		}
 		for i, c := range pp.Plan.Clusters {
 			if i == maxDetailClusters {
-				fmt.Fprintf(&b, "- … %d more cluster(s): `flotilla approve --show`\n", len(pp.Plan.Clusters)-i)
+				b.WriteString("- … " + strconv.Itoa(len(pp.Plan.Clusters)-i) + " more cluster(s): `flotilla approve --show`\n")
 				break
 			}
 			b.WriteString("- " + clusterLine(c) + "\n")
