@@ -208,6 +208,9 @@ func (g *GitRepo) Finish() {
 
 	g.Conditions = []Condition{g.readyCondition(), g.acceptedCondition(), g.stalledCondition(halts),
 		haltedCondition(haltMsg), g.approvalCondition(), g.deletionHeldCondition(), g.gitPollingCondition()}
+	if g.Pinned != nil {
+		g.Conditions = append(g.Conditions, g.pinnedCondition())
+	}
 
 	if g.Progress == "" && (len(g.Partitions) > 0 || len(g.Waits) > 0) {
 		g.Progress = Progress(deps, g.Partitions, g.Waits)

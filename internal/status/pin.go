@@ -11,3 +11,27 @@ type Pin struct {
 	By string    `json:"by,omitempty"`
 	At time.Time `json:"at"`
 }
+
+// ConditionPinned is True while `flotilla rollback --to` pins the GitRepo
+// (reason ReasonRollback); absent otherwise, so GitRepos never pinned
+// carry the conditions they always did. The Kubernetes-native status
+// projection (internal/fleetstatus) shows it as any other condition.
+const (
+	ConditionPinned = "Pinned"
+	ReasonRollback  = "Rollback"
+)
+
+// pinnedCondition says to which commit the GitRepo is pinned, by whom,
+// and how to follow the branch again.
+func (g *GitRepo) pinnedCondition() Condition {
+	p := g.Pinned
+	msg := "pinned to " + p.Commit
+	if p.By != "" {
+		msg += " by " + p.By
+	}
+	msg += " (rollback); `flotilla resume " + g.Name + "` follows the branch again"
+	if g.LatestCommit != "" && g.LatestCommit != p.Commit {
+		msg += "; newest commit " + g.LatestCommit + " is not rolled out"
+	}
+	return Condition{Type: ConditionPinned, Status: ConditionTrue, Reason: ReasonRollback, Message: msg}
+}

@@ -345,7 +345,8 @@ type GitRepo struct {
 	// PerClusterResourceCounts per cluster name (Fleet's fields).
 	ResourceCounts           ResourceCounts            `json:"resourceCounts"`
 	PerClusterResourceCounts map[string]ResourceCounts `json:"perClusterResourceCounts,omitempty"`
-	// Conditions are always the ConditionTypes, in that order.
+	// Conditions are always the ConditionTypes, in that order, then
+	// ConditionPinned while Pinned is set.
 	Conditions []Condition `json:"conditions,omitempty"`
 
 	// Settled is true when no rollout runs and none is due.
