@@ -89,7 +89,7 @@ func printHistory(w io.Writer, f output.Format, entries []history.Entry) error {
 	rows := output.Rows{Header: []string{"SEQ", "STARTED", "DURATION", "KIND", "COMMIT", "TRIGGER", "OUTCOME", "CLUSTERS"}}
 	for _, e := range entries {
 		rows.Rows = append(rows.Rows, []string{strconv.FormatInt(e.Seq, 10), e.Start.UTC().Format(time.RFC3339),
-			duration(e), string(e.Kind), shortHash(e.Commit), e.Trigger.String(), string(e.Outcome), counts(e)})
+			duration(e), string(e.Kind), short(e.Commit), e.Trigger.String(), string(e.Outcome), counts(e)})
 		for _, line := range historyDetails(e) {
 			rows.Rows = append(rows.Rows, []string{"", "  " + line})
 		}
@@ -146,13 +146,6 @@ func counts(e history.Entry) string {
 		s += fmt.Sprintf(", %d other", e.Counts.Other)
 	}
 	return s
-}
-
-func shortHash(c string) string {
-	if len(c) > 12 {
-		return c[:12]
-	}
-	return c
 }
 
 func historyLine(s string) string {
