@@ -160,8 +160,9 @@ func runApproval(ctx context.Context, d *Deps, obj *unstructured.Unstructured, a
 		return "", fmt.Errorf("approve %s %s/%s: not a GitRepo or HelmOp", obj.GetKind(), obj.GetNamespace(), obj.GetName())
 	}
 	uid := approvalID(obj, a)
+	who := approver(obj, a.key)
 	if a.deletions {
-		res, err := update(ctx, d, id, uid, protocol.UpdateApproveDeletions)
+		res, err := update(ctx, d, id, uid, protocol.UpdateApproveDeletions, protocol.Approve{Identity: who})
 		if err != nil {
 			return "", err
 		}
@@ -178,6 +179,7 @@ func runApproval(ctx context.Context, d *Deps, obj *unstructured.Unstructured, a
 	if st.Rollout == "" {
 		return "", &nothingWaits{msg: "no rollout is running; nothing waits for approval"}
 	}
+	a.partitions.Identity = who
 	res, err := update(ctx, d, st.Rollout, uid, protocol.UpdateApprove, a.partitions)
 	if err != nil {
 		return "", err
@@ -249,6 +251,17 @@ func setBy(obj *unstructured.Unstructured, key string) string {
 		return " (set by " + m.Manager + ")"
 	}
 	return ""
+}
+
+// approver is who approved through annotation key, as the history
+// records it: via kubernetes, by the field manager that set it (the
+// Kubernetes API knows no more of the user here).
+func approver(obj *unstructured.Unstructured, key string) protocol.Identity {
+	who := protocol.Identity{Via: "kubernetes"}
+	if m := managerOf(obj, key); m != nil {
+		who.User = m.Manager
+	}
+	return who
 }
 
 // setAt is when key's manager last wrote it, "" when unknown.

@@ -87,4 +87,6 @@ func TestApprovalID(t *testing.T) {
 	}
 	assert.Equal(t, " (set by kubectl)", setBy(managed("u1", AnnotationApprove, "kubectl", t0), AnnotationApprove))
 	assert.Empty(t, setBy(&unstructured.Unstructured{}, AnnotationApprove), "no managedFields: no one named")
+	assert.Equal(t, protocol.Identity{User: "kubectl", Via: "kubernetes"}, approver(managed("u1", AnnotationApprove, "kubectl", t0), AnnotationApprove))
+	assert.Equal(t, protocol.Identity{Via: "kubernetes"}, approver(&unstructured.Unstructured{}, AnnotationApprove))
 }
