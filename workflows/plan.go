@@ -332,35 +332,17 @@ func (p *planRun) fanOut(ctx workflow.Context, works []planWork) {
 		}
 		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), ca.Plan, w.cluster)
 	}
-	type offline struct {
-		i      int
-		reason string
-	}
-	var offlines []offline
 	results := make([]plan.Cluster, len(works))
+	reasons := make([]string, len(works)) // why a cluster is planned offline
 	for i, f := range futures {
 		err := f.Get(ctx, &results[i])
 		if reason, ok := unreachable(works[i], err); ok {
-			offlines = append(offlines, offline{i, reason})
-			continue
-		}
-		if err != nil {
+			reasons[i] = reason
+		} else if err != nil {
 			results[i] = plan.Cluster{Name: works[i].cluster.Cluster, Error: clusterError(works[i].cluster.Cluster, works[i].agent, err)}
 		}
 	}
-	var a *activities.Activities
-	offFutures := make([]workflow.Future, len(offlines))
-	for j, o := range offlines {
-		in := activities.PlanOfflineInput{PlanInput: works[o.i].cluster, Reason: o.reason,
-			Current: p.currentBundles(ctx)[works[o.i].cluster.Cluster]}
-		offFutures[j] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planOfflineOptions), a.PlanOffline, in)
-	}
-	for j, f := range offFutures {
-		c := works[offlines[j].i].cluster.Cluster
-		if err := f.Get(ctx, &results[offlines[j].i]); err != nil {
-			results[offlines[j].i] = plan.Cluster{Name: c, Offline: true, Reason: offlines[j].reason, Error: activityMessage(err)}
-		}
-	}
+	p.planOffline(ctx, works, reasons, results)
 	for i, c := range results {
 		c.Name = works[i].cluster.Cluster
 		c.Releases = append(c.Releases, works[i].failed...)
@@ -368,6 +350,28 @@ func (p *planRun) fanOut(ctx workflow.Context, works []planWork) {
 			c.Releases = []plan.Release{}
 		}
 		p.res.Clusters = append(p.res.Clusters, c)
+	}
+}
+
+// planOffline plans on the controller, at once, each cluster with a
+// reason, into results.
+func (p *planRun) planOffline(ctx workflow.Context, works []planWork, reasons []string, results []plan.Cluster) {
+	var a *activities.Activities
+	futures := make([]workflow.Future, len(works))
+	for i, w := range works {
+		if reasons[i] == "" {
+			continue
+		}
+		in := activities.PlanOfflineInput{PlanInput: w.cluster, Reason: reasons[i], Current: p.currentBundles(ctx)[w.cluster.Cluster]}
+		futures[i] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planOfflineOptions), a.PlanOffline, in)
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		if err := f.Get(ctx, &results[i]); err != nil {
+			results[i] = plan.Cluster{Name: works[i].cluster.Cluster, Offline: true, Reason: reasons[i], Error: activityMessage(err)}
+		}
 	}
 }
 
