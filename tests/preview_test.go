@@ -80,6 +80,20 @@ func TestPRPreview(t *testing.T) {
 		assert.Contains(t, bodies[0], "+  value: v3")
 	})
 
+	t.Run("ForkIsNotPreviewed", func(t *testing.T) {
+		head := repo.CommitToRef(t, "refs/pull/2/head", map[string]string{"cm.yaml": configMapDoc(previewCM, "fork")}, "fork: v9")
+		body := githubPullRequestFrom(repo, "opened", 2, head, "mallory/app")
+		hdr := githubHeaders(newDeliveryID(), signGitHub(previewSecret, body))
+		hdr.Set("X-GitHub-Event", "pull_request")
+		resp := h.post(t, "/", hdr, body)
+		require.Less(t, resp.status, 300, "body: %s", resp.body)
+		r := resp.decode(t)
+		assert.Empty(t, r.Signalled, "a fork's pull request is not previewed without spec.previews.forks")
+		require.Len(t, r.Skipped, 1)
+		assert.Contains(t, r.Skipped[0].Reason, "comes from a fork")
+		assert.Empty(t, api.statusesOf(head), "no status on the fork's head")
+	})
+
 	t.Run("ClosedEndsThePreview", func(t *testing.T) {
 		postPR(t, h, repo, "closed", repo.Head(t))
 		c := policyClient(t, f)
@@ -116,9 +130,15 @@ func postPR(t *testing.T, h *hookClient, repo *testenv.GitRepo, action, head str
 // githubPullRequest is a GitHub pull_request payload of repo's PR n into
 // master.
 func githubPullRequest(repo *testenv.GitRepo, action string, n int, head string) []byte {
+	return githubPullRequestFrom(repo, action, n, head, "acme/app")
+}
+
+// githubPullRequestFrom is githubPullRequest with its head in the
+// repository named headRepo (another than acme/app: a fork).
+func githubPullRequestFrom(repo *testenv.GitRepo, action string, n int, head, headRepo string) []byte {
 	r := map[string]any{"name": "app", "full_name": "acme/app", "clone_url": repo.URL(), "default_branch": "master"}
 	p := map[string]any{"action": action, "number": n, "repository": r, "pull_request": map[string]any{
-		"number": n, "state": "open", "head": map[string]any{"sha": head, "ref": "feature"},
+		"number": n, "state": "open", "head": map[string]any{"sha": head, "ref": "feature", "repo": map[string]any{"full_name": headRepo}},
 		"base": map[string]any{"ref": "master", "repo": r}}}
 	b, _ := json.Marshal(p)
 	return b

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -45,6 +46,9 @@ func signalPreview(c client.Client, queue string) func(context.Context, webhook.
 			return "spec.previews.provider is not set and " + string(ev.Provider) + " has no preview API", nil
 		}
 		pr := ev.PullRequest
+		if pr.Fork && !prev.Forks && pr.Action != webhook.PRClose {
+			return "pull request #" + strconv.Itoa(pr.Number) + " comes from a fork; set spec.previews.forks to preview forks", nil
+		}
 		head := protocol.PreviewHead{Action: string(pr.Action), Commit: pr.HeadSHA, Ref: pr.HeadRef, Provider: string(ev.Provider),
 			Delivery: pr.Delivery, RepoURL: src.Spec.Repo, Previews: *prev}
 		id := protocol.PreviewID(t.Namespace, t.Name, pr.Number)

@@ -33,6 +33,13 @@ type PreviewsSpec struct {
 	// (https://api.github.com, https://HOST/api/v3 for GitHub Enterprise,
 	// https://HOST/api/v4 for GitLab, https://HOST/api/v1 for Gitea).
 	APIURL string `json:"apiURL,omitempty"`
+	// Forks previews pull requests whose head comes from a fork too.
+	// Off by default: a preview renders the head's bundles with the
+	// GitRepo's credentials on every cluster (a dry run, read as the
+	// bundles' service account) and posts what it saw where the pull
+	// request's author can read it, so a fork's author could template
+	// values the clusters hold into a diff.
+	Forks bool `json:"forks,omitempty"`
 }
 
 // validate checks the Secret's name, the provider and the API URL.

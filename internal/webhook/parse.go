@@ -214,6 +214,8 @@ type githubRepo struct {
 	GitURL        string `json:"git_url"`
 	HTMLURL       string `json:"html_url"`
 	DefaultBranch string `json:"default_branch"`
+	// FullName is "owner/name" (a pull request's head and base repos).
+	FullName string `json:"full_name"`
 }
 
 func (r *githubRepo) urls() []string {

@@ -45,6 +45,10 @@ type PullRequest struct {
 	RepoURLs []string
 	// Delivery is the delivery's ID, "" when the host sends none.
 	Delivery string
+	// Fork is set when the head comes from another repository than the
+	// base (a fork), or from one the host no longer names (a deleted
+	// fork): its content is the fork author's, not the repository's.
+	Fork bool
 }
 
 // githubPRActions maps GitHub's and Gitea's pull_request actions.
@@ -76,7 +80,8 @@ func parseGitHubPR(ev *Event, h http.Header, body []byte) error {
 		PullRequest *struct {
 			Number int `json:"number"`
 			Head   struct {
-				SHA string `json:"sha"`
+				SHA  string      `json:"sha"`
+				Repo *githubRepo `json:"repo"`
 			} `json:"head"`
 			Base struct {
 				Ref  string      `json:"ref"`
@@ -103,17 +108,27 @@ func parseGitHubPR(ev *Event, h http.Header, body []byte) error {
 	case p.PullRequest.Base.Repo != nil:
 		urls, ev.DefaultBranch = p.PullRequest.Base.Repo.urls(), p.PullRequest.Base.Repo.DefaultBranch
 	}
-	return setPR(ev, action, n, p.PullRequest.Head.SHA, "refs/pull/"+strconv.Itoa(n)+"/head", p.PullRequest.Base.Ref, urls)
+	if err := setPR(ev, action, n, p.PullRequest.Head.SHA, "refs/pull/"+strconv.Itoa(n)+"/head", p.PullRequest.Base.Ref, urls); err != nil || ev.PullRequest == nil {
+		return err
+	}
+	head, base := p.PullRequest.Head.Repo, p.PullRequest.Base.Repo
+	if base == nil {
+		base = p.Repository
+	}
+	ev.PullRequest.Fork = head == nil || base == nil || !strings.EqualFold(head.FullName, base.FullName)
+	return nil
 }
 
 // parseGitLabMR decodes a GitLab "Merge Request Hook" delivery.
 func parseGitLabMR(ev *Event, body []byte) error {
 	var p struct {
 		Attrs *struct {
-			IID          int    `json:"iid"`
-			Action       string `json:"action"`
-			TargetBranch string `json:"target_branch"`
-			LastCommit   struct {
+			IID             int    `json:"iid"`
+			Action          string `json:"action"`
+			SourceProjectID int64  `json:"source_project_id"`
+			TargetProjectID int64  `json:"target_project_id"`
+			TargetBranch    string `json:"target_branch"`
+			LastCommit      struct {
 				ID string `json:"id"`
 			} `json:"last_commit"`
 			Target *struct {
@@ -148,7 +163,11 @@ func parseGitLabMR(ev *Event, body []byte) error {
 		urls = append(urls, nonEmpty(t.HTTPURL, t.SSHURL, t.WebURL)...)
 	}
 	n := p.Attrs.IID
-	return setPR(ev, action, n, p.Attrs.LastCommit.ID, "refs/merge-requests/"+strconv.Itoa(n)+"/head", p.Attrs.TargetBranch, dedupe(urls))
+	if err := setPR(ev, action, n, p.Attrs.LastCommit.ID, "refs/merge-requests/"+strconv.Itoa(n)+"/head", p.Attrs.TargetBranch, dedupe(urls)); err != nil || ev.PullRequest == nil {
+		return err
+	}
+	ev.PullRequest.Fork = p.Attrs.SourceProjectID != p.Attrs.TargetProjectID
+	return nil
 }
 
 // setPR checks a pull request's fields and makes ev a PR event.

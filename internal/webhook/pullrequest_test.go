@@ -23,31 +23,35 @@ func TestParse_PullRequests(t *testing.T) {
 	}{
 		{name: "github synchronize", p: GitHub, header: map[string]string{"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "d-1"},
 			fixture: "github-pull-request.json", want: &PullRequest{Provider: GitHub, Number: 42, Action: PRUpdate,
-				HeadSHA: "9a3c5e7f9b1d3f5a7c9e1b3d5f7a9c1e3b5d7f9a", HeadRef: "refs/pull/42/head", BaseBranch: "main", Delivery: "d-1",
+				HeadSHA: "9a3c5e7f9b1d3f5a7c9e1b3d5f7a9c1e3b5d7f9a", HeadRef: "refs/pull/42/head", BaseBranch: "main", Delivery: "d-1", Fork: true,
 				RepoURLs: []string{"https://github.com/flotilla-gitops/app.git", "git@github.com:flotilla-gitops/app.git",
 					"git://github.com/flotilla-gitops/app.git", "https://github.com/flotilla-gitops/app"}}},
 		{name: "github opened", p: GitHub, header: map[string]string{"X-GitHub-Event": "pull_request"}, fixture: "github-pull-request.json",
-			edit: replace(`"synchronize"`, `"opened"`), want: &PullRequest{Action: PROpen}},
+			edit: replace(`"synchronize"`, `"opened"`), want: &PullRequest{Action: PROpen, Fork: true}},
+		{name: "github head in the base repository", p: GitHub, header: map[string]string{"X-GitHub-Event": "pull_request"}, fixture: "github-pull-request.json",
+			edit: replace(`"alice/app"`, `"flotilla-gitops/app"`), want: &PullRequest{Action: PRUpdate}},
 		{name: "github closed (merged or not)", p: GitHub, header: map[string]string{"X-GitHub-Event": "pull_request"}, fixture: "github-pull-request.json",
-			edit: replace(`"synchronize"`, `"closed"`), want: &PullRequest{Action: PRClose}},
+			edit: replace(`"synchronize"`, `"closed"`), want: &PullRequest{Action: PRClose, Fork: true}},
 		{name: "github labeled is ignored", p: GitHub, header: map[string]string{"X-GitHub-Event": "pull_request"}, fixture: "github-pull-request.json",
 			edit: replace(`"synchronize"`, `"labeled"`)},
 		{name: "github bad head", p: GitHub, header: map[string]string{"X-GitHub-Event": "pull_request"}, fixture: "github-pull-request.json",
 			edit: replace(`9A3C5E7F9B1D3F5A7C9E1B3D5F7A9C1E3B5D7F9A`, `main`), wantErr: true},
 		{name: "gitea opened", p: Gitea, header: map[string]string{"X-Gitea-Event": "pull_request", "X-Gitea-Delivery": "g-1"},
 			fixture: "gitea-pull-request.json", want: &PullRequest{Provider: Gitea, Number: 5, Action: PROpen,
-				HeadSHA: "52e2c40a2f20ff1457da29183ad485d1901e940f", HeadRef: "refs/pull/5/head", BaseBranch: "main", Delivery: "g-1",
+				HeadSHA: "52e2c40a2f20ff1457da29183ad485d1901e940f", HeadRef: "refs/pull/5/head", BaseBranch: "main", Delivery: "g-1", Fork: true,
 				RepoURLs: []string{"https://gitea.example.com/flotilla-gitops/app.git", "git@gitea.example.com:flotilla-gitops/app.git",
 					"https://gitea.example.com/flotilla-gitops/app"}}},
 		{name: "gitea synchronized", p: Gitea, header: map[string]string{"X-Gitea-Event": "pull_request_sync"}, fixture: "gitea-pull-request.json",
-			edit: replace(`"opened"`, `"synchronized"`), want: &PullRequest{Action: PRUpdate}},
+			edit: replace(`"opened"`, `"synchronized"`), want: &PullRequest{Action: PRUpdate, Fork: true}},
 		{name: "gitlab update", p: GitLab, header: map[string]string{"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Event-UUID": "u-1"},
 			fixture: "gitlab-merge-request.json", want: &PullRequest{Provider: GitLab, Number: 3, Action: PRUpdate,
-				HeadSHA: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7", HeadRef: "refs/merge-requests/3/head", BaseBranch: "main", Delivery: "u-1",
+				HeadSHA: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7", HeadRef: "refs/merge-requests/3/head", BaseBranch: "main", Delivery: "u-1", Fork: true,
 				RepoURLs: []string{"https://gitlab.com/flotilla-gitops/app.git", "git@gitlab.com:flotilla-gitops/app.git",
 					"https://gitlab.com/flotilla-gitops/app"}}},
 		{name: "gitlab merge closes", p: GitLab, header: map[string]string{"X-Gitlab-Event": "Merge Request Hook"}, fixture: "gitlab-merge-request.json",
-			edit: replace(`"action": "update"`, `"action": "merge"`), want: &PullRequest{Action: PRClose}},
+			edit: replace(`"action": "update"`, `"action": "merge"`), want: &PullRequest{Action: PRClose, Fork: true}},
+		{name: "gitlab source project is the target", p: GitLab, header: map[string]string{"X-Gitlab-Event": "Merge Request Hook"}, fixture: "gitlab-merge-request.json",
+			edit: replace(`"source_project_id": 16`, `"source_project_id": 15`), want: &PullRequest{Action: PRUpdate}},
 		{name: "gitlab approved is ignored", p: GitLab, header: map[string]string{"X-Gitlab-Event": "Merge Request Hook"}, fixture: "gitlab-merge-request.json",
 			edit: replace(`"action": "update"`, `"action": "approved"`)},
 	}
@@ -74,8 +78,9 @@ func TestParse_PullRequests(t *testing.T) {
 			}
 			require.Equal(t, PR, ev.Kind)
 			require.NotNil(t, ev.PullRequest)
-			if tt.want.Provider == "" { // only the action is checked
+			if tt.want.Provider == "" { // only the action and origin are checked
 				assert.Equal(t, tt.want.Action, ev.PullRequest.Action)
+				assert.Equal(t, tt.want.Fork, ev.PullRequest.Fork, "fork")
 				return
 			}
 			assert.Equal(t, tt.want, ev.PullRequest)
