@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"fmt"
-	"strings"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -82,17 +81,10 @@ func (g *gitRepo) driftObserved(ctx workflow.Context, b *driftBatch) {
 
 // describeRows reads "cluster-1 app (2 modified, 0 missing), cluster-2 db".
 func describeRows(rows []history.Row) string {
-	var parts []string
-	for i, r := range rows {
-		if i == 5 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(rows)-i))
-			break
-		}
-		s := r.Cluster + " " + r.Bundle
+	return joinRows(rows, func(r history.Row) string {
 		if r.Message != "" {
-			s += " (" + r.Message + ")"
+			return r.Cluster + " " + r.Bundle + " (" + r.Message + ")"
 		}
-		parts = append(parts, s)
-	}
-	return strings.Join(parts, ", ")
+		return r.Cluster + " " + r.Bundle
+	})
 }

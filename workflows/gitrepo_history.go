@@ -175,13 +175,18 @@ func failureText(e history.Entry, failures []history.Row) string {
 	if len(failures) == 0 {
 		return e.Message
 	}
+	return joinRows(failures, func(r history.Row) string { return r.Cluster + " " + r.Bundle + ": " + r.FailureClass() })
+}
+
+// joinRows lists the first five rows as each reads, then how many more.
+func joinRows(rows []history.Row, each func(history.Row) string) string {
 	var parts []string
-	for i, r := range failures {
+	for i, r := range rows {
 		if i == 5 {
-			parts = append(parts, fmt.Sprintf("and %d more", len(failures)-i))
+			parts = append(parts, fmt.Sprintf("and %d more", len(rows)-i))
 			break
 		}
-		parts = append(parts, fmt.Sprintf("%s %s: %s", r.Cluster, r.Bundle, r.FailureClass()))
+		parts = append(parts, each(r))
 	}
 	return strings.Join(parts, ", ")
 }
