@@ -89,12 +89,24 @@ func printHistory(w io.Writer, f output.Format, entries []history.Entry) error {
 	rows := output.Rows{Header: []string{"SEQ", "STARTED", "DURATION", "KIND", "COMMIT", "TRIGGER", "OUTCOME", "CLUSTERS"}}
 	for _, e := range entries {
 		rows.Rows = append(rows.Rows, []string{strconv.FormatInt(e.Seq, 10), e.Start.UTC().Format(time.RFC3339),
-			duration(e), string(e.Kind), short(e.Commit), e.Trigger.String(), string(e.Outcome), counts(e)})
+			duration(e), string(e.Kind), short(e.Commit), e.Trigger.String(), outcomeText(e), counts(e)})
 		for _, line := range historyDetails(e) {
 			rows.Rows = append(rows.Rows, []string{"", "  " + line})
 		}
 	}
 	return output.Print(w, f, nil, rows)
+}
+
+// outcomeText is the entry's outcome, with the retries folded into it
+// ("failed, 9 retries").
+func outcomeText(e history.Entry) string {
+	switch e.Retries {
+	case 0:
+		return string(e.Outcome)
+	case 1:
+		return string(e.Outcome) + ", 1 retry"
+	}
+	return fmt.Sprintf("%s, %d retries", e.Outcome, e.Retries)
 }
 
 // historyDetails are an entry's indented lines: approvals, failures,

@@ -27,6 +27,8 @@ func TestPrintHistory_Table(t *testing.T) {
 				Class: outcome.BundleFailed, Message: "admission\ndenied"}}},
 		{Seq: 2, Kind: history.KindRollback, Commit: "abc", Start: at, Outcome: history.Succeeded,
 			Trigger: history.Trigger{Kind: history.TriggerSync, Identity: protocol.Identity{User: "bob@laptop"}}},
+		{Seq: 3, Kind: history.KindRollout, Commit: "def", Start: at, Outcome: history.Failed, Retries: 9,
+			Trigger: history.Trigger{Kind: history.TriggerPoll}},
 	}
 	var b bytes.Buffer
 	require.NoError(t, printHistory(&b, output.Table, entries))
@@ -36,6 +38,7 @@ func TestPrintHistory_Table(t *testing.T) {
 	assert.Contains(t, out, "approved api/canary by alice@host at 2026-11-30T05:01:00Z")
 	assert.Contains(t, out, "cluster-2 api: BundleFailed admission denied")
 	assert.Regexp(t, `2\s+2026-11-30T05:00:00Z\s+-\s+rollback\s+abc\s+sync by bob@laptop\s+succeeded`, out)
+	assert.Regexp(t, `3\s+.*\s+def\s+poll\s+failed, 9 retries`, out, "retries folded into the entry are counted")
 
 	b.Reset()
 	require.NoError(t, printHistory(&b, output.JSON, nil))

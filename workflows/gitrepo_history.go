@@ -58,8 +58,14 @@ func (g *gitRepo) takeTrigger() history.Trigger {
 	return t
 }
 
-// rolloutStarted emits RolloutStarted for the rollout g.cur describes.
+// rolloutStarted emits RolloutStarted for the rollout g.cur describes,
+// unless the failure backoff started it: a retry of what failed tells
+// only how it ended, and only when that changed (rolloutEnded), so a
+// commit status does not flap between failure and pending.
 func (g *gitRepo) rolloutStarted(ctx workflow.Context) {
+	if g.cur.Trigger.Kind == history.TriggerRetry {
+		return
+	}
 	g.emit(ctx, notify.Event{Type: notify.RolloutStarted, Commit: g.cur.Commit, Rollout: g.cur.ID,
 		Message: fmt.Sprintf("%s: rolling out %s (%s)", g.ref.Title(), shortCommit(g.cur.Commit), g.cur.Trigger)})
 }
@@ -130,17 +136,24 @@ func (g *gitRepo) rolloutEnded(ctx workflow.Context, res RolloutResult, err erro
 		return
 	}
 	e := g.rolloutEntry(ctx, res, err, prev)
-	g.record(ctx, e)
+	// A retry that failed as the rollout before it did is folded into its
+	// entry and tells nobody again: a failing commit retried for hours is
+	// one line and one RolloutFailed, not one per attempt.
+	repeat := history.Fold(g.s.History, e)
+	if !repeat {
+		g.record(ctx, e)
+	}
 	ev := notify.Event{Commit: e.Commit, Rollout: e.Rollout}
 	failures := e.Failures()
-	switch e.Outcome {
-	case history.Succeeded:
+	switch {
+	case repeat:
+	case e.Outcome == history.Succeeded:
 		ev.Type, ev.Message = notify.RolloutSucceeded, fmt.Sprintf("%s: rolled out %s", g.ref.Title(), shortCommit(e.Commit))
-	case history.Failed, history.Partial:
+	case e.Outcome == history.Failed, e.Outcome == history.Partial:
 		ev.Type, ev.Severity = notify.RolloutFailed, notify.Error
 		ev.Clusters, ev.Bundles = rowClusters(failures), rowBundles(failures)
 		ev.Message = fmt.Sprintf("%s: rollout of %s failed: %s", g.ref.Title(), shortCommit(e.Commit), failureText(e, failures))
-	case history.Halted:
+	case e.Outcome == history.Halted:
 		ev.Type, ev.Severity = notify.RolloutHalted, notify.Warning
 		ev.Clusters, ev.Bundles = rowClusters(failures), rowBundles(failures)
 		ev.Message = fmt.Sprintf("%s: rollout of %s halted: %s", g.ref.Title(), shortCommit(e.Commit), e.Message)

@@ -138,31 +138,7 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	if !del {
 		in.ApprovedDeletions = g.s.DeletionsApproved
 	}
-	id := protocol.RolloutID(g.ref.Namespace, g.ref.Name, commit, g.s.Generation)
-	if g.helmOp() {
-		id = "rollout/helmop/" + strings.TrimPrefix(id, "rollout/")
-	}
-	if del {
-		id += "-delete"
-	}
-	summary := "roll out " + g.ref.String() + " at " + shortCommit(commit)
-	if g.helmOp() {
-		summary = "roll out " + g.ref.Title() + " at chart version " + commit
-	}
-	if del {
-		summary = "remove everything " + g.ref.String() + " deployed"
-	}
-	opts := workflow.ChildWorkflowOptions{
-		WorkflowID:            id,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		StaticSummary:         summary,
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			temporalx.KeyGitRepo.ValueSet(g.ref.String()),
-			temporalx.KeyCommit.ValueSet(commit),
-			temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(g.s.GitRepo.Spec.Repo)),
-			temporalx.KeyState.ValueSet("Rolling"),
-		),
-	}
+	id, opts := g.rolloutOptions(commit, del)
 	if g.longLived {
 		// The rollout outlives this run when it continues as new: it
 		// reports its plan and its result to the GitRepo's current run.
@@ -195,6 +171,36 @@ func (g *gitRepo) startRollout(ctx workflow.Context, del bool) {
 	}
 	g.reported = nil
 	workflow.Go(ctx, func(ctx workflow.Context) { g.runChild(ctx, id, opts, in) })
+}
+
+// rolloutOptions names the rollout of commit (del: the one that removes
+// everything) and returns its child workflow options.
+func (g *gitRepo) rolloutOptions(commit string, del bool) (string, workflow.ChildWorkflowOptions) {
+	id := protocol.RolloutID(g.ref.Namespace, g.ref.Name, commit, g.s.Generation)
+	if g.helmOp() {
+		id = "rollout/helmop/" + strings.TrimPrefix(id, "rollout/")
+	}
+	if del {
+		id += "-delete"
+	}
+	summary := "roll out " + g.ref.String() + " at " + shortCommit(commit)
+	if g.helmOp() {
+		summary = "roll out " + g.ref.Title() + " at chart version " + commit
+	}
+	if del {
+		summary = "remove everything " + g.ref.String() + " deployed"
+	}
+	return id, workflow.ChildWorkflowOptions{
+		WorkflowID:            id,
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		StaticSummary:         summary,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			temporalx.KeyGitRepo.ValueSet(g.ref.String()),
+			temporalx.KeyCommit.ValueSet(commit),
+			temporalx.KeyRepoURL.ValueSet(webhook.SearchKey(g.s.GitRepo.Spec.Repo)),
+			temporalx.KeyState.ValueSet("Rolling"),
+		),
+	}
 }
 
 // runChild starts rollout id as an abandoned child and finishes it when
@@ -339,29 +345,36 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 			g.s.FailedCommit, g.s.FailedGeneration = res.Commit, res.Generation
 		}
 	default:
-		g.s.Error = ""
-		if res.Commit != g.s.ApprovalsCommit || len(res.Approvals) > 0 {
-			g.s.Approvals, g.s.ApprovalsCommit = res.Approvals, res.Commit
-		}
-		prev := g.s.Inventory
-		g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments
-		g.keepLive(prev, since)
+		g.took(res, since)
 		defer g.sendWatch(ctx)
-		g.s.Halts, g.s.Waits, g.s.Warnings = res.Halts, res.Waits, res.Warnings
-		g.deletionsDone(res)
-		if len(res.Halts) > 0 && !res.Superseded {
-			// Polling does not redeploy what just failed and was rolled
-			// back; a new commit, spec or sync does.
-			g.s.FailedCommit, g.s.FailedGeneration = res.Commit, res.Generation
-		}
-		if !res.Superseded {
-			g.s.Commit, g.s.ObservedGeneration, g.s.RenderedCommit = res.Commit, res.Generation, ""
-		} else {
-			g.s.Dirty = true
-		}
-		if g.refreshDue() && g.s.Webhooks > 0 {
-			g.pollReset++ // back from the webhook pace to refresh them
-		}
 	}
 	g.upsert(ctx)
+}
+
+// took takes the result of a rollout that ended without an error: what it
+// deployed, where it stopped, and the commit it rolled out (unless
+// superseded). since is the live report sequence to keep (keepLive).
+func (g *gitRepo) took(res RolloutResult, since int64) {
+	g.s.Error = ""
+	if res.Commit != g.s.ApprovalsCommit || len(res.Approvals) > 0 {
+		g.s.Approvals, g.s.ApprovalsCommit = res.Approvals, res.Commit
+	}
+	prev := g.s.Inventory
+	g.s.Inventory, g.s.Deployments = res.Inventory, res.Deployments
+	g.keepLive(prev, since)
+	g.s.Halts, g.s.Waits, g.s.Warnings = res.Halts, res.Waits, res.Warnings
+	g.deletionsDone(res)
+	if len(res.Halts) > 0 && !res.Superseded {
+		// Polling does not redeploy what just failed and was rolled
+		// back; a new commit, spec or sync does.
+		g.s.FailedCommit, g.s.FailedGeneration = res.Commit, res.Generation
+	}
+	if !res.Superseded {
+		g.s.Commit, g.s.ObservedGeneration, g.s.RenderedCommit = res.Commit, res.Generation, ""
+	} else {
+		g.s.Dirty = true
+	}
+	if g.refreshDue() && g.s.Webhooks > 0 {
+		g.pollReset++ // back from the webhook pace to refresh them
+	}
 }

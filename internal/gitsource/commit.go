@@ -75,4 +75,3 @@ func isHexOf(s string, minLen int) bool {
 	}
 	return !strings.ContainsFunc(s, func(c rune) bool { return (c < '0' || c > '9') && (c < 'a' || c > 'f') })
 }
-

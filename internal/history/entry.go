@@ -162,6 +162,32 @@ type Entry struct {
 	// Rollout is the rollout workflow's ID.
 	Rollout string `json:"rollout,omitempty"`
 	Message string `json:"message,omitempty"`
+	// Retries counts the retry rollouts folded into this entry (Fold):
+	// they ended as it did, so End, rows and message are the last one's.
+	Retries int `json:"retries,omitempty"`
+}
+
+// Fold folds e into the newest entry of entries when e is a retry that
+// changed nothing worth a line of its own: a rollout retried by the
+// failure backoff (TriggerRetry) of the same commit and kind, ending
+// with the same outcome, that outcome not Succeeded. A failing commit
+// retried for days is then one entry with its retry count, not a
+// thousand lines that push everything else out. It reports whether it
+// folded; entries is changed in place then.
+func Fold(entries []Entry, e Entry) bool {
+	if len(entries) == 0 || e.Trigger.Kind != TriggerRetry || e.Outcome == Succeeded {
+		return false
+	}
+	last := &entries[len(entries)-1]
+	if last.Commit != e.Commit || last.Kind != e.Kind || last.Outcome != e.Outcome {
+		return false
+	}
+	last.End, last.Clusters, last.Counts, last.Message, last.Rollout = e.End, e.Clusters, e.Counts, e.Message, e.Rollout
+	if len(e.Approvals) > 0 {
+		last.Approvals = e.Approvals // the commit's approvals, kept by every rollout of it
+	}
+	last.Retries++
+	return true
 }
 
 // Failures are the entry's failed rows.

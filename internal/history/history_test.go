@@ -189,3 +189,46 @@ func TestTrigger_String(t *testing.T) {
 		assert.Equal(t, tt.want, tt.in.String())
 	}
 }
+func TestFold(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	failed := Entry{Seq: 4, Kind: KindRollout, Commit: "c1", Trigger: Trigger{Kind: TriggerWebhook, Delivery: "d-1"},
+		Start: t0, End: t0.Add(time.Second), Outcome: Failed, Message: "first"}
+	retry := func(outcome Outcome, mutate func(*Entry)) Entry {
+		e := Entry{Kind: KindRollout, Commit: "c1", Trigger: Trigger{Kind: TriggerRetry}, Start: t0.Add(time.Minute),
+			End: t0.Add(2 * time.Minute), Outcome: outcome, Message: "again", Rollout: "rollout/x-2"}
+		if mutate != nil {
+			mutate(&e)
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		name string
+		e    Entry
+		want bool
+	}{
+		{"a retry failing the same way folds", retry(Failed, nil), true},
+		{"a retry that succeeds is its own entry", retry(Succeeded, nil), false},
+		{"a retry failing otherwise (halted) is its own entry", retry(Halted, nil), false},
+		{"a retry of another commit is its own entry", retry(Failed, func(e *Entry) { e.Commit = "c2" }), false},
+		{"a failure not from the backoff (sync) is its own entry", retry(Failed, func(e *Entry) { e.Trigger = Trigger{Kind: TriggerSync} }), false},
+		{"a rollback is not folded into a rollout", retry(Failed, func(e *Entry) { e.Kind = KindRollback }), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entries := []Entry{failed}
+			assert.Equal(t, tc.want, Fold(entries, tc.e))
+			if !tc.want {
+				assert.Equal(t, failed, entries[0], "unchanged")
+				return
+			}
+			got := entries[0]
+			assert.Equal(t, 1, got.Retries)
+			assert.Equal(t, int64(4), got.Seq, "keeps its place")
+			assert.Equal(t, failed.Trigger, got.Trigger, "keeps what started it")
+			assert.Equal(t, failed.Start, got.Start)
+			assert.Equal(t, tc.e.End, got.End, "ends with the last retry")
+			assert.Equal(t, "again", got.Message)
+			assert.Equal(t, "rollout/x-2", got.Rollout)
+		})
+	}
+	assert.False(t, Fold(nil, retry(Failed, nil)), "nothing to fold into")
+}
