@@ -27,7 +27,7 @@ func newApplyCommand(g *globals) *cobra.Command {
 	var files []string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR|-",
-		Short: "Create or update GitRepos, HelmOps, Clusters, ClusterGroups, Secrets and ConfigMaps from YAML",
+		Short: "Create or update GitRepos, HelmOps, Clusters, ClusterGroups, Policies, Notifications, Secrets and ConfigMaps from YAML",
 		Long: `Apply reads every document first and validates all of them; if any is invalid nothing
 is applied. GitRepo, HelmOp and ClusterGroup documents may use apiVersion flotilla.dev/v1alpha1 or
 Fleet's fleet.cattle.io/v1alpha1. A v1 Secret (basic-auth: username and password, or token;

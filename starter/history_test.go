@@ -55,3 +55,13 @@ func TestPrintPinned(t *testing.T) {
 	printPinned(&b, status.GitRepo{Name: "app"})
 	assert.Empty(t, b.String())
 }
+
+func TestPrintConditions_PinnedShownOnce(t *testing.T) {
+	var b bytes.Buffer
+	st := status.GitRepo{Name: "app", Pinned: &status.Pin{Commit: "abcd0000abcd0000"},
+		Conditions: []status.Condition{{Type: status.ConditionPinned, Status: status.ConditionTrue, Reason: status.ReasonRollback,
+			Message: "pinned to abcd0000abcd0000"}}}
+	printConditions(&b, st, map[string]bool{})
+	assert.Contains(t, b.String(), "Pinned=True (Rollback)")
+	assert.NotContains(t, b.String(), "pinned to abcd", "the Pinned: line says it already")
+}

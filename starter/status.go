@@ -229,7 +229,8 @@ func printConditions(w io.Writer, st status.GitRepo, shown map[string]bool) {
 			line += " (" + c.Reason + ")"
 		}
 		detailed := (c.Type == status.ConditionRolloutHalted && len(st.Halts) > 0) ||
-			(c.Type == status.ConditionGitPolling && c.Reason != status.ReasonPollFailed) // the Waiting and Rejected lines
+			(c.Type == status.ConditionGitPolling && c.Reason != status.ReasonPollFailed) || // the Waiting and Rejected lines
+			(c.Type == status.ConditionPinned && st.Pinned != nil) // the Pinned line
 		if !shown[c.Message] && !detailed {
 			line += ": " + c.Message
 			shown[c.Message] = true
