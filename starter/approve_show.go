@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/flotilla-gitops/flotilla/internal/output"
+	"github.com/flotilla-gitops/flotilla/internal/plan"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 )
 
@@ -27,7 +28,7 @@ func showApprovalPlans(ctx context.Context, c client.Client, w io.Writer, f outp
 	if err != nil {
 		return fmt.Errorf("rollout %s: asking for the plans of its approvals: %w", st.Rollout, err)
 	}
-	var plans protocol.ApprovalPlans
+	var plans plan.ApprovalPlans
 	if err := v.Get(&plans); err != nil {
 		return fmt.Errorf("rollout %s: reading the plans of its approvals: %w", st.Rollout, err)
 	}
@@ -37,8 +38,8 @@ func showApprovalPlans(ctx context.Context, c client.Client, w io.Writer, f outp
 
 // filterPlans keeps the plans of bundle's (when set) partition named
 // partition (when set).
-func filterPlans(plans []protocol.PartitionPlan, bundle, partition string) []protocol.PartitionPlan {
-	out := []protocol.PartitionPlan{}
+func filterPlans(plans []plan.PartitionPlan, bundle, partition string) []plan.PartitionPlan {
+	out := []plan.PartitionPlan{}
 	for _, pp := range plans {
 		if (bundle == "" || pp.Bundle == bundle) && (partition == "" || pp.Partition == partition) {
 			out = append(out, pp)
@@ -51,7 +52,7 @@ func filterPlans(plans []protocol.PartitionPlan, bundle, partition string) []pro
 // answer as it is; for people, per waiting partition a header naming its
 // clusters, its plan (printPlan) or why there is none, and the command
 // that approves it.
-func printApprovalPlans(w io.Writer, f output.Format, repo string, plans protocol.ApprovalPlans) error {
+func printApprovalPlans(w io.Writer, f output.Format, repo string, plans plan.ApprovalPlans) error {
 	if f != output.Table {
 		return output.Print(w, f, plans, output.Rows{})
 	}
@@ -69,13 +70,13 @@ func printApprovalPlans(w io.Writer, f output.Format, repo string, plans protoco
 		}
 		fmt.Fprintln(w)
 		switch {
-		case pp.State == protocol.PlanDone && pp.Plan != nil:
+		case pp.State == plan.StatePlanned && pp.Plan != nil:
 			if err := printPlan(w, output.Table, *pp.Plan); err != nil {
 				return err
 			}
-		case pp.State == protocol.PlanRunning:
+		case pp.State == plan.StatePlanning:
 			fmt.Fprintf(w, "plan: being made (workflow %s); ask again shortly\n", pp.Workflow)
-		case pp.State == protocol.PlanFailed:
+		case pp.State == plan.StateFailed:
 			fmt.Fprintf(w, "plan failed: %s (approving still works)\n", pp.Error)
 		case pp.Summary != "":
 			fmt.Fprintf(w, "plan: none (%s)\n", pp.Summary)

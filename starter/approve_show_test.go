@@ -15,18 +15,18 @@ import (
 
 // sampleApprovalPlans: web/prod planned, db/prod still planning, api/p2
 // failed, old/p1 from a rollout before plans.
-func sampleApprovalPlans() protocol.ApprovalPlans {
+func sampleApprovalPlans() plan.ApprovalPlans {
 	res := plan.Result{GitRepo: "fleet-default/app", Commit: "0123456789abcdef0123", Source: "approval of web/prod",
 		Clusters: []plan.Cluster{{Name: "prod-1", Releases: []plan.Release{{Bundle: "web", Release: "web", Namespace: "apps",
 			Action: plan.Upgrade, From: "s-1", To: "s-2", Objects: []plan.Object{{Kind: "ConfigMap", Namespace: "apps",
 				Name: "web", Change: plan.Update, Diff: "-  color: blue\n+  color: red\n"}}}}}}}
-	return protocol.ApprovalPlans{Rollout: "rollout/fleet-default/app/0123456789ab-1", Commit: res.Commit,
-		Partitions: []protocol.PartitionPlan{
-			{Bundle: "web", Partition: "prod", Clusters: []string{"prod-1"}, State: protocol.PlanDone, Summary: res.Summary(), Plan: &res},
-			{Bundle: "db", Partition: "prod", Clusters: []string{"prod-1", "prod-2"}, State: protocol.PlanRunning,
+	return plan.ApprovalPlans{Rollout: "rollout/fleet-default/app/0123456789ab-1", Commit: res.Commit,
+		Partitions: []plan.PartitionPlan{
+			{Bundle: "web", Partition: "prod", Clusters: []string{"prod-1"}, State: plan.StatePlanned, Summary: res.Summary(), Plan: &res},
+			{Bundle: "db", Partition: "prod", Clusters: []string{"prod-1", "prod-2"}, State: plan.StatePlanning,
 				Workflow: "plan/fleet-default/app/x-db-prod", Summary: "planning…"},
-			{Bundle: "api", Partition: "p2", Clusters: []string{"c2"}, State: protocol.PlanFailed, Error: "GitRepo fleet-default/app not found"},
-			{Bundle: "old", Partition: "p1", State: protocol.PlanNone},
+			{Bundle: "api", Partition: "p2", Clusters: []string{"c2"}, State: plan.StateFailed, Error: "GitRepo fleet-default/app not found"},
+			{Bundle: "old", Partition: "p1", State: plan.StateNone},
 		}}
 }
 
@@ -55,7 +55,7 @@ approve: flotilla approve app --bundle old --partition p1
 	assert.Equal(t, want, buf.String())
 
 	buf.Reset()
-	require.NoError(t, printApprovalPlans(&buf, output.Table, "app", protocol.ApprovalPlans{Rollout: "rollout/x"}))
+	require.NoError(t, printApprovalPlans(&buf, output.Table, "app", plan.ApprovalPlans{Rollout: "rollout/x"}))
 	assert.Equal(t, "rollout rollout/x: no partition is waiting for approval\n", buf.String())
 }
 
@@ -64,7 +64,7 @@ func TestPrintApprovalPlans_JSONAndFilter(t *testing.T) {
 	plans.Partitions = filterPlans(plans.Partitions, "", "prod")
 	var buf bytes.Buffer
 	require.NoError(t, printApprovalPlans(&buf, output.JSON, "app", plans))
-	var got protocol.ApprovalPlans
+	var got plan.ApprovalPlans
 	require.NoError(t, json.Unmarshal(buf.Bytes(), &got))
 	require.Len(t, got.Partitions, 2, "--partition prod keeps both bundles' prod")
 	assert.Equal(t, "web", got.Partitions[0].Bundle)
@@ -75,7 +75,7 @@ func TestPrintApprovalPlans_JSONAndFilter(t *testing.T) {
 	assert.Empty(t, filterPlans(sampleApprovalPlans().Partitions, "web", "p2"))
 }
 
-func bundlesOf(plans []protocol.PartitionPlan) []string {
+func bundlesOf(plans []plan.PartitionPlan) []string {
 	var out []string
 	for _, pp := range plans {
 		out = append(out, pp.Bundle)

@@ -13,7 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/flotilla-gitops/flotilla/internal/protocol"
+	"github.com/flotilla-gitops/flotilla/internal/plan"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
@@ -195,10 +195,10 @@ func testApprovalShowsPlan(t *testing.T, f *fleet, repo *testenv.GitRepo) {
 	assert.Contains(t, show, "bundle gate partition rest waits for approval (1 cluster(s): cluster-2)")
 	assert.Contains(t, show, "-  value: v1")
 	assert.Contains(t, show, "+  value: v2")
-	var plans protocol.ApprovalPlans
+	var plans plan.ApprovalPlans
 	require.NoError(t, json.Unmarshal([]byte(f.cli(t, "approve", "gate", "--show", "-o", "json")), &plans))
 	require.Len(t, plans.Partitions, 1)
-	assert.Equal(t, protocol.PlanDone, plans.Partitions[0].State)
+	assert.Equal(t, plan.StatePlanned, plans.Partitions[0].State)
 	require.NotNil(t, plans.Partitions[0].Plan)
 	assert.Equal(t, []string{"cluster-2"}, plans.Partitions[0].Clusters)
 	cm, _ := f.configMap(t, "cluster-2", "gate-ns", "gate")

@@ -13,7 +13,6 @@ import (
 	"github.com/flotilla-gitops/flotilla/internal/api"
 	"github.com/flotilla-gitops/flotilla/internal/notify"
 	"github.com/flotilla-gitops/flotilla/internal/plan"
-	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
@@ -37,7 +36,7 @@ const maxDetailClusters = 20
 type approvalPlans struct {
 	// on: versionApprovalPlan holds (asked once, at the first wait).
 	on, asked bool
-	byKey     map[string]*protocol.PartitionPlan
+	byKey     map[string]*plan.PartitionPlan
 }
 
 // watchApprovals starts, for every partition whose approval wait shows
@@ -52,7 +51,7 @@ func (r *rolloutRun) watchApprovals(ctx workflow.Context, waits []status.Wait) [
 	if !r.plans.asked {
 		r.plans.asked = true
 		r.plans.on = workflow.GetVersion(ctx, versionApprovalPlan, workflow.DefaultVersion, 1) == 1
-		r.plans.byKey = map[string]*protocol.PartitionPlan{}
+		r.plans.byKey = map[string]*plan.PartitionPlan{}
 	}
 	if !r.plans.on {
 		return waits
@@ -92,15 +91,15 @@ func (r *rolloutRun) approvalPlanID(ctx workflow.Context, bundle, partition stri
 // startApprovalPlan starts the PlanWorkflow of the waiting partition of
 // w, restricted to its clusters, and returns its entry; the entry is
 // filled when the plan ends (a failure is shown, never the rollout's).
-func (r *rolloutRun) startApprovalPlan(ctx workflow.Context, w status.Wait) *protocol.PartitionPlan {
-	pp := &protocol.PartitionPlan{Bundle: w.Bundle, Partition: w.Partition,
+func (r *rolloutRun) startApprovalPlan(ctx workflow.Context, w status.Wait) *plan.PartitionPlan {
+	pp := &plan.PartitionPlan{Bundle: w.Bundle, Partition: w.Partition,
 		Clusters: r.s.PartitionClusters(w.Bundle, w.Partition)}
 	if r.in.GitRepo.Kind == api.KindHelmOp {
-		pp.State, pp.Summary = protocol.PlanNone, "no plan: HelmOps are not planned"
+		pp.State, pp.Summary = plan.StateNone, "no plan: HelmOps are not planned"
 		return pp
 	}
 	pp.Workflow = r.approvalPlanID(ctx, w.Bundle, w.Partition)
-	pp.State, pp.Summary = protocol.PlanRunning, "planning…"
+	pp.State, pp.Summary = plan.StatePlanning, "planning…"
 	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 		WorkflowID:               pp.Workflow,
 		WorkflowExecutionTimeout: approvalPlanTimeout,
@@ -114,11 +113,11 @@ func (r *rolloutRun) startApprovalPlan(ctx workflow.Context, w status.Wait) *pro
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		var res plan.Result
 		if err := f.Get(ctx, &res); err != nil {
-			pp.State, pp.Error = protocol.PlanFailed, activityMessage(err)
+			pp.State, pp.Error = plan.StateFailed, activityMessage(err)
 			pp.Summary = "plan failed: " + pp.Error
 			workflow.GetLogger(ctx).Warn("Approval plan failed", "partition", w.Bundle+"/"+w.Partition, "error", pp.Error)
 		} else {
-			pp.State, pp.Plan, pp.Summary = protocol.PlanDone, &res, res.Summary()
+			pp.State, pp.Plan, pp.Summary = plan.StatePlanned, &res, res.Summary()
 		}
 		r.changed++ // shown in the waits and the details
 	})
@@ -127,7 +126,7 @@ func (r *rolloutRun) startApprovalPlan(ctx workflow.Context, w status.Wait) *pro
 
 // emitApprovalWaiting tells the namespace's notifications that w's
 // partition waits for approval (once per partition and rollout).
-func (r *rolloutRun) emitApprovalWaiting(ctx workflow.Context, w status.Wait, pp *protocol.PartitionPlan) {
+func (r *rolloutRun) emitApprovalWaiting(ctx workflow.Context, w status.Wait, pp *plan.PartitionPlan) {
 	kind := api.KindGitRepo
 	if r.in.GitRepo.Kind != "" {
 		kind = r.in.GitRepo.Kind
@@ -141,8 +140,8 @@ func (r *rolloutRun) emitApprovalWaiting(ctx workflow.Context, w status.Wait, pp
 
 // waitingPlans lists the plans of the partitions that wait for approval
 // now, in the order of the rollout's waits.
-func (r *rolloutRun) waitingPlans() []protocol.PartitionPlan {
-	var out []protocol.PartitionPlan
+func (r *rolloutRun) waitingPlans() []plan.PartitionPlan {
+	var out []plan.PartitionPlan
 	for _, w := range r.st.Waits {
 		if w.Kind != status.WaitApproval {
 			continue
@@ -150,15 +149,15 @@ func (r *rolloutRun) waitingPlans() []protocol.PartitionPlan {
 		if pp := r.plans.byKey[w.Bundle+"/"+w.Partition]; pp != nil {
 			out = append(out, *pp)
 		} else {
-			out = append(out, protocol.PartitionPlan{Bundle: w.Bundle, Partition: w.Partition, State: protocol.PlanNone})
+			out = append(out, plan.PartitionPlan{Bundle: w.Bundle, Partition: w.Partition, State: plan.StateNone})
 		}
 	}
 	return out
 }
 
 // planQuery answers protocol.QueryPlan.
-func (r *rolloutRun) planQuery() (protocol.ApprovalPlans, error) {
-	return protocol.ApprovalPlans{Rollout: r.id, Commit: r.in.Commit, Partitions: r.waitingPlans()}, nil
+func (r *rolloutRun) planQuery() (plan.ApprovalPlans, error) {
+	return plan.ApprovalPlans{Rollout: r.id, Commit: r.in.Commit, Partitions: r.waitingPlans()}, nil
 }
 
 // approvalDetails is the markdown the Temporal UI shows below the
@@ -167,7 +166,7 @@ func (r *rolloutRun) planQuery() (protocol.ApprovalPlans, error) {
 func (r *rolloutRun) approvalDetails() string {
 	var b strings.Builder
 	for _, pp := range r.waitingPlans() {
-		if pp.State == protocol.PlanNone && pp.Workflow == "" && pp.Summary == "" {
+		if pp.State == plan.StateNone && pp.Workflow == "" && pp.Summary == "" {
 			continue // a rollout from before plans
 		}
 		b.WriteString("\n\n**Waiting for approval: " + pp.Bundle + "/" + pp.Partition + "**: " + pp.Summary + "\n")

@@ -72,17 +72,17 @@ func (p *planRecorder) requests() []plan.Request {
 }
 
 // queryPlans asks the rollout for its approval plans.
-func (r *stratRig) queryPlans() protocol.ApprovalPlans {
+func (r *stratRig) queryPlans() plan.ApprovalPlans {
 	r.t.Helper()
 	v, err := r.env.QueryWorkflow(protocol.QueryPlan)
 	require.NoError(r.t, err)
-	var out protocol.ApprovalPlans
+	var out plan.ApprovalPlans
 	require.NoError(r.t, v.Get(&out))
 	return out
 }
 
 // onlyPlan returns the plan of the one partition waiting for approval.
-func (r *stratRig) onlyPlan() protocol.PartitionPlan {
+func (r *stratRig) onlyPlan() plan.PartitionPlan {
 	r.t.Helper()
 	plans := r.queryPlans()
 	require.Len(r.t, plans.Partitions, 1)
@@ -130,7 +130,7 @@ func TestApprovalPlan_WaitShowsPlanAndApproverIsRecorded(t *testing.T) {
 	r.at(45*time.Second, func() {
 		assert.Equal(t, "planning…", approvalWait(t, r.query()).Plan)
 		pp := r.onlyPlan()
-		assert.Equal(t, protocol.PlanRunning, pp.State)
+		assert.Equal(t, plan.StatePlanning, pp.State)
 		assert.Equal(t, []string{"c2", "c3"}, pp.Clusters)
 		assert.Regexp(t, `^plan/ns/app/c0ffee000000-1-.+-app-p2$`, pp.Workflow)
 		assert.Nil(t, pp.Plan)
@@ -138,7 +138,7 @@ func TestApprovalPlan_WaitShowsPlanAndApproverIsRecorded(t *testing.T) {
 	r.at(2*time.Minute, func() {
 		assert.Equal(t, "2 upgrade on 2 cluster(s)", approvalWait(t, r.query()).Plan)
 		pp := r.onlyPlan()
-		assert.Equal(t, protocol.PlanDone, pp.State)
+		assert.Equal(t, plan.StatePlanned, pp.State)
 		require.NotNil(t, pp.Plan)
 		assert.Equal(t, "2 upgrade on 2 cluster(s)", pp.Summary)
 		assert.Contains(t, pp.Plan.Clusters[0].Releases[0].Objects[0].Diff, "+  color: green")
@@ -174,10 +174,10 @@ func TestApprovalPlan_NeverBlocks(t *testing.T) {
 		wantState string
 	}{
 		{name: "approved before the plan ends", planner: &planRecorder{took: time.Hour},
-			wantPlan: "planning…", wantState: protocol.PlanRunning},
+			wantPlan: "planning…", wantState: plan.StatePlanning},
 		{name: "plan fails", planner: &planRecorder{took: 5 * time.Second,
 			fail: temporal.NewNonRetryableApplicationError("GitRepo ns/app not found", "NotFound", errors.New("gone"))},
-			wantPlan: "plan failed: GitRepo ns/app not found", wantState: protocol.PlanFailed},
+			wantPlan: "plan failed: GitRepo ns/app not found", wantState: plan.StateFailed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,10 +213,10 @@ func TestApprovalDetails(t *testing.T) {
 	}}
 	r := &rolloutRun{st: status.Rollout{Waits: []status.Wait{{Bundle: "app", Kind: status.WaitApproval, Partition: "p2"},
 		{Bundle: "web", Kind: status.WaitApproval, Partition: "prod"}, {Bundle: "x", Kind: status.WaitWindow}}},
-		plans: approvalPlans{byKey: map[string]*protocol.PartitionPlan{
-			"app/p2":   {Bundle: "app", Partition: "p2", State: protocol.PlanDone, Plan: &res, Summary: res.Summary()},
-			"web/prod": {Bundle: "web", Partition: "prod", State: protocol.PlanRunning, Summary: "planning…"},
-			"old/p1":   {Bundle: "old", Partition: "p1", State: protocol.PlanDone, Summary: "approved already"},
+		plans: approvalPlans{byKey: map[string]*plan.PartitionPlan{
+			"app/p2":   {Bundle: "app", Partition: "p2", State: plan.StatePlanned, Plan: &res, Summary: res.Summary()},
+			"web/prod": {Bundle: "web", Partition: "prod", State: plan.StatePlanning, Summary: "planning…"},
+			"old/p1":   {Bundle: "old", Partition: "p1", State: plan.StatePlanned, Summary: "approved already"},
 		}}}
 	assert.Equal(t, "\n\n**Waiting for approval: app/p2**: 1 install, 1 upgrade, 1 unchanged, 1 failed to plan on 3 cluster(s) (offline: c3)\n"+
 		"- c2: upgrade app (default/app), install db (db/db)\n"+
