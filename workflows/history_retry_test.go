@@ -86,6 +86,7 @@ func TestGitRepoWorkflow_FailingRetriesFoldIntoHistoryEntry(t *testing.T) {
 	assert.Equal(t, history.Succeeded, ok.Outcome)
 	assert.Equal(t, history.TriggerRetry, ok.Trigger.Kind)
 	assert.Zero(t, ok.Retries)
+	assert.Len(t, ok.Clusters, 4, "the recovery names what it fixed (Ready at the deployment IDs that failed)")
 	assert.Equal(t, int64(2), ok.Seq)
 	assert.Equal(t, failed.Commit, ok.Commit)
 	assert.True(t, failed.End.After(failed.Start.Add(time.Minute)), "ends with the last failing retry: %v..%v",

@@ -132,19 +132,24 @@ func Filter(entries []Entry, cluster, bundle string) []Entry {
 }
 
 // Rows are the rows of deps worth keeping, those whose deployment ID is
-// not prev's for the same bundle and cluster or that are not Ready, and
+// not prev's for the same bundle and cluster, that are not Ready, or that
+// were not Ready before (a retry that recovered names what it fixed), and
 // the counts of all of deps.
 func Rows(deps, prev []status.Deployment) ([]Row, Counts) {
-	before := make(map[status.Key]string, len(prev))
+	type was struct {
+		id string
+		ok bool
+	}
+	before := make(map[status.Key]was, len(prev))
 	for _, d := range prev {
-		before[d.Key()] = d.DeploymentID
+		before[d.Key()] = was{d.DeploymentID, settled(d)}
 	}
 	var rows []Row
 	var c Counts
 	for _, d := range deps {
 		r := Row{Cluster: d.Cluster, Bundle: d.Bundle, Release: d.Release, State: d.State,
 			DeploymentID: d.DeploymentID, Class: d.Outcome, Message: d.Message}
-		ok := !r.Failed() && (d.State == status.Ready || d.State == status.NotReady)
+		ok := settled(d)
 		switch {
 		case r.Failed():
 			c.Failed++
@@ -153,7 +158,7 @@ func Rows(deps, prev []status.Deployment) ([]Row, Counts) {
 		default:
 			c.Other++
 		}
-		if old, seen := before[d.Key()]; !ok || !seen || old != d.DeploymentID {
+		if old, seen := before[d.Key()]; !ok || !seen || old.id != d.DeploymentID || !old.ok {
 			if ok {
 				r.Message = ""
 			}
@@ -161,6 +166,13 @@ func Rows(deps, prev []status.Deployment) ([]Row, Counts) {
 		}
 	}
 	return rows, c
+}
+
+// settled reports whether d runs what it should without a failure
+// (Ready, or NotReady while its objects become ready).
+func settled(d status.Deployment) bool {
+	r := Row{State: d.State, Class: d.Outcome}
+	return !r.Failed() && (d.State == status.Ready || d.State == status.NotReady)
 }
 
 // Result is what OutcomeOf reads of a finished rollout.

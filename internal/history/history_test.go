@@ -133,8 +133,9 @@ func TestFilter(t *testing.T) {
 
 func TestRows(t *testing.T) {
 	prev := []status.Deployment{
-		{Bundle: "b", Cluster: "same", DeploymentID: "m1:o"},
-		{Bundle: "b", Cluster: "moved", DeploymentID: "m1:o"},
+		{Bundle: "b", Cluster: "same", DeploymentID: "m1:o", State: status.Ready},
+		{Bundle: "b", Cluster: "moved", DeploymentID: "m1:o", State: status.Ready},
+		{Bundle: "b", Cluster: "recovered", DeploymentID: "m2:o", State: status.ErrApplied, Outcome: outcome.BundleFailed},
 	}
 	deps := []status.Deployment{
 		{Bundle: "b", Cluster: "same", DeploymentID: "m1:o", State: status.Ready},
@@ -142,14 +143,16 @@ func TestRows(t *testing.T) {
 		{Bundle: "b", Cluster: "new", DeploymentID: "m2:o", State: status.NotReady},
 		{Bundle: "b", Cluster: "failed", DeploymentID: "m2:o", State: status.ErrApplied, Outcome: outcome.BundleFailed, Message: "boom"},
 		{Bundle: "b", Cluster: "waiting", DeploymentID: "m2:o", State: status.Pending},
+		{Bundle: "b", Cluster: "recovered", DeploymentID: "m2:o", State: status.Ready},
 	}
 	rows, counts := Rows(deps, prev)
 	var clusters []string
 	for _, r := range rows {
 		clusters = append(clusters, r.Cluster)
 	}
-	assert.Equal(t, []string{"moved", "new", "failed", "waiting"}, clusters, "an unchanged Ready release has no row")
-	assert.Equal(t, Counts{OK: 3, Failed: 1, Other: 1}, counts)
+	assert.Equal(t, []string{"moved", "new", "failed", "waiting", "recovered"}, clusters,
+		"an unchanged Ready release has no row; one Ready at the ID that failed before has (a retry recovered it)")
+	assert.Equal(t, Counts{OK: 4, Failed: 1, Other: 1}, counts)
 	assert.Empty(t, rows[0].Message, "a successful row drops its message")
 	assert.Equal(t, "boom", rows[2].Message)
 	assert.Equal(t, "m2", Expand([]Entry{{Clusters: rows}})[0].Clusters[0].ManifestID)
