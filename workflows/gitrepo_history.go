@@ -87,7 +87,7 @@ func (g *gitRepo) record(ctx workflow.Context, e history.Entry) {
 	g.s.HistorySeq++
 	e.Seq = g.s.HistorySeq
 	g.s.History = history.Append(g.s.History, e)
-	data, err := json.Marshal(e)
+	data, err := json.Marshal(e) //workflowcheck:ignore an Entry holds no maps: its encoding is the same on every replay
 	if err != nil {
 		data = nil // an Entry always encodes; no Data rather than no event
 	}

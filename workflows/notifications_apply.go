@@ -24,7 +24,8 @@ func (n *notifications) validateApply(_ workflow.Context, nt api.Notification) e
 		return temporal.NewNonRetryableApplicationError("Notification "+nt.Metadata.Namespace+"/"+nt.Metadata.Name+
 			" sent to the notifications workflow of namespace "+n.rec.Namespace, "InvalidSpec", nil)
 	}
-	if err := nt.Validate(); err != nil {
+	err := nt.Validate() //workflowcheck:ignore validation only reads its input
+	if err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidSpec", nil)
 	}
 	return nil
