@@ -26,9 +26,9 @@ type PartitionPlan struct {
 	// State is one of the State* constants.
 	State string `json:"state"`
 	// Summary is Plan.Summary(), or what went wrong.
-	Summary string       `json:"summary,omitempty"`
+	Summary string  `json:"summary,omitempty"`
 	Plan    *Result `json:"plan,omitempty"`
-	Error   string       `json:"error,omitempty"`
+	Error   string  `json:"error,omitempty"`
 }
 
 // ApprovalPlans is the answer of a rollout's plan query
