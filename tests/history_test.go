@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flotilla-gitops/flotilla/internal/history"
+	"github.com/flotilla-gitops/flotilla/internal/notify"
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
@@ -30,12 +33,19 @@ const (
 // CLI and a drift correction, then reads `flotilla history -o json`, rolls
 // back to the second commit, checks that a new commit does not roll it
 // forward while pinned, and that `flotilla resume` does. One fleet of two
-// clusters, a real worker with a webhook receiver and a Git server.
+// clusters, a real worker with a webhook receiver and a Git server. A
+// webhook Notification of every event type, applied first, must deliver
+// each event of all that once, signed, as a CloudEvent, with a History
+// event per history entry.
 func TestHistoryRollback(t *testing.T) {
 	start := time.Now()
-	f := startWebhookFleet(t, 2, "--webhook-secrets", writeWebhookSecrets(t, map[string]string{"github": histSecret}))
+	// A short failure backoff: the refused commit is retried within the
+	// step, and its retries must tell nobody again.
+	f := startWebhookFleet(t, 2, "--webhook-secrets", writeWebhookSecrets(t, map[string]string{"github": histSecret}),
+		"--retry-backoff", "1s")
 	h := newHookClient(t, f)
 	s := &historyScenario{f: f, h: h}
+	s.subscribe(t)
 	for _, step := range []struct {
 		name string
 		run  func(t *testing.T)
@@ -44,6 +54,7 @@ func TestHistoryRollback(t *testing.T) {
 		{"FailureApprovalAndCorrection", s.failureApprovalCorrection},
 		{"HistoryListsTriggersAndIdentities", s.history},
 		{"RollbackPinsUntilResume", s.rollback},
+		{"NotificationsDelivered", s.notifications},
 	} {
 		if !t.Run(step.name, step.run) {
 			t.Fatalf("%s failed; later steps depend on it", step.name)
@@ -60,6 +71,10 @@ type historyScenario struct {
 	commits    []string
 	deliveries []string
 	repo       *testenv.GitRepo
+	// hook is the webhook Notification's stand-in receiver; hookRequests
+	// counts every request it got, verified or not.
+	hook         *standIn
+	hookRequests atomic.Int64
 }
 
 // push posts a signed GitHub push of after and returns its delivery ID.
@@ -100,6 +115,9 @@ func (s *historyScenario) failureApprovalCorrection(t *testing.T) {
 	f.cli(t, "sync", histRepo)
 	f.waitFor(t, histRepo, "the broken commit failed", func(st status.GitRepo) bool {
 		return st.Rollout == "" && st.LatestCommit == bad && slices.ContainsFunc(st.Deployments, func(d status.Deployment) bool { return d.State == status.ErrApplied })
+	})
+	waitUntil(t, 20*time.Second, "a retry of the broken commit, failed alike, folded into its entry", func() bool {
+		return slices.ContainsFunc(s.historyJSON(t), func(e history.Entry) bool { return e.Commit == bad && e.Retries > 0 })
 	})
 	// A partition that requires approval on cluster-2.
 	gated := s.repo.Commit(t, map[string]string{"cm.yaml": configMapDoc(histCM, "v7"), "fleet.yaml": fleetYAML(histNS) +
@@ -209,4 +227,107 @@ func (s *historyScenario) rollback(t *testing.T) {
 	assert.True(t, slices.ContainsFunc(entries, func(e history.Entry) bool {
 		return e.Kind == history.KindRollback && e.Commit == second && strings.Contains(e.Trigger.String(), "rollback by ")
 	}), "the rollback and who asked")
+}
+
+// subscribe applies a Secret with the HMAC key and a webhook Notification
+// of every event type, delivering to a stand-in that checks each
+// request's signature and CloudEvents shape (parseWebhook).
+func (s *historyScenario) subscribe(t *testing.T) {
+	s.hook = newStandIn(t, func(r *http.Request, body []byte) (delivery, error) {
+		s.hookRequests.Add(1)
+		return parseWebhook(r, body)
+	})
+	types := make([]string, 0, len(notify.Types))
+	for _, typ := range notify.Types {
+		types = append(types, string(typ))
+	}
+	out := s.f.apply(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: audit-hook}\nstringData: {token: \""+hookKey+"\"}\n---\n"+
+		"apiVersion: flotilla.dev/v1alpha1\nkind: Notification\nmetadata: {name: audit-hook}\nspec:\n  provider: webhook\n"+
+		"  address: "+s.hook.srv.URL+"/hook\n  secretRef: {name: audit-hook}\n  eventTypes: ["+strings.Join(types, ", ")+"]\n")
+	require.Contains(t, out, "notification/fleet-default/audit-hook created")
+}
+
+// historyNotified are the event types the scenario must deliver. Not
+// required: DriftDetected (the watch may correct an edit before the agent
+// reports it modified), RolloutHalted, DriftConflict and DeletionHeld (no
+// halt, conflict or held uninstall), ClusterOffline/Online (agents stay).
+var historyNotified = []notify.Type{notify.RolloutStarted, notify.RolloutSucceeded, notify.RolloutFailed,
+	notify.ApprovalWaiting, notify.DriftCorrected, notify.RolloutRolledBack, notify.History}
+
+// settledDeliveries waits until no delivery came for a second, each
+// required type came, and the History events are as many as the history
+// entries, which it returns.
+func (s *historyScenario) settledDeliveries(t *testing.T) []history.Entry {
+	var entries []history.Entry
+	last, since := -1, time.Now()
+	waitUntil(t, 30*time.Second, "deliveries settled, a History event per entry", func() bool {
+		if n := len(s.hook.got()); n != last {
+			last, since = n, time.Now()
+		}
+		if time.Since(since) < time.Second || slices.ContainsFunc(historyNotified, func(typ notify.Type) bool {
+			return s.hook.count(ofType(typ)) == 0
+		}) {
+			return false
+		}
+		entries = s.historyJSON(t)
+		return s.hook.count(ofType(notify.History)) == len(entries)
+	})
+	return entries
+}
+
+func (s *historyScenario) notifications(t *testing.T) {
+	began := time.Now()
+	entries := s.settledDeliveries(t)
+	got := s.hook.got()
+	assert.EqualValues(t, len(got), s.hookRequests.Load(), "every request signed and a CloudEvent")
+	seen, counts, historyCommits := map[string]bool{}, map[string]int{}, []string{}
+	for _, d := range got {
+		require.NotEmpty(t, d.ID)
+		assert.False(t, seen[d.ID], "event %s %s delivered twice", d.Type, d.ID)
+		seen[d.ID] = true
+		counts[d.Type]++
+		if d.Type == string(notify.History) {
+			historyCommits = append(historyCommits, d.Commit)
+		}
+	}
+	t.Logf("%d deliveries %v, settled %s after the last step", len(got), counts, time.Since(began).Round(time.Millisecond))
+	entryCommits := make([]string, 0, len(entries))
+	for _, e := range entries {
+		entryCommits = append(entryCommits, e.Commit)
+	}
+	sort.Strings(historyCommits)
+	sort.Strings(entryCommits)
+	assert.Equal(t, entryCommits, historyCommits, "a History event per history entry")
+	broken, gated, second := s.commits[5], s.commits[6], s.commits[1]
+	if i := slices.IndexFunc(entries, func(e history.Entry) bool { return e.Commit == broken }); i >= 0 {
+		t.Logf("the broken commit's entry: %s, %d retries folded", entries[i].Outcome, entries[i].Retries)
+	}
+	failed := deliveriesOf(got, notify.RolloutFailed)
+	require.Len(t, failed, 1, "one RolloutFailed for the refused commit, its retries folded")
+	assert.Equal(t, broken, failed[0].Commit)
+	assert.Contains(t, commitsOf(deliveriesOf(got, notify.ApprovalWaiting)), gated, "ApprovalWaiting for the gated commit")
+	assert.Contains(t, commitsOf(deliveriesOf(got, notify.RolloutRolledBack)), second, "RolloutRolledBack to the second commit")
+	assert.Contains(t, commitsOf(deliveriesOf(got, notify.DriftCorrected)), gated, "DriftCorrected of the gated commit")
+	for _, c := range s.commits[:5] {
+		assert.Contains(t, commitsOf(deliveriesOf(got, notify.RolloutStarted)), c, "RolloutStarted")
+		assert.Contains(t, commitsOf(deliveriesOf(got, notify.RolloutSucceeded)), c, "RolloutSucceeded")
+	}
+}
+
+func deliveriesOf(ds []delivery, typ notify.Type) []delivery {
+	var out []delivery
+	for _, d := range ds {
+		if d.Type == string(typ) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func commitsOf(ds []delivery) []string {
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.Commit)
+	}
+	return out
 }
