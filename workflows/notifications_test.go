@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,17 +33,25 @@ func notifyEvent(id string, t notify.Type) notify.Event {
 }
 
 // deliveries records the Deliver calls of a test, as "notification event".
-type deliveries struct{ calls []string }
+// The test environment runs activities on goroutines of their own: mu
+// guards what they record.
+type deliveries struct {
+	mu    sync.Mutex
+	calls []string
+}
 
 func (d *deliveries) mock(env *testsuite.TestWorkflowEnvironment, fail func(in activities.DeliverInput, attempt int) error) {
 	attempts := map[string]int{}
 	var a *activities.Activities
 	env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.DeliverInput) error {
 		key := in.Notification + " " + in.Event.ID
+		d.mu.Lock()
 		attempts[key]++
+		attempt := attempts[key]
 		d.calls = append(d.calls, key)
+		d.mu.Unlock()
 		if fail != nil {
-			return fail(in, attempts[key])
+			return fail(in, attempt)
 		}
 		return nil
 	})
@@ -112,6 +121,8 @@ func TestNotificationsWorkflow_ContinueAsNewCarriesPending(t *testing.T) {
 	var d deliveries
 	var a *activities.Activities
 	env.OnActivity(a.Deliver, mock.Anything, mock.Anything).After(10 * time.Second).Return(func(_ context.Context, in activities.DeliverInput) error {
+		d.mu.Lock()
+		defer d.mu.Unlock()
 		d.calls = append(d.calls, in.Notification+" "+in.Event.ID)
 		return nil
 	})
