@@ -114,17 +114,20 @@ func Approve(ctx context.Context, d *Deps, obj *unstructured.Unstructured) error
 		who := setBy(obj, a.key)
 		msg, err := runApproval(ctx, d, obj, a)
 		var nothing *nothingWaits
+		evType, reason := corev1.EventTypeNormal, ReasonApproved
 		switch {
 		case errors.As(err, &nothing):
-			recordEvent(ctx, d, obj, corev1.EventTypeWarning, ReasonNotApproved, fmt.Sprintf("%s=%q%s: %s", a.key, a.value, who, nothing.msg))
+			evType, reason, msg = corev1.EventTypeWarning, ReasonNotApproved, nothing.msg
 		case err != nil:
 			return err
-		default:
-			recordEvent(ctx, d, obj, corev1.EventTypeNormal, ReasonApproved, fmt.Sprintf("%s=%q%s: %s", a.key, a.value, who, msg))
 		}
+		// The event follows the annotation's removal: a removal that
+		// conflicts is retried with the approval (the same update ID
+		// approves nothing twice), and the event is then recorded once.
 		if err := removeAnnotation(ctx, d, obj, a.key, a.value); err != nil {
 			return err
 		}
+		recordEvent(ctx, d, obj, evType, reason, fmt.Sprintf("%s=%q%s: %s", a.key, a.value, who, msg))
 	}
 	if perr != nil {
 		recordEvent(ctx, d, obj, corev1.EventTypeWarning, ReasonInvalidApproval, perr.Error())
