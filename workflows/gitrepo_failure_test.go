@@ -31,6 +31,12 @@ type failingFleet struct {
 func newFailingFleet(fail func(bundle, cluster string, tried int) (status.State, outcome.Class)) (*testsuite.TestWorkflowEnvironment, *failingFleet) {
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
+	return env, failingFleetIn(env, fail)
+}
+
+// failingFleetIn sets env up as newFailingFleet does: mocks registered
+// on env before it (an event log) take precedence.
+func failingFleetIn(env *testsuite.TestWorkflowEnvironment, fail func(bundle, cluster string, tried int) (status.State, outcome.Class)) *failingFleet {
 	f := &failingFleet{env: env, fail: fail, tries: map[status.Key][]time.Time{}}
 	var a *activities.Activities
 	var ca *activities.ClusterActivities
@@ -51,7 +57,7 @@ func newFailingFleet(fail func(bundle, cluster string, tried int) (status.State,
 			return res, nil
 		})
 	env.OnActivity(ca.Deploy, mock.Anything, mock.Anything).Return(f.deploy)
-	return env, f
+	return f
 }
 
 func (f *failingFleet) deploy(_ context.Context, in activities.DeployInput) (activities.DeployResult, error) {

@@ -1,16 +1,13 @@
 package workflows
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/history"
 	"github.com/flotilla-gitops/flotilla/internal/notify"
 	"github.com/flotilla-gitops/flotilla/internal/outcome"
@@ -27,26 +24,7 @@ func retryingFleet(fail func(bundle, cluster string, tried int) (status.State, o
 	env := suite.NewTestWorkflowEnvironment()
 	log := &eventLog{}
 	log.mock(env)
-	f := &failingFleet{env: env, fail: fail, tries: map[status.Key][]time.Time{}}
-	var a *activities.Activities
-	var ca *activities.ClusterActivities
-	env.RegisterWorkflow(RolloutWorkflow)
-	allowPolicies(env)
-	env.OnActivity(a.ResolveCommit, mock.Anything, mock.Anything).Return(activities.ResolveResult{Ref: "refs/heads/main",
-		Commit: "c0ffee0000000000000000000000000000000001"}, nil)
-	env.OnActivity(a.Render, mock.Anything, mock.Anything).Return(activities.RenderResult{Bundles: []activities.Bundle{
-		{Name: "app", Release: "app", Namespace: "default", DeploymentID: "m-app:h"},
-		{Name: "db", Release: "db", Namespace: "default", DeploymentID: "m-db:h"},
-	}}, nil)
-	env.OnActivity(a.TargetBundles, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.BundleTargetsInput) (activities.TargetsResult, error) {
-			res := activities.TargetsResult{Registered: []string{"c1", "c2"}}
-			for _, c := range []string{"c1", "c2"} {
-				res.Matched = append(res.Matched, activities.TargetCluster{Name: c, Bundles: in.Bundles})
-			}
-			return res, nil
-		})
-	env.OnActivity(ca.Deploy, mock.Anything, mock.Anything).Return(f.deploy)
+	f := failingFleetIn(env, fail)
 	return env, f, log
 }
 
