@@ -27,7 +27,7 @@ func (a *Activities) verify(ctx context.Context, r gitsource.Remote, in ResolveI
 		return "", nil, err
 	}
 	mode := spec.EffectiveMode()
-	memo := verdictKey{ref: ref.Name, commit: ref.Commit, mode: mode, keys: keys.ID()}
+	memo := verdictKey{remote: r.String(), ref: ref.Name, commit: ref.Commit, tag: ref.Tag, mode: mode, keys: keys.ID()}
 	if v, ok := verdicts.get(memo); ok {
 		return v.verified, v.rejected, nil
 	}
@@ -111,10 +111,12 @@ type verdict struct {
 	rejected *Rejection
 }
 
-// verdictKey identifies a verification: the same reference at the same
-// commit, checked in the same mode against the same keys, gets the same
-// verdict, so polls do not verify again.
-type verdictKey struct{ ref, commit, mode, keys string }
+// verdictKey identifies a verification: the same reference of the same
+// repository (its URL without credentials) at the same commit and, for an
+// annotated tag, the same tag object, checked in the same mode against the
+// same keys, gets the same verdict, so polls do not verify again. A tag
+// re-created at the same commit is a new tag object, checked again.
+type verdictKey struct{ remote, ref, commit, tag, mode, keys string }
 
 // maxVerdicts bounds the verdicts remembered; when full they are forgotten
 // all at once (each costs a read of the clone to learn again).

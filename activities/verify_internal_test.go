@@ -3,10 +3,13 @@ package activities
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/stretchr/testify/assert"
@@ -130,8 +133,12 @@ func TestResolveCommit_Verify(t *testing.T) {
 	assert.Equal(t, &Rejection{Commit: unsigned, Reason: "not signed"}, res.Rejected)
 	assert.Empty(t, res.Verified)
 
-	// The verdict is remembered: checking again needs no clone.
-	_, rejected, err := a.verify(t.Context(), gitsource.Remote{URL: "http://127.0.0.1:1/gone.git"}, in,
+	// The verdict is remembered: checking again needs no clone (this
+	// one's cache cannot even be created).
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	noClone := &Activities{Secrets: secrets, Git: gitsource.NewCache(filepath.Join(file, "cache"))}
+	_, rejected, err := noClone.verify(t.Context(), gitsource.Remote{URL: repo.URL()}, in,
 		gitsource.Ref{Name: "refs/heads/master", Commit: unsigned})
 	require.NoError(t, err)
 	assert.Equal(t, &Rejection{Commit: unsigned, Reason: "not signed"}, rejected)
@@ -177,4 +184,50 @@ func TestResolveCommit_Verify(t *testing.T) {
 	assert.True(t, appErr.NonRetryable())
 	assert.Contains(t, err.Error(), `key "junk"`)
 	assert.NotContains(t, err.Error(), "hunter2")
+}
+
+// TestVerify_TagVerdictBoundToTagObject: a Tag-mode verdict belongs to the
+// tag object the remote advertises now, in that repository. The refs are
+// what a server that advertises peeled tags (as git's does) resolves: the
+// commit, and the tag object beside it.
+func TestVerify_TagVerdictBoundToTagObject(t *testing.T) {
+	alice := verifytest.NewPGPKey(t, "Alice", "alice@example.com")
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	repo := srv.CreateRepo(t, "app", map[string]string{"fleet.yaml": "namespace: app\n"})
+	secrets := &keySecrets{name: "keys", data: map[string][]byte{"alice.asc": alice.Public(t)}}
+	a := &Activities{Secrets: secrets, Git: gitsource.NewCache(t.TempDir())}
+	in := ResolveInput{GitRepo: GitRepoRef{Namespace: "ns", Name: "app"}, Spec: api.GitRepoSpec{Repo: repo.URL(), Revision: "v1",
+		Verify: &api.VerifySpec{Mode: api.VerifyTag, SecretRef: &api.LocalObjectReference{Name: "keys"}}}}
+	remote := gitsource.Remote{URL: repo.URL()}
+	commit := verifytest.Commit(t, repo.Dir(), "master", "release", nil)
+	advertised := func() gitsource.Ref {
+		server, err := git.PlainOpen(repo.Dir())
+		require.NoError(t, err)
+		tag, err := server.Reference(plumbing.NewTagReferenceName("v1"), false)
+		require.NoError(t, err)
+		return gitsource.Ref{Name: "refs/tags/v1", Commit: commit, Tag: tag.Hash().String()}
+	}
+
+	verifytest.Tag(t, repo.Dir(), "v1", commit, alice)
+	signed := advertised()
+	verified, rejected, err := a.verify(t.Context(), remote, in, signed)
+	require.NoError(t, err)
+	require.Nil(t, rejected)
+	assert.Equal(t, "tag v1: "+alice.Fingerprint()+" (Alice <alice@example.com>)", verified)
+
+	// v1 re-created unsigned at the same commit: the clone's copy of the
+	// signed tag, and the verdict about it, do not count.
+	verifytest.Tag(t, repo.Dir(), "v1", commit, nil)
+	unsigned := advertised()
+	require.NotEqual(t, signed.Tag, unsigned.Tag)
+	verified, rejected, err = a.verify(t.Context(), remote, in, unsigned)
+	require.NoError(t, err)
+	assert.Empty(t, verified)
+	assert.Equal(t, &Rejection{Commit: commit, Tag: "v1", Reason: "not signed"}, rejected)
+
+	// The same tag object named by another repository is checked there
+	// (here it cannot be reached), not taken from this one's verdict.
+	other := gitsource.Remote{URL: "http://127.0.0.1:1/other.git"}
+	_, _, err = a.verify(t.Context(), other, in, signed)
+	require.Error(t, err)
 }

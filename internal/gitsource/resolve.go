@@ -26,6 +26,11 @@ type Ref struct {
 	Name string
 	// Commit is the 40-hex commit the reference points to.
 	Commit string
+	// Tag is the hash of the annotated tag object the remote advertises
+	// for Name (its peeled entry is Commit); empty for a branch, a hash,
+	// a lightweight tag, and a tag of a server that advertises no peeled
+	// entries (Commit is then the tag object's hash).
+	Tag string
 }
 
 // Resolve returns the commit the remote's reference points to, with one
@@ -94,7 +99,7 @@ func selectRef(refs []*plumbing.Reference, branch, revision, url string) (Ref, e
 			return Ref{}, false
 		}
 		if p, ok := peeled[name]; ok {
-			h = p
+			return Ref{Name: name.String(), Commit: p.String(), Tag: h.String()}, true
 		}
 		return Ref{Name: name.String(), Commit: h.String()}, true
 	}

@@ -41,23 +41,23 @@ func TestSelectRef(t *testing.T) {
 		want     Ref
 		wantErr  string // exact message; empty: no error
 	}{
-		{name: "default branch from HEAD", refs: all, want: Ref{"refs/heads/main", hashOf('a')}},
-		{name: "named branch", refs: all, branch: "master", want: Ref{"refs/heads/master", hashOf('b')}},
-		{name: "full branch name", refs: all, branch: "refs/heads/master", want: Ref{"refs/heads/master", hashOf('b')}},
-		{name: "lightweight tag wins over branch", refs: all, revision: "v1", want: Ref{"refs/tags/v1", hashOf('d')}},
-		{name: "revision wins over branch", refs: all, branch: "main", revision: "v1", want: Ref{"refs/tags/v1", hashOf('d')}},
-		{name: "annotated tag is peeled", refs: all, revision: "v2", want: Ref{"refs/tags/v2", hashOf('f')}},
-		{name: "revision names a branch", refs: all, revision: "master", want: Ref{"refs/heads/master", hashOf('b')}},
-		{name: "revision as full reference", refs: all, revision: "refs/heads/v1", want: Ref{"refs/heads/v1", hashOf('c')}},
+		{name: "default branch from HEAD", refs: all, want: Ref{"refs/heads/main", hashOf('a'), ""}},
+		{name: "named branch", refs: all, branch: "master", want: Ref{"refs/heads/master", hashOf('b'), ""}},
+		{name: "full branch name", refs: all, branch: "refs/heads/master", want: Ref{"refs/heads/master", hashOf('b'), ""}},
+		{name: "lightweight tag wins over branch", refs: all, revision: "v1", want: Ref{"refs/tags/v1", hashOf('d'), ""}},
+		{name: "revision wins over branch", refs: all, branch: "main", revision: "v1", want: Ref{"refs/tags/v1", hashOf('d'), ""}},
+		{name: "annotated tag is peeled, its object kept", refs: all, revision: "v2", want: Ref{"refs/tags/v2", hashOf('f'), hashOf('e')}},
+		{name: "revision names a branch", refs: all, revision: "master", want: Ref{"refs/heads/master", hashOf('b'), ""}},
+		{name: "revision as full reference", refs: all, revision: "refs/heads/v1", want: Ref{"refs/heads/v1", hashOf('c'), ""}},
 		{
 			name: "no HEAD falls back to master",
 			refs: []*plumbing.Reference{hashRef("refs/heads/main", 'a'), hashRef("refs/heads/master", 'b')},
-			want: Ref{"refs/heads/master", hashOf('b')},
+			want: Ref{"refs/heads/master", hashOf('b'), ""},
 		},
 		{
 			name: "detached HEAD",
 			refs: []*plumbing.Reference{plumbing.NewHashReference(plumbing.HEAD, plumbing.NewHash(hashOf('9')))},
-			want: Ref{"HEAD", hashOf('9')},
+			want: Ref{"HEAD", hashOf('9'), ""},
 		},
 		{
 			name:    "no HEAD and no master",
@@ -106,11 +106,11 @@ func TestResolve(t *testing.T) {
 		want     Ref
 		wantErr  string
 	}{
-		{name: "default branch is the server's HEAD", want: Ref{"refs/heads/master", second}},
-		{name: "named branch", branch: "release", want: Ref{"refs/heads/release", onRelease}},
-		{name: "tag", revision: "v1", want: Ref{"refs/tags/v1", first}},
-		{name: "branch as revision", revision: "release", want: Ref{"refs/heads/release", onRelease}},
-		{name: "commit hash is returned as is", revision: strings.ToUpper(first), want: Ref{first, first}},
+		{name: "default branch is the server's HEAD", want: Ref{"refs/heads/master", second, ""}},
+		{name: "named branch", branch: "release", want: Ref{"refs/heads/release", onRelease, ""}},
+		{name: "tag", revision: "v1", want: Ref{"refs/tags/v1", first, ""}},
+		{name: "branch as revision", revision: "release", want: Ref{"refs/heads/release", onRelease, ""}},
+		{name: "commit hash is returned as is", revision: strings.ToUpper(first), want: Ref{first, first, ""}},
 		{name: "missing branch", branch: "nope", wantErr: `branch "nope" not found in ` + repo.URL()},
 		{name: "missing tag", revision: "v9", wantErr: `revision "v9" not found in ` + repo.URL()},
 	}

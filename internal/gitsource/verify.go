@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
@@ -23,8 +22,12 @@ type Signed struct {
 }
 
 // Signed reads ref's commit and, when ref.Name is a tag (refs/tags/…),
-// the tag's object from the shared clone of r, fetching what the clone
-// lacks (as Checkout does). A lightweight tag leaves Signed.Tag nil.
+// the tag object the remote advertised for it (ref.Tag, or ref.Commit when
+// the remote advertises no peeled entries) from the shared clone of r,
+// fetching what the clone lacks (as Checkout does). The tag is read by
+// that hash, never through the clone's own (possibly stale) tag reference:
+// a tag re-created at the same commit is the new object. A lightweight tag
+// leaves Signed.Tag nil.
 func (c *Cache) Signed(ctx context.Context, r Remote, ref Ref) (Signed, error) {
 	if !IsFullHash(ref.Commit) {
 		return Signed{}, fmt.Errorf("read %s: %q is not a 40-hex object hash", ref.Name, ref.Commit)
@@ -53,64 +56,46 @@ func (c *Cache) Signed(ctx context.Context, r Remote, ref Ref) (Signed, error) {
 
 // signed is Signed with the clone's lock held.
 func (c *Cache) signed(ctx context.Context, ep endpoint, ref Ref) (Signed, error) {
+	if ref.Tag != "" && !IsFullHash(ref.Tag) {
+		return Signed{}, fmt.Errorf("read %s: tag %q is not a 40-hex object hash", ref.Name, ref.Tag)
+	}
 	repo, err := c.openClone(ep.url)
 	if err != nil {
 		return Signed{}, err
 	}
-	commit, err := c.ensureCommit(ctx, repo, ep, plumbing.NewHash(strings.ToLower(ref.Commit)))
+	advertised := plumbing.NewHash(strings.ToLower(ref.Commit))
+	if ref.Tag != "" {
+		advertised = plumbing.NewHash(strings.ToLower(ref.Tag))
+	}
+	// Peeling the advertised object fetches it (and the commit) if needed.
+	commit, err := c.ensureCommit(ctx, repo, ep, advertised)
 	if err != nil {
 		return Signed{}, err
 	}
+	if ref.Tag != "" && !strings.EqualFold(commit.Hash.String(), ref.Commit) {
+		return Signed{}, fmt.Errorf("read %s: tag object %s peels to %s, not to the advertised %s",
+			ref.Name, advertised, commit.Hash, ref.Commit)
+	}
 	s := Signed{Commit: commit}
-	if name := plumbing.ReferenceName(ref.Name); name.IsTag() {
-		s.Tag, err = tagObject(ctx, repo, ep, name, commit.Hash)
+	if plumbing.ReferenceName(ref.Name).IsTag() {
+		s.Tag, err = tagAt(repo, advertised)
 	}
 	return s, err
 }
 
-// tagObject returns the annotated tag name points to in the clone,
-// fetching the tag when the clone's copy is missing or peels to another
-// commit than want (the tag moved); nil for a lightweight tag.
-func tagObject(ctx context.Context, repo *git.Repository, ep endpoint, name plumbing.ReferenceName, want plumbing.Hash) (*object.Tag, error) {
-	tag, target, err := readTag(repo, name)
-	if err == nil && target == want {
-		return tag, nil
-	}
-	if err != nil && !errors.Is(err, plumbing.ErrReferenceNotFound) {
-		return nil, err
-	}
-	spec := config.RefSpec("+" + name.String() + ":" + name.String())
-	if err := ep.fetch(ctx, repo, spec); err != nil {
-		return nil, err
-	}
-	tag, _, err = readTag(repo, name)
-	if errors.Is(err, plumbing.ErrReferenceNotFound) {
-		return nil, &RefNotFoundError{Kind: "tag", Name: name.Short(), URL: ep.url}
-	}
-	return tag, err
-}
-
-// readTag reads the clone's tag ref: its annotated tag object (nil when
-// lightweight) and the commit it peels to.
-func readTag(repo *git.Repository, name plumbing.ReferenceName) (*object.Tag, plumbing.Hash, error) {
-	ref, err := repo.Storer.Reference(name)
+// tagAt reads the annotated tag object h names in the clone; nil when h
+// is a commit (a lightweight tag).
+func tagAt(repo *git.Repository, h plumbing.Hash) (*object.Tag, error) {
+	obj, err := repo.Storer.EncodedObject(plumbing.AnyObject, h)
 	if err != nil {
-		return nil, plumbing.ZeroHash, err
-	}
-	commit, err := peel(repo, ref.Hash())
-	if err != nil {
-		return nil, plumbing.ZeroHash, err
-	}
-	obj, err := repo.Storer.EncodedObject(plumbing.AnyObject, ref.Hash())
-	if err != nil {
-		return nil, plumbing.ZeroHash, fmt.Errorf("read tag %s: %w", name.Short(), corrupt(err))
+		return nil, fmt.Errorf("read tag %s: %w", h, corrupt(err))
 	}
 	if obj.Type() != plumbing.TagObject {
-		return nil, commit.Hash, nil
+		return nil, nil
 	}
 	tag, err := object.DecodeTag(repo.Storer, obj)
 	if err != nil {
-		return nil, plumbing.ZeroHash, fmt.Errorf("read tag %s: %w", name.Short(), corrupt(err))
+		return nil, fmt.Errorf("read tag %s: %w", h, corrupt(err))
 	}
-	return tag, commit.Hash, nil
+	return tag, nil
 }

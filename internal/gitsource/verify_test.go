@@ -75,3 +75,40 @@ func TestCache_SignedCorruptClone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, ref.Commit, s.Commit.Hash.String())
 }
+
+// A tag re-created at the same commit: Signed reads the tag object the
+// remote advertises (Ref.Tag, as resolved from a server that advertises
+// peeled tags), never the clone's copy of the old one.
+func TestCache_SignedReadsAdvertisedTag(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	repo := srv.CreateRepo(t, "app", map[string]string{"a": "1\n"})
+	first := repo.Head(t)
+	remote := Remote{URL: repo.URL()}
+	cache := NewCache(t.TempDir())
+	server, err := git.PlainOpen(repo.Dir())
+	require.NoError(t, err)
+	sig := &object.Signature{Name: "t", Email: "t@example.com", When: time.Unix(1700000100, 0)}
+	tagV1 := func(message string) Ref {
+		t.Helper()
+		if err := server.DeleteTag("v1"); err != nil {
+			require.ErrorIs(t, err, git.ErrTagNotFound)
+		}
+		tag, err := server.CreateTag("v1", plumbing.NewHash(first), &git.CreateTagOptions{Tagger: sig, Message: message})
+		require.NoError(t, err)
+		return Ref{Name: "refs/tags/v1", Commit: first, Tag: tag.Hash().String()}
+	}
+
+	for _, message := range []string{"one", "two"} {
+		s, err := cache.Signed(t.Context(), remote, tagV1(message))
+		require.NoError(t, err)
+		assert.Equal(t, first, s.Commit.Hash.String())
+		require.NotNil(t, s.Tag)
+		assert.Equal(t, message+"\n", s.Tag.Message)
+	}
+
+	// A tag object that does not peel to the advertised commit.
+	ref := tagV1("three")
+	ref.Commit = hashOf('d')
+	_, err = cache.Signed(t.Context(), remote, ref)
+	assert.ErrorContains(t, err, "peels to "+first+", not to the advertised "+hashOf('d'))
+}
