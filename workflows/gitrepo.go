@@ -118,6 +118,11 @@ type GitRepoState struct {
 	// reads since the commit its deployments were rendered from: that
 	// one (ResolveResult.Unchanged). Empty: Commit itself.
 	RenderedCommit string `json:"renderedCommit,omitempty"`
+	// Follow is the newest commit that changes nothing the GitRepo reads
+	// since the commit its running rollout rolls out: the GitRepo's
+	// Commit, with that one as RenderedCommit, once the rollout ends as
+	// it should (versionFollowUnchanged).
+	Follow *FollowCommit `json:"follow,omitempty"`
 	// Rejected is the newest commit spec.verify refused; LatestCommit
 	// stays the last one it accepted.
 	Rejected *activities.Rejection `json:"rejected,omitempty"`
@@ -141,6 +146,15 @@ type GitRepoState struct {
 	// Pin is the commit `flotilla rollback --to` pinned, until `flotilla
 	// resume`.
 	Pin *Pin `json:"pin,omitempty"`
+}
+
+// FollowCommit is a commit taken without a render while a rollout runs:
+// Commit changes nothing the GitRepo reads since Since, the running
+// rollout's commit, at Generation.
+type FollowCommit struct {
+	Commit     string `json:"commit"`
+	Since      string `json:"since"`
+	Generation int64  `json:"generation"`
 }
 
 // RunningRollout is a rollout carried across continue-as-new.
@@ -199,6 +213,7 @@ func runEntity(ctx workflow.Context, ref activities.GitRepoRef, in GitRepoInput)
 	}
 	g.longLived = workflow.GetVersion(ctx, versionLongLived, workflow.DefaultVersion, 1) == 1
 	g.policy = workflow.GetVersion(ctx, versionPolicy, workflow.DefaultVersion, 1) == 1
+	g.follow = workflow.GetVersion(ctx, versionFollowUnchanged, workflow.DefaultVersion, 1) == 1
 	if err := g.register(ctx); err != nil {
 		return err
 	}
@@ -255,6 +270,9 @@ type gitRepo struct {
 	// policy: this run checks its spec against the namespace's policies
 	// (versionPolicy).
 	policy bool
+	// follow: a commit that changes nothing since the running rollout's
+	// commit does not supersede it (versionFollowUnchanged).
+	follow bool
 	// polled: the poll timer (or a Check signal) asked for the next check
 	// of the remote, which may then reuse a shared answer up to a polling
 	// interval old; fresh: something else asked (a webhook, a sync, an

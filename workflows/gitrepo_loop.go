@@ -322,8 +322,8 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 	g.finished++
 	prev, guarded := g.s.Deployments, len(g.s.Guarded)
 	defer func() { g.rolloutEnded(ctx, res, err, prev, guarded) }()
-	inflight := g.s.Inflight
-	g.s.Inflight = nil
+	inflight, follow := g.s.Inflight, g.s.Follow
+	g.s.Inflight, g.s.Follow = nil, nil
 	if g.gathering != 0 {
 		// Cluster changes gathered during the rollout: the next one
 		// takes them now.
@@ -348,7 +348,25 @@ func (g *gitRepo) finish(ctx workflow.Context, id string, res RolloutResult, err
 		g.took(res, since)
 		defer g.sendWatch(ctx)
 	}
+	g.takeFollow(follow, res, err)
 	g.upsert(ctx)
+}
+
+// takeFollow makes the commit taken while the rollout ran (f) the
+// GitRepo's commit, rendered from the rollout's, when the rollout rolled
+// out the commit f was compared with and ended as it should. Otherwise f's
+// commit is rolled out, as it would have been had it superseded the
+// rollout.
+func (g *gitRepo) takeFollow(f *FollowCommit, res RolloutResult, err error) {
+	if f == nil {
+		return
+	}
+	if err == nil && res.Error == "" && !res.Superseded && len(res.Halts) == 0 &&
+		res.Commit == f.Since && res.Generation == f.Generation && g.s.Commit == f.Since {
+		g.s.Commit, g.s.RenderedCommit = f.Commit, f.Since
+		return
+	}
+	g.s.Dirty = true
 }
 
 // took takes the result of a rollout that ended without an error: what it

@@ -158,13 +158,19 @@ func (g *gitRepo) take(ctx workflow.Context, in activities.ResolveInput, res act
 	// A pinned GitRepo records the remote's commit but rolls out only the
 	// pinned one.
 	if res.Commit != current && !failed && g.s.Pin == nil {
-		if res.Unchanged && in.Since != "" && in.Since == g.since() && generation == g.s.Generation {
+		switch {
+		case res.Unchanged && in.Since != "" && in.Since == g.since() && generation == g.s.Generation && g.running != "":
+			// Nothing the GitRepo reads changed since the running
+			// rollout's commit: it goes on, and the commit is the
+			// GitRepo's when it ends (takeFollow).
+			g.s.Follow = &FollowCommit{Commit: res.Commit, Since: in.Since, Generation: generation}
+		case res.Unchanged && in.Since != "" && in.Since == g.since() && generation == g.s.Generation:
 			// Nothing the GitRepo reads changed: the commit is its
 			// commit now, without a render or a rollout.
 			g.s.RenderedCommit = in.Since
 			g.s.Commit = res.Commit
 			g.upsert(ctx)
-		} else {
+		default:
 			g.s.Dirty = true
 			g.found()
 		}
@@ -202,7 +208,10 @@ func (g *gitRepo) resolveFailed(ctx workflow.Context, err error) {
 // flight, after a failure, and for HelmOps.
 func (g *gitRepo) since() string {
 	s := &g.s
-	if g.helmOp() || g.running != "" || s.Dirty || s.Commit == "" || s.ObservedGeneration != s.Generation ||
+	if g.running != "" {
+		return g.runningSince()
+	}
+	if g.helmOp() || s.Dirty || s.Commit == "" || s.ObservedGeneration != s.Generation ||
 		(s.Error != "" && !s.GitFailed) || len(s.Halts) > 0 || s.Repair || s.Pin != nil {
 		return ""
 	}
@@ -210,6 +219,20 @@ func (g *gitRepo) since() string {
 		return s.RenderedCommit
 	}
 	return s.Commit
+}
+
+// runningSince is the commit a new commit is compared with while a
+// rollout runs: the commit it rolls out, when it rolls out the GitRepo's
+// spec and newest commit as a poll found it (not a sync's repair, a
+// rollback, or a rollout something newer is due to supersede). Empty
+// before versionFollowUnchanged.
+func (g *gitRepo) runningSince() string {
+	s := &g.s
+	if !g.follow || g.helmOp() || g.superseding || s.Dirty || g.cur.Repair || s.Pin != nil ||
+		g.cur.Generation != s.Generation || g.cur.Commit == "" {
+		return ""
+	}
+	return g.cur.Commit
 }
 
 // upsertRepoKey keeps FlotillaRepoURL, by which the webhook receiver finds

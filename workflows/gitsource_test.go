@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
@@ -167,4 +169,61 @@ func TestGitRepoWorkflow_RateLimitedHostIsNotAskedEarly(t *testing.T) {
 	}
 	require.False(t, refusedAt.IsZero())
 	assert.True(t, f.resolveTimes[len(f.resolveTimes)-1].After(retryAt), "checks go on after the wait")
+}
+
+// TestGitRepoWorkflow_UnchangedCommitFollowsRunningRollout: a commit that
+// changes nothing the GitRepo reads since the commit its running rollout
+// rolls out does not supersede that rollout (no second render or deploy);
+// it is the GitRepo's commit, rendered from the first, once the rollout
+// ends.
+func TestGitRepoWorkflow_UnchangedCommitFollowsRunningRollout(t *testing.T) {
+	env, f := gitRepoEnv()
+	var ca *activities.ClusterActivities
+	// Deploys report NotReady and readiness takes 30 s: the rollout runs.
+	env.OnActivity(ca.WaitReady, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.WaitReadyInput) (activities.DeployResult, error) {
+			var res activities.DeployResult
+			for _, b := range in.Bundles {
+				res.Deployments = append(res.Deployments, status.Deployment{Bundle: b.Name, Cluster: in.Cluster, Release: b.Release,
+					Namespace: b.Namespace, DeploymentID: b.DeploymentID, AppliedDeploymentID: b.DeploymentID, State: status.Ready})
+			}
+			return res, nil
+		}).After(30 * time.Second)
+	f.notReady = true
+	f.resolveHook = func(in activities.ResolveInput) (activities.ResolveResult, error) {
+		res := activities.ResolveResult{Ref: "refs/heads/main", Commit: f.commit}
+		res.Unchanged = f.commit == secondCommit && in.Since == firstCommit
+		return res, nil
+	}
+	env.RegisterDelayedCallback(func() { applyUpdate(t, env, testGitRepo(true)) }, 0)
+	env.RegisterDelayedCallback(func() { f.setCommit(secondCommit) }, 2*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.False(t, st.Settled, "the first rollout still runs")
+		assert.Equal(t, secondCommit, st.LatestCommit, "the poll saw the second commit")
+		f.set(func() {
+			assert.Equal(t, 1, f.renders, "the running rollout is not superseded")
+			assert.Equal(t, 1, f.targetings)
+		})
+	}, 25*time.Second)
+	env.RegisterDelayedCallback(func() {
+		f.set(func() { f.notReady = false })
+		st := queryStatus(t, env)
+		assert.True(t, st.Settled)
+		assert.Equal(t, secondCommit, st.Commit, "the commit taken while the rollout ran")
+		assert.Equal(t, firstCommit, st.RenderedCommit, "rendered from the rollout's commit")
+		renders, deploys := f.counts()
+		assert.Equal(t, 1, renders, "one render for both commits")
+		assert.Equal(t, 1, deploys)
+		f.setCommit(thirdCommit)
+	}, 60*time.Second)
+	env.RegisterDelayedCallback(func() {
+		st := queryStatus(t, env)
+		assert.Equal(t, thirdCommit, st.Commit, "a commit that changes something rolls out")
+		assert.Empty(t, st.RenderedCommit)
+		renders, _ := f.counts()
+		assert.Equal(t, 2, renders)
+		env.SignalWorkflow(protocol.SignalDelete, nil)
+	}, 120*time.Second)
+	runGitRepo(t, env)
 }

@@ -217,6 +217,11 @@ const (
 	// already superseded signals it again, so it looks again for removed
 	// clusters whose queued work it still waits for (dropRemoved).
 	versionResupersede = "resupersede-on-cluster-change"
+	// versionFollowUnchanged: a commit that changes nothing the GitRepo
+	// reads since the commit its running rollout rolls out does not
+	// supersede that rollout; it becomes the GitRepo's commit when the
+	// rollout ends as it should (GitRepoState.Follow).
+	versionFollowUnchanged = "follow-unchanged"
 )
 
 // rolloutCheckInterval is how often a GitRepo run that adopted a rollout

@@ -109,6 +109,9 @@ const (
 	ReasonPollFailed     = "PollFailed"
 	ReasonRateLimited    = "RateLimited"
 	ReasonCommitRejected = "CommitRejected"
+	// ReasonNoChangeUnderPaths: GitPolling is True and the commit was
+	// taken without a render, since it changes nothing the GitRepo reads.
+	ReasonNoChangeUnderPaths = "NoChangeUnderPaths"
 )
 
 // ConditionTypes lists the condition types in order.
@@ -295,6 +298,10 @@ func (g *GitRepo) gitPollingCondition() Condition {
 		}
 	case g.Rejected != nil:
 		c.Status, c.Reason, c.Message = ConditionFalse, ReasonCommitRejected, g.Rejected.Message()
+	case g.RenderedCommit != "" && g.RenderedCommit != g.Commit:
+		c.Reason = ReasonNoChangeUnderPaths
+		c.Message = fmt.Sprintf("no change under paths since %s: commit %s taken without a render or rollout",
+			g.RenderedCommit, g.Commit)
 	}
 	return c
 }

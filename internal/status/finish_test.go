@@ -248,6 +248,9 @@ func TestFinish_GitPolling(t *testing.T) {
 			status.Condition{Type: "GitPolling", Status: "False", Reason: "PollFailed", Message: "2 failed checks in a row: GitRepo a/b: connection refused"}},
 		{"a commit refused", status.GitRepo{Rejected: rejected},
 			status.Condition{Type: "GitPolling", Status: "False", Reason: "CommitRejected", Message: "commit abc not deployed: unsigned"}},
+		{"a commit taken without a render", status.GitRepo{Commit: "c2", RenderedCommit: "c1"},
+			status.Condition{Type: "GitPolling", Status: "True", Reason: "NoChangeUnderPaths",
+				Message: "no change under paths since c1: commit c2 taken without a render or rollout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.g.Finish()
