@@ -205,17 +205,8 @@ func TestGitRepoWorkflow_RollsOutRetargetsAndDeletes(t *testing.T) {
 // change; a change while nothing runs is acted on at once.
 func TestGitRepoWorkflow_CoalescesClusterBursts(t *testing.T) {
 	env, f := gitRepoEnv()
-	var ca *activities.ClusterActivities
 	// Deploys report NotReady and readiness takes 30 s: the rollout runs.
-	env.OnActivity(ca.WaitReady, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.WaitReadyInput) (activities.DeployResult, error) {
-			var res activities.DeployResult
-			for _, b := range in.Bundles {
-				res.Deployments = append(res.Deployments, status.Deployment{Bundle: b.Name, Cluster: in.Cluster, Release: b.Release,
-					Namespace: b.Namespace, DeploymentID: b.DeploymentID, AppliedDeploymentID: b.DeploymentID, State: status.Ready})
-			}
-			return res, nil
-		}).After(30 * time.Second)
+	readyAfter(env, 30*time.Second)
 	f.notReady = true
 	repo := testGitRepo(false)
 	repo.Spec.DisablePolling = true // no refreshes of the NotReady deployments
@@ -248,6 +239,20 @@ func TestGitRepoWorkflow_CoalescesClusterBursts(t *testing.T) {
 		env.SignalWorkflow(protocol.SignalDelete, nil)
 	}, 100*time.Second+100*time.Millisecond)
 	runGitRepo(t, env)
+}
+
+// readyAfter makes WaitReady report every deployment Ready after d.
+func readyAfter(env *testsuite.TestWorkflowEnvironment, d time.Duration) {
+	var ca *activities.ClusterActivities
+	env.OnActivity(ca.WaitReady, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.WaitReadyInput) (activities.DeployResult, error) {
+			var res activities.DeployResult
+			for _, b := range in.Bundles {
+				res.Deployments = append(res.Deployments, status.Deployment{Bundle: b.Name, Cluster: in.Cluster, Release: b.Release,
+					Namespace: b.Namespace, DeploymentID: b.DeploymentID, AppliedDeploymentID: b.DeploymentID, State: status.Ready})
+			}
+			return res, nil
+		}).After(d)
 }
 
 func TestGitRepoWorkflow_InvalidSpecIsRejected(t *testing.T) {

@@ -1,12 +1,10 @@
 package workflows
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
@@ -178,17 +176,8 @@ func TestGitRepoWorkflow_RateLimitedHostIsNotAskedEarly(t *testing.T) {
 // ends.
 func TestGitRepoWorkflow_UnchangedCommitFollowsRunningRollout(t *testing.T) {
 	env, f := gitRepoEnv()
-	var ca *activities.ClusterActivities
 	// Deploys report NotReady and readiness takes 30 s: the rollout runs.
-	env.OnActivity(ca.WaitReady, mock.Anything, mock.Anything).Return(
-		func(_ context.Context, in activities.WaitReadyInput) (activities.DeployResult, error) {
-			var res activities.DeployResult
-			for _, b := range in.Bundles {
-				res.Deployments = append(res.Deployments, status.Deployment{Bundle: b.Name, Cluster: in.Cluster, Release: b.Release,
-					Namespace: b.Namespace, DeploymentID: b.DeploymentID, AppliedDeploymentID: b.DeploymentID, State: status.Ready})
-			}
-			return res, nil
-		}).After(30 * time.Second)
+	readyAfter(env, 30*time.Second)
 	f.notReady = true
 	f.resolveHook = func(in activities.ResolveInput) (activities.ResolveResult, error) {
 		res := activities.ResolveResult{Ref: "refs/heads/main", Commit: f.commit}
