@@ -99,9 +99,9 @@ func (a *Activities) remote(ctx context.Context, ref GitRepoRef, spec api.GitRep
 		}
 	}
 	if r.SSH == nil {
-		return r, nil, nil
+		return r, unusedHTTPSettings(spec, r), nil
 	}
-	var warnings []string
+	warnings := unusedSSHSettings(spec, r)
 	if len(r.SSH.KnownHosts) == 0 && a.KnownHostsFile != "" {
 		kh, err := os.ReadFile(a.KnownHostsFile)
 		if err != nil {
@@ -115,6 +115,33 @@ func (a *Activities) remote(ctx context.Context, ref GitRepoRef, spec api.GitRep
 			"anyone between Flotilla and the host can serve any commit", r))
 	}
 	return r, warnings, nil
+}
+
+// unusedHTTPSettings warns of the GitRepo's SSH-only settings on an
+// http(s) repository, where they have no effect (the worker's
+// --insecure-skip-host-key-checks is for every GitRepo and not named).
+func unusedHTTPSettings(spec api.GitRepoSpec, r gitsource.Remote) []string {
+	if !spec.InsecureSkipHostKeyChecks {
+		return nil
+	}
+	return []string{fmt.Sprintf("insecureSkipHostKeyChecks has no effect on %s: "+
+		"host keys are checked only for SSH repositories", r)}
+}
+
+// unusedSSHSettings warns of the GitRepo's TLS settings on an SSH
+// repository: they are for https Git and the GitHub App API, and a GitHub
+// App Secret is refused with an SSH repository.
+func unusedSSHSettings(spec api.GitRepoSpec, r gitsource.Remote) []string {
+	var out []string
+	if len(spec.CABundle) > 0 {
+		out = append(out, fmt.Sprintf("caBundle is not used for %s: "+
+			"it is only for https repositories and the GitHub App API", r))
+	}
+	if spec.InsecureSkipTLSVerify {
+		out = append(out, fmt.Sprintf("insecureSkipTLSVerify has no effect on %s: "+
+			"it is only for https repositories and the GitHub App API", r))
+	}
+	return out
 }
 
 // withCredentials sets r's credentials from the clientSecretName Secret,

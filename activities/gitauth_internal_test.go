@@ -111,6 +111,7 @@ func (s gitSecrets) SecretData(_ context.Context, _, name string) (string, map[s
 
 func TestRemote(t *testing.T) {
 	const fileHosts = "file.example ssh-ed25519 AAAAfile\n"
+	const hostKeyNotChecked = "the host key of h:r.git is not checked (insecureSkipHostKeyChecks): anyone between Flotilla and the host can serve any commit"
 	khFile := filepath.Join(t.TempDir(), "known_hosts")
 	require.NoError(t, os.WriteFile(khFile, []byte(fileHosts), 0o600))
 	secrets := gitSecrets{
@@ -126,10 +127,11 @@ func TestRemote(t *testing.T) {
 		workerInsecure bool
 		// check inspects a built remote; wantErrType, when set, is the
 		// ApplicationError's type and wantErr a part of its message.
-		check       func(t *testing.T, r gitsource.Remote)
-		wantWarning bool
-		wantErrType string
-		wantErr     string
+		check func(t *testing.T, r gitsource.Remote)
+		// wantWarnings are the status warnings, exactly.
+		wantWarnings []string
+		wantErrType  string
+		wantErr      string
 	}{
 		{name: "https anonymous with caBundle", spec: api.GitRepoSpec{Repo: "https://h/r", CABundle: []byte("PEM")},
 			check: func(t *testing.T, r gitsource.Remote) {
@@ -157,11 +159,23 @@ func TestRemote(t *testing.T) {
 		{name: "ssh: worker's known_hosts file", spec: api.GitRepoSpec{Repo: "git@h:r.git", ClientSecretName: "ssh"},
 			check: func(t *testing.T, r gitsource.Remote) { assert.Equal(t, fileHosts, string(r.SSH.KnownHosts)) }},
 		{name: "ssh: insecureSkipHostKeyChecks warns", spec: api.GitRepoSpec{Repo: "git@h:r.git", ClientSecretName: "ssh", InsecureSkipHostKeyChecks: true},
-			wantWarning: true, check: func(t *testing.T, r gitsource.Remote) { assert.True(t, r.SSH.InsecureIgnoreHostKey) }},
+			wantWarnings: []string{hostKeyNotChecked},
+			check:        func(t *testing.T, r gitsource.Remote) { assert.True(t, r.SSH.InsecureIgnoreHostKey) }},
 		{name: "ssh: worker flag warns", spec: api.GitRepoSpec{Repo: "git@h:r.git", ClientSecretName: "ssh"}, workerInsecure: true,
-			wantWarning: true, check: func(t *testing.T, r gitsource.Remote) { assert.True(t, r.SSH.InsecureIgnoreHostKey) }},
-		{name: "https: no host key warning", spec: api.GitRepoSpec{Repo: "https://h/r", InsecureSkipHostKeyChecks: true},
+			wantWarnings: []string{hostKeyNotChecked},
+			check:        func(t *testing.T, r gitsource.Remote) { assert.True(t, r.SSH.InsecureIgnoreHostKey) }},
+		{name: "https: insecureSkipHostKeyChecks has no effect", spec: api.GitRepoSpec{Repo: "https://bob:s3cret-pass@h/r", InsecureSkipHostKeyChecks: true},
+			wantWarnings: []string{"insecureSkipHostKeyChecks has no effect on https://h/r: host keys are checked only for SSH repositories"},
+			check:        func(t *testing.T, r gitsource.Remote) { assert.Nil(t, r.SSH) }},
+		{name: "https: worker flag is not named", spec: api.GitRepoSpec{Repo: "https://h/r"}, workerInsecure: true,
 			check: func(t *testing.T, r gitsource.Remote) { assert.Nil(t, r.SSH) }},
+		{name: "ssh: caBundle and insecureSkipTLSVerify are not used",
+			spec: api.GitRepoSpec{Repo: "ssh://git@h/r", ClientSecretName: "ssh-kh", CABundle: []byte("PEM"), InsecureSkipTLSVerify: true},
+			wantWarnings: []string{
+				"caBundle is not used for ssh://h/r: it is only for https repositories and the GitHub App API",
+				"insecureSkipTLSVerify has no effect on ssh://h/r: it is only for https repositories and the GitHub App API",
+			},
+			check: func(t *testing.T, r gitsource.Remote) { assert.False(t, r.SSH.InsecureIgnoreHostKey) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,11 +193,10 @@ func TestRemote(t *testing.T) {
 			}
 			require.NoError(t, err)
 			tt.check(t, r)
-			if tt.wantWarning {
-				require.Len(t, warnings, 1)
-				assert.Contains(t, warnings[0], "not checked (insecureSkipHostKeyChecks)")
-			} else {
-				assert.Empty(t, warnings)
+			assert.Equal(t, tt.wantWarnings, warnings)
+			for _, w := range warnings {
+				assert.NotContains(t, w, "s3cret-pass")
+				assert.NotContains(t, w, "KEYDATA")
 			}
 		})
 	}

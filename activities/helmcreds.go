@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 
 	"go.temporal.io/sdk/temporal"
@@ -25,17 +26,17 @@ import (
 // refused before the Secret is read), while the entry's transport
 // settings (caBundle, insecureSkipVerify, basicHTTP) apply to every chart
 // of the bundle. Bundles of one entry share a chart fetcher.
-func (a *Activities) readers(ctx context.Context, ref GitRepoRef, spec api.GitRepoSpec) (func(dir string) *bundle.Reader, error) {
+func (a *Activities) readers(ctx context.Context, ref GitRepoRef, spec api.GitRepoSpec) (func(dir string) bundleReader, error) {
 	if spec.HelmSecretNameForPaths == "" || spec.HelmOp != nil {
 		r, err := a.reader(ref, spec)
 		if err != nil {
 			return nil, err
 		}
-		return func(string) *bundle.Reader { return r }, nil
+		return func(string) bundleReader { return r }, nil
 	}
 	if a.Charts == nil {
 		r := &bundle.Reader{Limits: a.Limits}
-		return func(string) *bundle.Reader { return r }, nil
+		return func(string) bundleReader { return r }, nil
 	}
 	re, err := api.HelmRepoURLPattern(spec)
 	if err != nil {
@@ -47,7 +48,7 @@ func (a *Activities) readers(ctx context.Context, ref GitRepoRef, spec api.GitRe
 	}
 	var mu sync.Mutex
 	byEntry := map[string]*bundle.Reader{}
-	return func(dir string) *bundle.Reader {
+	return func(dir string) bundleReader {
 		key, creds, ok := table.For(dir)
 		mu.Lock()
 		defer mu.Unlock()
@@ -60,8 +61,57 @@ func (a *Activities) readers(ctx context.Context, ref GitRepoRef, spec api.GitRe
 		}
 		r := &bundle.Reader{Charts: f, Limits: a.Limits}
 		byEntry[key] = r
+		if w := unusedSSHCredentials(ref, spec.HelmSecretNameForPaths, key, creds); w != "" {
+			// The first bundle of the entry carries the warning, so the
+			// GitRepo's status shows it once per render.
+			return warningReader{Reader: r, warnings: []string{w}}
+		}
 		return r
 	}, nil
+}
+
+// bundleReader reads one bundle: a *bundle.Reader, or a warningReader.
+type bundleReader interface {
+	ReadLocation(ctx context.Context, root string, loc bundle.Location, repoName string) (bundle.Bundle, bundle.Manifest, error)
+}
+
+// warningReader is a bundle.Reader whose bundles carry warnings about
+// the GitRepo's settings besides their own.
+type warningReader struct {
+	*bundle.Reader
+	warnings []string
+}
+
+func (w warningReader) ReadLocation(ctx context.Context, root string, loc bundle.Location, repoName string) (bundle.Bundle, bundle.Manifest, error) {
+	b, m, err := w.Reader.ReadLocation(ctx, root, loc, repoName)
+	if err == nil {
+		b.Warnings = append(b.Warnings, w.warnings...)
+	}
+	return b, m, err
+}
+
+// unusedSSHCredentials is the warning for a secrets-path.yaml entry
+// (key) that sets sshPrivateKey or sshKnownHosts, which Fleet uses for
+// charts in Git repositories and Flotilla, which fetches no chart from
+// Git, does not use; "" when it sets neither. It names the Secret, the
+// entry and the fields, never their content.
+func unusedSSHCredentials(ref GitRepoRef, secret, key string, c api.HelmCredentials) string {
+	var fields []string
+	if len(c.SSHPrivateKey) > 0 {
+		fields = append(fields, "sshPrivateKey")
+	}
+	if len(c.SSHKnownHosts) > 0 {
+		fields = append(fields, "sshKnownHosts")
+	}
+	if len(fields) == 0 {
+		return ""
+	}
+	verb := "is"
+	if len(fields) > 1 {
+		verb = "are"
+	}
+	return fmt.Sprintf("helmSecretNameForPaths %s/%s entry %q: %s %s not used: Flotilla fetches charts over HTTP(S) and OCI only",
+		ref.Namespace, secret, key, strings.Join(fields, " and "), verb)
 }
 
 // pathAuth returns the chart credentials of one secrets-path.yaml entry:

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/bundle"
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/cluster"
 )
@@ -100,18 +101,18 @@ func TestReaders_HelmPathCredentials(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"fleet-default/by-path"}, secrets.loaded, "helmSecretName is not read")
 	const good, evil = "https://good.example/charts/x-1.0.0.tgz", "https://evil.example/x-1.0.0.tgz"
-	if auth := readers("apps/a").Charts.Auth(good); assert.NotNil(t, auth) {
+	if auth := chartsOf(readers("apps/a")).Auth(good); assert.NotNil(t, auth) {
 		assert.Equal(t, chartfetch.Auth{Username: "user-a", Password: "pass-a"}, *auth)
 	}
-	assert.Nil(t, readers("apps/a").Charts.Auth(evil))
-	if auth := readers("apps/b2").Charts.Auth(good); assert.NotNil(t, auth) {
+	assert.Nil(t, chartsOf(readers("apps/a")).Auth(evil))
+	if auth := chartsOf(readers("apps/b2")).Auth(good); assert.NotNil(t, auth) {
 		assert.Equal(t, chartfetch.Auth{Username: "user-b", Password: "pass-b", InsecureSkipTLSVerify: true}, *auth)
 	}
-	if auth := readers("apps/b2").Charts.Auth(evil); assert.NotNil(t, auth) {
+	if auth := chartsOf(readers("apps/b2")).Auth(evil); assert.NotNil(t, auth) {
 		assert.Equal(t, chartfetch.Auth{InsecureSkipTLSVerify: true}, *auth, "transport settings only")
 	}
 	assert.Same(t, readers("apps/b1"), readers("apps/b2"), "one entry, one fetcher")
-	assert.Nil(t, readers("apps/c").Charts.Auth, "no entry: no credentials, not even helmSecretName's")
+	assert.Nil(t, chartsOf(readers("apps/c")).Auth, "no entry: no credentials, not even helmSecretName's")
 
 	for name, want := range map[string]string{
 		"missing": `GitRepo fleet-default/r: helmSecretNameForPaths "missing": no such secret in namespace fleet-default`,
@@ -126,4 +127,12 @@ func TestReaders_HelmPathCredentials(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 		assert.NotContains(t, err.Error(), "pass-")
 	}
+}
+
+// chartsOf is the chart fetcher of a bundle reader readers returned.
+func chartsOf(r bundleReader) *chartfetch.Fetcher {
+	if w, ok := r.(warningReader); ok {
+		return w.Charts
+	}
+	return r.(*bundle.Reader).Charts
 }

@@ -1,6 +1,9 @@
 package activities_test
 
 import (
+	"context"
+	"encoding/base64"
+	"path"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,6 +13,8 @@ import (
 
 	"github.com/flotilla-gitops/flotilla/activities"
 	"github.com/flotilla-gitops/flotilla/internal/api"
+	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
+	"github.com/flotilla-gitops/flotilla/internal/cluster"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
 )
@@ -29,15 +34,8 @@ func TestRender_WarningsAndGitRepoOptions(t *testing.T) {
 		temporal: &fakeTemporal{}}
 	f.temporal.gitRepo = protocol.GitRepoID(f.ref.Namespace, f.ref.Name)
 	a := f.controller(t, t.TempDir(), zaptest.NewLogger(t))
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestActivityEnvironment()
-	env.RegisterActivity(a)
 	spec := api.GitRepoSpec{Repo: repo.URL(), TargetNamespace: "forced", KeepResources: true}
-	val, err := env.ExecuteActivity(a.Render, activities.RenderInput{GitRepo: f.ref, Spec: spec, Commit: f.commit})
-	require.NoError(t, err)
-	var rendered activities.RenderResult
-	require.NoError(t, val.Get(&rendered))
-	bundles := byPath(rendered.Bundles)
+	bundles := renderBundles(t, a, activities.RenderInput{GitRepo: f.ref, Spec: spec, Commit: f.commit})
 	require.Len(t, bundles, 2)
 	assert.Equal(t, []string{
 		`app/fleet.yaml: unknown field "helm.chrat" (ignored)`,
@@ -52,4 +50,70 @@ func TestRender_WarningsAndGitRepoOptions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"owner": "web"}, stored.Annotations)
 	assert.Equal(t, "forced", stored.Options.TargetNamespace)
+}
+
+// pathSecret is a SecretSource holding one helmSecretNameForPaths Secret.
+type pathSecret struct{ name, yaml string }
+
+func (s pathSecret) Load(string, string) (string, string, error) { return "", "", cluster.ErrNotFound }
+
+func (s pathSecret) SecretData(_ context.Context, _, name string) (string, map[string][]byte, error) {
+	if name != s.name {
+		return "", nil, cluster.ErrNotFound
+	}
+	return "Opaque", map[string][]byte{api.HelmPathCredentialsKey: []byte(s.yaml)}, nil
+}
+
+// Render warns, once per render, of each helmSecretNameForPaths entry
+// whose sshPrivateKey or sshKnownHosts it does not use (no chart is
+// fetched from Git), on the entry's first bundle, naming the Secret and
+// the entry, never the content.
+func TestRender_UnusedHelmPathSSHCredentials(t *testing.T) {
+	files := map[string]string{}
+	for _, dir := range []string{"apps/a", "apps/b1", "apps/b2", "apps/c"} {
+		files[dir+"/fleet.yaml"] = "defaultNamespace: ns\n"
+		files[dir+"/cm.yaml"] = configMapYAML(path.Base(dir), "v")
+	}
+	repo := testenv.NewGitServer(t, testenv.GitServerOptions{}).CreateRepo(t, "app", files)
+	f := &refillFixture{ref: activities.GitRepoRef{Namespace: "fleet-default", Name: "repo"}, commit: repo.Head(t),
+		temporal: &fakeTemporal{}}
+	a := f.controller(t, t.TempDir(), zaptest.NewLogger(t))
+	a.Charts = &chartfetch.Fetcher{}
+	// The []byte fields are base64, as in Fleet.
+	key, hosts := b64("S3CRET-KEY"), b64("S3CRET-HOSTS")
+	a.Secrets = pathSecret{name: "by-path", yaml: "apps/a:\n  sshPrivateKey: " + key + "\n  sshKnownHosts: " + hosts + "\n" +
+		"apps/b*:\n  sshPrivateKey: " + key + "\n" +
+		"apps/c:\n  username: u\n  password: S3CRET-PASS\n"}
+	spec := api.GitRepoSpec{Repo: repo.URL(), HelmSecretNameForPaths: "by-path", HelmRepoURLRegex: `https://charts\.example/.*`}
+	bundles := renderBundles(t, a, activities.RenderInput{GitRepo: f.ref, Spec: spec, Commit: f.commit})
+	require.Len(t, bundles, 4)
+	const tail = " not used: Flotilla fetches charts over HTTP(S) and OCI only"
+	assert.Equal(t, []string{`helmSecretNameForPaths fleet-default/by-path entry "apps/a": sshPrivateKey and sshKnownHosts are` + tail},
+		bundles["apps/a"].Warnings)
+	b1, b2 := bundles["apps/b1"].Warnings, bundles["apps/b2"].Warnings
+	assert.Equal(t, []string{`helmSecretNameForPaths fleet-default/by-path entry "apps/b*": sshPrivateKey is` + tail}, append(b1, b2...),
+		"one warning for the entry, not one per bundle")
+	assert.Empty(t, bundles["apps/c"].Warnings)
+	for _, b := range bundles {
+		for _, w := range b.Warnings {
+			for _, secret := range []string{"S3CRET", key, hosts} {
+				assert.NotContains(t, w, secret)
+			}
+		}
+	}
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// renderBundles runs the Render activity and returns its bundles by path.
+func renderBundles(t *testing.T, a *activities.Activities, in activities.RenderInput) map[string]activities.Bundle {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	val, err := env.ExecuteActivity(a.Render, in)
+	require.NoError(t, err)
+	var rendered activities.RenderResult
+	require.NoError(t, val.Get(&rendered))
+	return byPath(rendered.Bundles)
 }
