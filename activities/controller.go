@@ -227,7 +227,8 @@ func (a *Activities) renderDir(ctx context.Context, in RenderInput, dir string, 
 // source returns the directory to render and its bundles: a Git checkout
 // of the commit and its bundles entries or the bundles under its paths
 // (bundle.Locate), or a HelmOp's bundle written out at its resolved
-// version. done removes what is temporary.
+// version. done removes what is temporary and releases the checkout,
+// which the Git cache keeps until then.
 func (a *Activities) source(ctx context.Context, in RenderInput) (dir string, locs []bundle.Location, done func(), err error) {
 	if in.Spec.HelmOp != nil {
 		dir, err := helmOpDir(in.Spec.HelmOp, in.Commit)
@@ -240,15 +241,16 @@ func (a *Activities) source(ctx context.Context, in RenderInput) (dir string, lo
 	if err != nil {
 		return "", nil, nil, err
 	}
-	dir, err = a.Git.Checkout(ctx, r, gitsource.Ref{Name: in.Commit, Commit: in.Commit})
+	dir, release, err := a.Git.Checkout(ctx, r, gitsource.Ref{Name: in.Commit, Commit: in.Commit})
 	if err != nil {
 		return "", nil, nil, gitError(in.GitRepo, err)
 	}
 	locs, err = bundle.Locate(dir, in.Spec.EffectivePaths(), in.Spec.Bundles)
 	if err != nil {
+		release()
 		return "", nil, nil, invalidBundle(in.GitRepo, err)
 	}
-	return dir, locs, func() {}, nil
+	return dir, locs, release, nil
 }
 
 // store applies the GitRepo's options to a bundle (render.GitRepoOptions,

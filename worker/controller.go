@@ -37,7 +37,8 @@ type stores struct {
 	charts  *chartfetch.Fetcher
 	// limits bound the repository files renders read (limitFlags.apply).
 	limits bundle.Limits
-	// gitFlags: --ssh-known-hosts and --insecure-skip-host-key-checks.
+	// gitFlags: --ssh-known-hosts, --insecure-skip-host-key-checks and
+	// the Git cache's bounds.
 	gitFlags gitFlags
 }
 
@@ -82,6 +83,7 @@ func registerController(w, watches worker.Worker, c client.Client, dc converter.
 	w.RegisterWorkflow(workflows.PreviewWorkflow)
 	w.RegisterWorkflowWithOptions(workflows.PlanWorkflow, workflow.RegisterOptions{Name: plan.WorkflowName})
 	w.RegisterActivity(agents)
+	st.gitFlags.applyCache(st.git, logger)
 	ctrl := &activities.Activities{Client: c, DataConverter: dc, Secrets: st.sealing.Vault, Sealing: st.sealing, Content: st.content, Git: st.git,
 		KnownHostsFile: st.gitFlags.KnownHostsFile, InsecureSkipHostKeyChecks: st.gitFlags.InsecureSkipHostKeyChecks, Charts: st.charts, Limits: st.limits, Retry: policy.Retry, PickupTimeout: policy.PickupTimeout, DeletionGuard: policy.DeletionGuard, Logger: logger}
 	w.RegisterActivity(ctrl)

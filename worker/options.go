@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.uber.org/zap"
 
 	"github.com/flotilla-gitops/flotilla/internal/chartfetch"
 	"github.com/flotilla-gitops/flotilla/internal/devserver"
+	"github.com/flotilla-gitops/flotilla/internal/gitsource"
 	"github.com/flotilla-gitops/flotilla/internal/logging"
 	"github.com/flotilla-gitops/flotilla/internal/protocol"
 	"github.com/flotilla-gitops/flotilla/internal/rollout"
@@ -104,11 +106,37 @@ type gitFlags struct {
 	KnownHostsFile string
 	// InsecureSkipHostKeyChecks accepts any SSH host key (Fleet's name).
 	InsecureSkipHostKeyChecks bool
+	// CacheWorktrees and CacheCloneTTL bound the shared Git cache under
+	// --state-dir/git (gitsource.Cache MaxWorktrees and CloneTTL).
+	CacheWorktrees int
+	CacheCloneTTL  time.Duration
 }
 
 func (f *gitFlags) bindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.KnownHostsFile, "ssh-known-hosts", "", "known_hosts file of the SSH Git hosts (read on each use): a GitRepo's host key must match a line of its clientSecretName's known_hosts, else of this file; an unknown or changed key is refused")
 	fs.BoolVar(&f.InsecureSkipHostKeyChecks, "insecure-skip-host-key-checks", false, "accept any SSH host key for every GitRepo (Fleet's insecureSkipHostKeyChecks): anyone between the controller and a Git host can then serve any commit; every GitRepo's status warns")
+
+	fs.IntVar(&f.CacheWorktrees, "git-cache-worktrees", gitsource.DefaultMaxWorktrees, "checked-out commits kept under --state-dir/git besides those being rendered; the least recently used beyond it are removed after each new checkout")
+	fs.DurationVar(&f.CacheCloneTTL, "git-cache-clone-ttl", gitsource.DefaultCloneTTL, "a repository's clone under --state-dir/git that nothing fetched or read for this long is removed (checked after each new checkout); a later use clones it again")
+}
+
+func (f *gitFlags) validate() error {
+	if f.CacheWorktrees < 1 || f.CacheCloneTTL <= 0 {
+		return errors.New("--git-cache-worktrees must be ≥ 1 and --git-cache-clone-ttl positive")
+	}
+	return nil
+}
+
+// applyCache sets the cache bounds on the controller's Git cache, whose
+// automatic prunes report failures to logger.
+func (f *gitFlags) applyCache(c *gitsource.Cache, logger *zap.Logger) {
+	if f.CacheWorktrees > 0 {
+		c.MaxWorktrees = f.CacheWorktrees
+	}
+	if f.CacheCloneTTL > 0 {
+		c.CloneTTL = f.CacheCloneTTL
+	}
+	c.OnPruneError = func(err error) { logger.Warn("Could not prune the Git cache", zap.Error(err)) }
 }
 
 // mirrors parses --chart-mirror.
@@ -163,7 +191,7 @@ func (o *options) validate() error {
 	if _, err := o.deletionGuard(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, o.Management.validate())
+	errs = append(errs, o.Management.validate(), o.Git.validate())
 	errs = append(errs, o.Webhook.validate(), o.Codec.validate(o.Temporal.PayloadKeys, o.HTTPListen), o.Temporal.Validate())
 	return errors.Join(errs...)
 }

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,17 +48,33 @@ type Cache struct {
 	// Set it before the first Checkout.
 	MaxCheckoutSize int64
 
+	// MaxWorktrees bounds the worktrees kept: after each Checkout that
+	// builds one, the least recently used beyond it that no caller holds
+	// are removed (Prune). Optional: default DefaultMaxWorktrees. Set it
+	// before the first Checkout.
+	MaxWorktrees int
+	// CloneTTL: a clone no Checkout, Touches, FindCommit or Signed used
+	// for this long is removed by Prune; a later use clones again.
+	// Optional: default DefaultCloneTTL. Set it before the first Checkout.
+	CloneTTL time.Duration
+	// OnPruneError, when set, is told a failure of the prune that follows
+	// a Checkout, which still succeeds. Set it before the first Checkout.
+	OnPruneError func(error)
+
+	now func() time.Time // the clock; nil is time.Now (tests set it)
+
 	mu    sync.Mutex
 	locks map[string]chan struct{} // per clone directory; a full channel is a held lock
+	refs  map[string]int           // per worktree (commit): Checkouts not yet released
 
-	// building is held for reading while a worktree is built or returned and
-	// for writing by Prune, so Prune never removes a tree being built.
-	building sync.RWMutex
+	// pruning serialises Prune: directories it finds renamed for removal
+	// or half-built and unreferenced are its own or a crash's leftovers.
+	pruning sync.Mutex
 }
 
 // NewCache returns a Cache rooted at dir, which is created on first use.
 func NewCache(dir string) *Cache {
-	return &Cache{dir: dir, locks: map[string]chan struct{}{}}
+	return &Cache{dir: dir, locks: map[string]chan struct{}{}, refs: map[string]int{}}
 }
 
 // Checkout returns the path of a clean worktree (files only, no .git) of
@@ -69,59 +84,80 @@ func NewCache(dir string) *Cache {
 // tree under <dir>/worktrees/<commit>. ref.Name is not used; an annotated
 // tag's hash is peeled to its commit, which names the worktree.
 //
-// The caller must treat the worktree as read-only and may use it until it
-// calls Prune. Checkouts of one URL are serialised; ctx bounds waiting for
-// that and the fetch. A commit the remote does not have is ErrRefNotFound.
-func (c *Cache) Checkout(ctx context.Context, r Remote, ref Ref) (string, error) {
+// The caller must treat the worktree as read-only and call release when
+// it no longer reads it (release is idempotent); until then Prune keeps
+// it. A Checkout that built a worktree then prunes the cache to
+// MaxWorktrees and CloneTTL before it returns. Checkouts of one URL are
+// serialised; ctx bounds waiting for that and the fetch. A commit the
+// remote does not have is ErrRefNotFound.
+func (c *Cache) Checkout(ctx context.Context, r Remote, ref Ref) (dir string, release func(), err error) {
 	if !IsFullHash(ref.Commit) {
-		return "", fmt.Errorf("check out %s: %q is not a 40-hex commit hash", api.RedactURL(r.URL), ref.Commit)
+		return "", nil, fmt.Errorf("check out %s: %q is not a 40-hex commit hash", api.RedactURL(r.URL), ref.Commit)
 	}
 	ep, err := r.endpoint()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	want := plumbing.NewHash(strings.ToLower(ref.Commit))
+	dir, release, built, err := c.checkoutLocked(ctx, ep, want)
+	if err != nil {
+		return "", nil, err
+	}
+	if built {
+		c.autoPrune()
+	}
+	return dir, release, nil
+}
 
-	c.building.RLock()
-	defer c.building.RUnlock()
+// checkoutLocked is Checkout with the clone's lock held; built reports
+// that the worktree was written, not found.
+func (c *Cache) checkoutLocked(ctx context.Context, ep endpoint, want plumbing.Hash) (dir string, release func(), built bool, err error) {
 	// No shortcut to a worktree built before: it is returned only once
 	// this URL's clone has the commit (fetched with these credentials
 	// when it lacks it), so a GitRepo cannot read a commit of a remote it
 	// does not name, by hash, from a tree another GitRepo built.
 	unlock, err := c.lock(ctx, ep.url)
 	if err != nil {
-		return "", fmt.Errorf("check out %s from %s: %w", want, ep.url, err)
+		return "", nil, false, fmt.Errorf("check out %s from %s: %w", want, ep.url, err)
 	}
 	defer unlock()
 
-	dir, err := c.checkout(ctx, ep, want)
+	dir, release, built, err = c.checkout(ctx, ep, want)
 	var corrupt *corruptError
 	if errors.As(err, &corrupt) && ctx.Err() == nil {
 		// A clone that cannot be read (a crash mid-fetch can leave a
 		// truncated pack index behind, which go-git then trusts) is only
 		// a cache: start it over from the remote, once.
 		if rmErr := os.RemoveAll(c.clonePath(ep.url)); rmErr != nil {
-			return "", errors.Join(err, fmt.Errorf("remove broken clone of %s: %w", ep.url, rmErr))
+			return "", nil, false, errors.Join(err, fmt.Errorf("remove broken clone of %s: %w", ep.url, rmErr))
 		}
-		dir, err = c.checkout(ctx, ep, want)
+		dir, release, built, err = c.checkout(ctx, ep, want)
 	}
-	return dir, err
+	return dir, release, built, err
 }
 
-// checkout is Checkout with the clone's lock held.
-func (c *Cache) checkout(ctx context.Context, ep endpoint, want plumbing.Hash) (string, error) {
+// checkout is Checkout with the clone's lock held. The worktree is
+// referenced (acquire) before it is looked up or built, so Prune neither
+// removes it nor its temporary directory.
+func (c *Cache) checkout(ctx context.Context, ep endpoint, want plumbing.Hash) (dir string, release func(), built bool, err error) {
 	repo, err := c.openClone(ep.url)
 	if err != nil {
-		return "", err
+		return "", nil, false, err
 	}
 	commit, err := c.ensureCommit(ctx, repo, ep, want)
 	if err != nil {
-		return "", err
+		return "", nil, false, err
 	}
+	release = c.acquire(commit.Hash.String())
 	if dir, ok := c.existing(commit.Hash); ok {
-		return dir, nil
+		return dir, release, false, nil
 	}
-	return c.build(ctx, repo, commit, ep.url)
+	if dir, err = c.build(ctx, repo, commit, ep.url); err != nil {
+		release()
+		return "", nil, false, err
+	}
+	c.touch(dir)
+	return dir, release, true, nil
 }
 
 // corruptError marks a failure to read an object the clone claims to
@@ -146,23 +182,18 @@ func (c *Cache) existing(commit plumbing.Hash) (string, bool) {
 	if _, err := os.Stat(dir); err != nil {
 		return "", false
 	}
-	now := time.Now()
-	_ = os.Chtimes(dir, now, now) // best effort: only Prune's ordering depends on it
+	c.touch(dir)
 	return dir, true
 }
 
-// lock serialises work on one clone; the returned func releases it.
+// lock serialises work on one clone; the returned func marks the clone
+// used (for CloneTTL) and releases it.
 func (c *Cache) lock(ctx context.Context, url string) (func(), error) {
-	c.mu.Lock()
-	ch, ok := c.locks[url]
-	if !ok {
-		ch = make(chan struct{}, 1)
-		c.locks[url] = ch
-	}
-	c.mu.Unlock()
+	dir := c.clonePath(url)
+	ch := c.lockOf(dir)
 	select {
 	case ch <- struct{}{}:
-		return func() { <-ch }, nil
+		return func() { c.touch(dir); <-ch }, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("wait for another checkout: %w", ctx.Err())
 	}
@@ -356,49 +387,4 @@ func (c *Cache) build(ctx context.Context, repo *git.Repository, commit *object.
 		return "", fmt.Errorf("check out %s from %s: %w", commit.Hash, url, err)
 	}
 	return dir, nil
-}
-
-// Prune removes all worktrees but the keep most recently used (returned or
-// built by Checkout), and any half-built ones a crash left behind. Clones
-// are kept. It waits for running Checkouts; worktrees it removes must no
-// longer be in use.
-func (c *Cache) Prune(keep int) error {
-	c.building.Lock()
-	defer c.building.Unlock()
-	parent := filepath.Join(c.dir, worktreesDir)
-	entries, err := os.ReadDir(parent)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("prune worktrees: %w", err)
-	}
-	type tree struct {
-		name string
-		used time.Time
-	}
-	var trees []tree
-	var errs []error
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), tmpPrefix) {
-			errs = append(errs, os.RemoveAll(filepath.Join(parent, e.Name())))
-			continue
-		}
-		info, err := e.Info()
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		trees = append(trees, tree{e.Name(), info.ModTime()})
-	}
-	slices.SortFunc(trees, func(a, b tree) int { return b.used.Compare(a.used) })
-	for i, t := range trees {
-		if i >= max(keep, 0) {
-			errs = append(errs, os.RemoveAll(filepath.Join(parent, t.name)))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("prune worktrees: %w", err)
-	}
-	return nil
 }

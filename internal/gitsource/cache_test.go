@@ -54,7 +54,7 @@ func TestCache_Checkout(t *testing.T) {
 	cache := NewCache(t.TempDir())
 
 	first := resolve(t, remote, "", "")
-	dir, err := cache.Checkout(t.Context(), remote, first)
+	dir, _, err := cache.Checkout(t.Context(), remote, first)
 	require.NoError(t, err)
 	assert.Equal(t, first.Commit, filepath.Base(dir))
 	assert.Equal(t, v1, readTree(t, dir))
@@ -63,7 +63,7 @@ func TestCache_Checkout(t *testing.T) {
 	// A second checkout reuses the tree: a marker written into it survives.
 	marker := filepath.Join(dir, "marker")
 	require.NoError(t, os.WriteFile(marker, nil, 0o600))
-	again, err := cache.Checkout(t.Context(), remote, first)
+	again, _, err := cache.Checkout(t.Context(), remote, first)
 	require.NoError(t, err)
 	assert.Equal(t, dir, again)
 	assert.FileExists(t, marker)
@@ -72,13 +72,13 @@ func TestCache_Checkout(t *testing.T) {
 	second := repo.Delete(t, "drop cm", "app/cm.yaml")
 	repo.Commit(t, map[string]string{"app/new.yaml": "new\n"}, "add new")
 	ref := resolve(t, remote, "master", "")
-	dir2, err := cache.Checkout(t.Context(), remote, ref)
+	dir2, _, err := cache.Checkout(t.Context(), remote, ref)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"app/fleet.yaml": "namespace: app\n", "app/new.yaml": "new\n"}, readTree(t, dir2))
 	assert.FileExists(t, marker)
 
 	// An older commit fetched along the way needs no fetch of its own.
-	dir3, err := cache.Checkout(t.Context(), remote, Ref{Name: second, Commit: second})
+	dir3, _, err := cache.Checkout(t.Context(), remote, Ref{Name: second, Commit: second})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"app/fleet.yaml": "namespace: app\n"}, readTree(t, dir3))
 
@@ -97,7 +97,7 @@ func TestCache_CheckoutSize(t *testing.T) {
 	cache := NewCache(t.TempDir())
 	cache.MaxCheckoutSize = 32 << 10
 	ref := resolve(t, remote, "", "")
-	_, err := cache.Checkout(t.Context(), remote, ref)
+	_, _, err := cache.Checkout(t.Context(), remote, ref)
 	var se *sizelimit.Error
 	require.ErrorAs(t, err, &se)
 	assert.ErrorContains(t, err, "the commit's files together, up to big.bin: over the limit of 32Ki (raise it with flotilla-worker --max-checkout-size)")
@@ -106,7 +106,7 @@ func TestCache_CheckoutSize(t *testing.T) {
 	assert.Empty(t, entries, "no worktree, not even a partial one")
 
 	cache.MaxCheckoutSize = 1 << 20
-	dir, err := cache.Checkout(t.Context(), remote, ref)
+	dir, _, err := cache.Checkout(t.Context(), remote, ref)
 	require.NoError(t, err)
 	assert.FileExists(t, filepath.Join(dir, "big.bin"))
 }
@@ -118,16 +118,16 @@ func TestCache_CheckoutMissingCommit(t *testing.T) {
 	remote := Remote{URL: repo.URL(), Auth: &Auth{Username: "alice", Password: secret}}
 
 	missing := hashOf('e')
-	_, err := cache.Checkout(t.Context(), remote, Ref{Name: missing, Commit: missing})
+	_, _, err := cache.Checkout(t.Context(), remote, Ref{Name: missing, Commit: missing})
 	require.ErrorIs(t, err, ErrRefNotFound)
 	assert.EqualError(t, err, `commit "`+missing+`" not found in `+repo.URL())
 
 	withUserinfo := Remote{URL: strings.Replace(repo.URL(), "://", "://alice:"+secret+"@", 1)}
-	_, err = cache.Checkout(t.Context(), withUserinfo, Ref{Name: missing, Commit: missing})
+	_, _, err = cache.Checkout(t.Context(), withUserinfo, Ref{Name: missing, Commit: missing})
 	require.ErrorIs(t, err, ErrRefNotFound)
 	assert.NotContains(t, err.Error(), secret)
 
-	_, err = cache.Checkout(t.Context(), remote, Ref{Name: "main", Commit: "main"})
+	_, _, err = cache.Checkout(t.Context(), remote, Ref{Name: "main", Commit: "main"})
 	require.ErrorContains(t, err, "not a 40-hex commit hash")
 }
 
@@ -139,19 +139,20 @@ func TestCache_Auth(t *testing.T) {
 	cache := NewCache(t.TempDir())
 	ref := resolve(t, good, "", "")
 
-	_, err := cache.Checkout(t.Context(), bad, ref)
+	_, _, err := cache.Checkout(t.Context(), bad, ref)
 	require.ErrorIs(t, err, ErrAuth)
 	assert.NotContains(t, err.Error(), secret)
 
-	dir, err := cache.Checkout(t.Context(), good, ref)
+	dir, release, err := cache.Checkout(t.Context(), good, ref)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a": "a\n"}, readTree(t, dir))
+	release()
 
 	// Once the clone has the commit, rebuilding its tree needs no server:
 	// bad credentials would fail any request.
 	require.NoError(t, cache.Prune(0))
 	require.NoDirExists(t, dir)
-	dir, err = cache.Checkout(t.Context(), bad, ref)
+	dir, _, err = cache.Checkout(t.Context(), bad, ref)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a": "a\n"}, readTree(t, dir))
 
@@ -176,7 +177,7 @@ func TestCache_AnnotatedTag(t *testing.T) {
 	// object; Checkout peels it (TestSelectRef covers peeled entries).
 	ref := resolve(t, remote, "", "v2")
 	assert.Equal(t, "refs/tags/v2", ref.Name)
-	dir, err := NewCache(t.TempDir()).Checkout(t.Context(), remote, ref)
+	dir, _, err := NewCache(t.TempDir()).Checkout(t.Context(), remote, ref)
 	require.NoError(t, err)
 	assert.Equal(t, tagged, filepath.Base(dir))
 	assert.Equal(t, map[string]string{"a": "tagged\n"}, readTree(t, dir))
@@ -211,7 +212,7 @@ func TestCache_ConcurrentCheckouts(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c := []string{c1, c2}[i%2]
-			dirs[i], errs[i] = cache.Checkout(t.Context(), remote, Ref{Name: c, Commit: c})
+			dirs[i], _, errs[i] = cache.Checkout(t.Context(), remote, Ref{Name: c, Commit: c})
 		}()
 	}
 	wg.Wait()
@@ -235,15 +236,17 @@ func TestCache_Prune(t *testing.T) {
 	var dirs []string
 	for i := range 3 {
 		c := repo.Commit(t, map[string]string{"a": string(rune('1'+i)) + "\n"}, "c")
-		dir, err := cache.Checkout(t.Context(), remote, Ref{Name: c, Commit: c})
+		dir, release, err := cache.Checkout(t.Context(), remote, Ref{Name: c, Commit: c})
 		require.NoError(t, err)
+		release()
 		old := time.Now().Add(time.Duration(i-10) * time.Minute)
 		require.NoError(t, os.Chtimes(dir, old, old))
 		dirs = append(dirs, dir)
 	}
 	// Using the oldest makes it the most recent.
-	_, err := cache.Checkout(t.Context(), remote, Ref{Name: filepath.Base(dirs[0]), Commit: filepath.Base(dirs[0])})
+	_, release, err := cache.Checkout(t.Context(), remote, Ref{Name: filepath.Base(dirs[0]), Commit: filepath.Base(dirs[0])})
 	require.NoError(t, err)
+	release()
 	crashed := filepath.Join(cache.dir, worktreesDir, tmpPrefix+"half-built")
 	require.NoError(t, os.MkdirAll(crashed, 0o700))
 
@@ -267,7 +270,7 @@ func TestEmptyRemote(t *testing.T) {
 	require.ErrorIs(t, err, ErrRefNotFound)
 	assert.EqualError(t, err, `branch "master" not found in `+repo.URL())
 
-	_, err = NewCache(t.TempDir()).Checkout(t.Context(), remote, Ref{Name: head, Commit: head})
+	_, _, err = NewCache(t.TempDir()).Checkout(t.Context(), remote, Ref{Name: head, Commit: head})
 	require.ErrorIs(t, err, ErrRefNotFound)
 }
 
@@ -289,7 +292,7 @@ func checkedOut(t *testing.T, files map[string]string) (*Cache, Remote, Ref, str
 	remote := Remote{URL: repo.URL()}
 	cache := NewCache(t.TempDir())
 	ref := resolve(t, remote, "", "")
-	dir, err := cache.Checkout(t.Context(), remote, ref)
+	dir, _, err := cache.Checkout(t.Context(), remote, ref)
 	require.NoError(t, err)
 	return cache, remote, ref, dir
 }
@@ -326,7 +329,7 @@ func TestCache_InterruptedFetch(t *testing.T) {
 	// The fetch after the restart reads the pack through the index it
 	// built in memory; the next process, or checkout, reads the file.
 	for range 2 {
-		dir, err := cache.Checkout(t.Context(), remote, ref)
+		dir, _, err := cache.Checkout(t.Context(), remote, ref)
 		require.NoError(t, err)
 		assert.Equal(t, files, readTree(t, dir))
 		require.NoError(t, os.RemoveAll(dir))
@@ -347,7 +350,7 @@ func TestCache_CorruptClone(t *testing.T) {
 	truncateHalf(t, idx[0])
 	require.NoError(t, os.RemoveAll(dir))
 
-	dir, err := cache.Checkout(t.Context(), remote, ref)
+	dir, _, err := cache.Checkout(t.Context(), remote, ref)
 	require.NoError(t, err)
 	assert.Equal(t, files, readTree(t, dir))
 }
@@ -363,9 +366,9 @@ func TestCache_WorktreeIsScopedToItsRemote(t *testing.T) {
 	auth := &Auth{Username: "alice", Password: secret}
 	cache := NewCache(t.TempDir())
 	ref := resolve(t, Remote{URL: private.URL(), Auth: auth}, "", "")
-	_, err := cache.Checkout(t.Context(), Remote{URL: private.URL(), Auth: auth}, ref)
+	_, _, err := cache.Checkout(t.Context(), Remote{URL: private.URL(), Auth: auth}, ref)
 	require.NoError(t, err)
 
-	_, err = cache.Checkout(t.Context(), Remote{URL: public.URL(), Auth: auth}, ref)
+	_, _, err = cache.Checkout(t.Context(), Remote{URL: public.URL(), Auth: auth}, ref)
 	require.ErrorIs(t, err, ErrRefNotFound, "the public remote does not have the private commit")
 }

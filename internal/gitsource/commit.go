@@ -28,8 +28,6 @@ func (c *Cache) FindCommit(ctx context.Context, r Remote, rev string) (string, e
 	if err != nil {
 		return "", err
 	}
-	c.building.RLock()
-	defer c.building.RUnlock()
 	unlock, err := c.lock(ctx, ep.url)
 	if err != nil {
 		return "", fmt.Errorf("find commit %s in %s: %w", rev, ep.url, err)

@@ -69,7 +69,7 @@ func TestResolve_HostAskedToWait(t *testing.T) {
 	_, err = Resolve(ctx, Remote{URL: b.URL()}, "master", "")
 	require.ErrorAs(t, err, &rl)
 	assert.Equal(t, now.Add(30*time.Second), rl.RetryAt)
-	_, err = NewCache(t.TempDir()).Checkout(ctx, Remote{URL: b.URL()}, Ref{Name: "refs/heads/master", Commit: b.Head(t)})
+	_, _, err = NewCache(t.TempDir()).Checkout(ctx, Remote{URL: b.URL()}, Ref{Name: "refs/heads/master", Commit: b.Head(t)})
 	require.ErrorAs(t, err, &rl, "a fetch waits too, and is not taken for a missing commit")
 	assert.Equal(t, int32(1), th.requests.Load(), "no request before RetryAt")
 
@@ -94,7 +94,7 @@ func TestCache_FetchAskedToWait(t *testing.T) {
 	ctx := WithHostLimiter(t.Context(), &HostLimiter{})
 	th.set(func(r *http.Request) bool { return r.Method == http.MethodPost })
 
-	_, err := NewCache(t.TempDir()).Checkout(ctx, Remote{URL: repo.URL()}, Ref{Name: "refs/heads/master", Commit: repo.Head(t)})
+	_, _, err := NewCache(t.TempDir()).Checkout(ctx, Remote{URL: repo.URL()}, Ref{Name: "refs/heads/master", Commit: repo.Head(t)})
 	var rl *RateLimitedError
 	require.ErrorAs(t, err, &rl)
 	assert.Equal(t, int32(2), th.requests.Load(), "references listed, pack refused")

@@ -31,13 +31,13 @@ func TestTLS(t *testing.T) {
 				require.ErrorIs(t, err, tt.wantErr)
 				assert.True(t, UntrustedCertificate(err))
 				assert.Contains(t, err.Error(), "set caBundle")
-				_, err = NewCache(t.TempDir()).Checkout(t.Context(), tt.remote, Ref{Name: "refs/heads/master", Commit: repo.Head(t)})
+				_, _, err = NewCache(t.TempDir()).Checkout(t.Context(), tt.remote, Ref{Name: "refs/heads/master", Commit: repo.Head(t)})
 				require.ErrorIs(t, err, tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
 			assert.Equal(t, repo.Head(t), ref.Commit)
-			dir, err := NewCache(t.TempDir()).Checkout(t.Context(), tt.remote, ref)
+			dir, _, err := NewCache(t.TempDir()).Checkout(t.Context(), tt.remote, ref)
 			require.NoError(t, err)
 			assert.FileExists(t, dir+"/a.yaml")
 		})
