@@ -20,7 +20,7 @@ func TestCommitToRef(t *testing.T) {
 		if head == base || r.Head(t) != base {
 			t.Fatalf("CommitToRef moved HEAD or made no commit: base %s head %s HEAD %s", base, head, r.Head(t))
 		}
-		_, err := gitsource.NewCache(t.TempDir()).Checkout(context.Background(), gitsource.Remote{URL: r.URL()},
+		_, _, err := gitsource.NewCache(t.TempDir()).Checkout(context.Background(), gitsource.Remote{URL: r.URL()},
 			gitsource.Ref{Name: head, Commit: head})
 		switch {
 		case allow && err != nil:
