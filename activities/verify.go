@@ -40,7 +40,11 @@ func (a *Activities) verify(ctx context.Context, r gitsource.Remote, in ResolveI
 		if err != nil {
 			return "", nil, gitError(in.GitRepo, err)
 		}
-		v = decide(keys, mode, ref, signed)
+		// A remote that advertises no peeled tags gave the tag object's
+		// hash as ref.Commit: a refusal names the commit read.
+		read := ref
+		read.Commit = signed.Commit.Hash.String()
+		v = decide(keys, mode, read, signed)
 	}
 	verdicts.put(memo, v)
 	return v.verified, v.rejected, nil

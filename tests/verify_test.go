@@ -125,15 +125,28 @@ func (c *signingClone) commit(t *testing.T, file, content string, sign []string)
 // an unsigned commit, and one signed by a key not in the Secret, are not
 // deployed, the status names the commit, the key and why, and the earlier
 // commit stays deployed; Tag mode deploys a gpg-signed annotated tag and
-// refuses a lightweight one.
+// an ssh-signed one, and refuses a lightweight one; TagAndHEAD refuses a
+// signed tag on an unsigned commit, naming the commit, and deploys a signed
+// tag on a signed commit.
 func TestVerify(t *testing.T) {
 	start := time.Now()
 	f := startFleet(t, 1, 1)
 	repo := f.git.CreateRepo(t, "signed", map[string]string{
 		"head/fleet.yaml": fleetYAML("verify-head"), "head/cm.yaml": configMapDoc("app", "v0"),
 		"tag/fleet.yaml": fleetYAML("verify-tag"), "tag/cm.yaml": configMapDoc("app", "v0"),
+		"both/fleet.yaml": fleetYAML("verify-both"), "both/cm.yaml": configMapDoc("app", "v0"),
+		"ssh-tag/fleet.yaml": fleetYAML("verify-ssh-tag"), "ssh-tag/cm.yaml": configMapDoc("app", "v0"),
 	})
+	// tagDoc is a GitRepo following revision under path, verified in mode.
+	tagDoc := func(name, revision, path, mode string) string {
+		return gitRepoDoc(name, repo.URL(), allClusters+"  pollingInterval: 1s\n  revision: "+revision+"\n  paths:\n  - "+path+"\n"+
+			"  verify:\n    mode: "+mode+"\n    secretRef:\n      name: signers\n")
+	}
+	deployed := func(st status.GitRepo) bool {
+		return st.Settled && st.Commit != "" && st.Rejected == nil && st.Summary.State == status.Ready && st.Summary.Ready == 1
+	}
 	c := newSigningClone(t, repo)
+	alice := c.pgp + " (Alice Signer <alice@example.com>)"
 	f.apply(t, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: signers\ndata:\n"+
 		"  alice.asc: "+base64.StdEncoding.EncodeToString([]byte(c.pgpPublic))+"\n"+
 		"  bob.pub: "+base64.StdEncoding.EncodeToString([]byte(c.sshPublic))+"\n")
@@ -178,22 +191,46 @@ func TestVerify(t *testing.T) {
 		c.git(t, append(c.withGPG(), "tag", "-s", "-m", "release v1", "v1")...)
 		c.git(t, "tag", "v1-light")
 		c.git(t, "push", "-q", "origin", "refs/tags/v1", "refs/tags/v1-light")
-		doc := func(name, revision string) string {
-			return gitRepoDoc(name, repo.URL(), allClusters+"  pollingInterval: 1s\n  revision: "+revision+"\n  paths:\n  - tag\n"+
-				"  verify:\n    mode: Tag\n    secretRef:\n      name: signers\n")
-		}
-		f.apply(t, doc("signed-tag", "v1"))
-		st := f.waitFor(t, "signed-tag", "signed tag deployed", func(st status.GitRepo) bool {
-			return st.Settled && st.Commit != "" && st.Summary.State == status.Ready && st.Summary.Ready == 1
-		})
-		assert.Equal(t, "tag v1: "+c.pgp+" (Alice Signer <alice@example.com>)", st.Verified)
+		f.apply(t, tagDoc("signed-tag", "v1", "tag", "Tag"))
+		st := f.waitFor(t, "signed-tag", "signed tag deployed", deployed)
+		assert.Equal(t, "tag v1: "+alice, st.Verified)
 		assertConfigMap(t, f, "verify-tag", "tagged")
 
-		f.apply(t, doc("light-tag", "v1-light"))
+		f.apply(t, tagDoc("light-tag", "v1-light", "tag", "Tag"))
 		st = f.waitFor(t, "light-tag", "lightweight tag rejected", func(st status.GitRepo) bool { return st.Rejected != nil })
 		assert.Equal(t, "v1-light", st.Rejected.Tag)
 		assert.Equal(t, "tag v1-light is lightweight (not signed)", st.Rejected.Reason)
 		assert.Empty(t, st.Deployments, "nothing deployed")
+	})
+
+	t.Run("TagAndHEAD", func(t *testing.T) {
+		unsigned := c.commit(t, "both/cm.yaml", configMapDoc("app", "unsigned"), nil)
+		c.git(t, append(c.withGPG(), "tag", "-s", "-m", "release v2", "v2")...)
+		c.git(t, "push", "-q", "origin", "refs/tags/v2")
+		f.apply(t, tagDoc("signed-both", "v2", "both", "TagAndHEAD"))
+		st := f.waitFor(t, "signed-both", "signed tag on an unsigned commit rejected", func(st status.GitRepo) bool { return st.Rejected != nil })
+		assert.Equal(t, unsigned, st.Rejected.Commit, "the commit is named")
+		assert.Empty(t, st.Rejected.Tag, "the tag is signed: the commit is refused")
+		assert.Equal(t, "not signed", st.Rejected.Reason)
+		assert.Empty(t, st.Deployments, "nothing deployed")
+
+		c.commit(t, "both/cm.yaml", configMapDoc("app", "both"), c.withGPG())
+		c.git(t, append(c.withGPG(), "tag", "-f", "-s", "-m", "release v2 again", "v2")...)
+		c.git(t, "push", "-q", "-f", "origin", "refs/tags/v2")
+		st = f.waitFor(t, "signed-both", "signed tag on a signed commit deployed", deployed)
+		assert.Equal(t, "tag v2: "+alice+", commit: "+alice, st.Verified)
+		assertConfigMap(t, f, "verify-both", "both")
+	})
+
+	t.Run("SSHSignedTag", func(t *testing.T) {
+		c.commit(t, "ssh-tag/cm.yaml", configMapDoc("app", "ssh-tagged"), nil)
+		c.git(t, append(sshSigning(c.sshKey), "tag", "-s", "-m", "release v3", "v3")...)
+		c.git(t, "push", "-q", "origin", "refs/tags/v3")
+		f.apply(t, tagDoc("ssh-tag", "v3", "ssh-tag", "Tag"))
+		st := f.waitFor(t, "ssh-tag", "ssh-signed tag deployed", deployed)
+		bob := strings.Fields(c.must(t, "ssh-keygen", "-l", "-f", c.sshKey+".pub"))
+		assert.Equal(t, "tag v3: "+bob[1]+" (bob@laptop)", st.Verified)
+		assertConfigMap(t, f, "verify-ssh-tag", "ssh-tagged")
 	})
 	t.Logf("TestVerify took %s", time.Since(start).Round(time.Millisecond))
 }
