@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/flotilla-gitops/flotilla/internal/status"
 	"github.com/flotilla-gitops/flotilla/internal/testenv"
@@ -48,6 +50,8 @@ func TestGitSSH(t *testing.T) {
 		{"UnknownHostKeyRefused", s.unknownHostKeyRefused},
 		{"InsecureSkipHostKeyChecksWarns", s.insecureWarns},
 		{"WorkerKnownHostsFile", s.workerKnownHosts},
+		{"ChangedHostKeyRefused", s.changedHostKeyRefused},
+		{"SCPLikeURLDeploys", s.scpLikeDeploys},
 	}
 	for _, st := range steps {
 		if !t.Run(st.name, st.run) {
@@ -99,6 +103,8 @@ func (s *sshScenario) deployKeyDeploys(t *testing.T) {
 		"hooked/fleet.yaml": fleetYAML("ssh-hooked"), "hooked/cm.yaml": configMapDoc("ssh-cm", "v1"),
 		"insecure/fleet.yaml": fleetYAML("ssh-insecure"), "insecure/cm.yaml": configMapDoc("ssh-cm", "v1"),
 		"worker/fleet.yaml": fleetYAML("ssh-worker"), "worker/cm.yaml": configMapDoc("ssh-cm", "v1"),
+		"changed/fleet.yaml": fleetYAML("ssh-changed"), "changed/cm.yaml": configMapDoc("ssh-cm", "v1"),
+		"scp/fleet.yaml": fleetYAML("ssh-scp"), "scp/cm.yaml": configMapDoc("ssh-cm", "v1"),
 	})
 	out := f.apply(t, s.sshSecret("deploy-key", s.sshd.KnownHostsLine())+"---\n"+
 		s.sshGitRepo("ssh-polled", "deploy-key", "  paths: [polled]\n  pollingInterval: 1s\n")+"---\n"+
@@ -167,6 +173,53 @@ func (s *sshScenario) workerKnownHosts(t *testing.T) {
 	f.apply(t, s.sshGitRepo("ssh-worker-hosts", "no-hosts", "  paths: [worker]\n"))
 	st := f.waitFor(t, "ssh-worker-hosts", "deployed, host key checked by the worker's file", settledAt(s.repo.Head(t), 1))
 	assert.Empty(t, st.Warnings)
+}
+
+// 7. A GitRepo that deployed, whose Secret's known_hosts then names the
+// host with another key (as after a man-in-the-middle or a replaced host
+// key): `flotilla sync` is refused, naming the host, the offered key and the
+// known one, and the commit pushed meanwhile is not fetched or deployed;
+// with the right known_hosts back, the next sync deploys it.
+func (s *sshScenario) changedHostKeyRefused(t *testing.T) {
+	f := s.f
+	const name = "ssh-changed"
+	f.apply(t, s.sshSecret("changed-hosts", s.sshd.KnownHostsLine())+"---\n"+
+		s.sshGitRepo(name, "changed-hosts", "  paths: [changed]\n  disablePolling: true\n"))
+	deployed := s.repo.Head(t)
+	f.waitFor(t, name, "deployed with the right host key", settledAt(deployed, 1))
+
+	_, otherKey := testenv.NewSSHKey(t)
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte(otherKey))
+	require.NoError(t, err)
+	host := "[127.0.0.1]:" + strconv.Itoa(s.sshd.Port())
+	f.apply(t, s.sshSecret("changed-hosts", host+" "+otherKey))
+	next := s.repo.Commit(t, map[string]string{"changed/cm.yaml": configMapDoc("ssh-cm", "v2")}, "changed v2")
+	f.cli(t, "sync", name)
+	st := f.waitFor(t, name, "sync refused or deployed", func(st status.GitRepo) bool {
+		return st.Error != "" || st.Commit == next
+	})
+	assert.Contains(t, st.Error, "host key of "+host+" changed: the server offers "+s.sshd.HostKeyFingerprint()+
+		", known_hosts has "+ssh.FingerprintSHA256(pub)+" for it")
+	assert.Equal(t, deployed, st.Commit, "nothing new deployed")
+	assert.Equal(t, deployed, st.LatestCommit, "the remote was not read")
+	assert.Equal(t, "v1", s.cmValue(t, name, "ssh-cm"))
+
+	f.apply(t, s.sshSecret("changed-hosts", s.sshd.KnownHostsLine()))
+	f.cli(t, "sync", name)
+	f.waitFor(t, name, "the next sync deploys", settledAt(next, 1))
+	assert.Equal(t, "v2", s.cmValue(t, name, "ssh-cm"))
+}
+
+// 8. An scp-like repo, USER@127.0.0.1:PORT:/DIR (go-git's scp-like form
+// with a port; git's own has none): fetched over SSH from that port, its
+// host key checked against the [127.0.0.1]:PORT line.
+func (s *sshScenario) scpLikeDeploys(t *testing.T) {
+	f := s.f
+	url := fmt.Sprintf("%s@127.0.0.1:%d:%s", s.sshd.User(), s.sshd.Port(), filepath.ToSlash(s.repo.Dir()))
+	f.apply(t, gitRepoDoc("ssh-scp", url, "  clientSecretName: deploy-key\n  paths: [scp]\n  disablePolling: true\n"+allClusters))
+	st := f.waitFor(t, "ssh-scp", "deployed from the scp-like URL", settledAt(s.repo.Head(t), 1))
+	assert.Empty(t, st.Warnings, "host key checked: no warning")
+	assert.Equal(t, "v1", s.cmValue(t, "ssh-scp", "ssh-cm"))
 }
 
 // sshGitHubPush is a GitHub push payload for the repository at sshURL:
