@@ -39,7 +39,8 @@ const sshdPrivsepDir = "/run/sshd"
 // named git does not exist on the test machines. Repositories are served by
 // absolute path: RepoURL(dir) is ssh://USER@127.0.0.1:PORT/DIR, so a
 // GitServer's repository (GitRepo.Dir) is reachable over HTTP and SSH at
-// once. An scp-like URL cannot carry the port, so it is not served.
+// once. RepoURL gives no scp-like form: git itself cannot put a port in
+// one (go-git reads USER@HOST:PORT:/DIR as a port, which TestGitSSH uses).
 type SSHGitServer struct {
 	sshd string
 	dir  string
