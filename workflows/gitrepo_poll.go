@@ -158,13 +158,14 @@ func (g *gitRepo) take(ctx workflow.Context, in activities.ResolveInput, res act
 	// A pinned GitRepo records the remote's commit but rolls out only the
 	// pinned one.
 	if res.Commit != current && !failed && g.s.Pin == nil {
+		unchanged := res.Unchanged && in.Since != "" && in.Since == g.since() && generation == g.s.Generation
 		switch {
-		case res.Unchanged && in.Since != "" && in.Since == g.since() && generation == g.s.Generation && g.running != "":
+		case unchanged && g.running != "":
 			// Nothing the GitRepo reads changed since the running
 			// rollout's commit: it goes on, and the commit is the
 			// GitRepo's when it ends (takeFollow).
 			g.s.Follow = &FollowCommit{Commit: res.Commit, Since: in.Since, Generation: generation}
-		case res.Unchanged && in.Since != "" && in.Since == g.since() && generation == g.s.Generation:
+		case unchanged:
 			// Nothing the GitRepo reads changed: the commit is its
 			// commit now, without a render or a rollout.
 			g.s.RenderedCommit = in.Since
