@@ -10,12 +10,13 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
+	"go.temporal.io/server/service/history/shard"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
-func TestServerLoggerWarmup(t *testing.T) {
+func TestServerLoggerLevels(t *testing.T) {
 	warmup := frontendWarmupError()
 	require.Error(t, warmup)
 	var unavailable *serviceerror.Unavailable
@@ -35,6 +36,10 @@ func TestServerLoggerWarmup(t *testing.T) {
 		// The same text in another error value is another condition: the
 		// filter never reads messages.
 		{name: "other Unavailable with the same text", tags: []tag.Tag{tag.Error(serviceerror.NewUnavailable(warmup.Error()))}, want: zapcore.ErrorLevel},
+		// A queue reader before its shard acquired the lock (at start).
+		{name: "shard status unknown", tags: []tag.Tag{tag.Error(shard.ErrShardStatusUnknown)}, want: zapcore.WarnLevel},
+		{name: "wrapped shard status unknown", with: []tag.Tag{tag.ShardID(1)}, tags: []tag.Tag{tag.Error(fmt.Errorf("select tasks: %w", shard.ErrShardStatusUnknown))}, want: zapcore.WarnLevel},
+		{name: "other Unavailable with the shard's text", tags: []tag.Tag{tag.Error(serviceerror.NewUnavailable(shard.ErrShardStatusUnknown.Error()))}, want: zapcore.ErrorLevel},
 		{name: "other Unavailable", tags: []tag.Tag{tag.Error(serviceerror.NewUnavailable("shard is not owned"))}, want: zapcore.ErrorLevel},
 		{name: "other error", tags: []tag.Tag{tag.Error(errors.New("disk full"))}, want: zapcore.ErrorLevel},
 		{name: "no error", tags: []tag.Tag{tag.Operation("StartWorkflowExecution")}, want: zapcore.ErrorLevel},
