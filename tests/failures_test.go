@@ -848,10 +848,12 @@ func testContentReadFailsOnce(t *testing.T, f *failureFleet) {
 	out := f.cli(t, "cluster", "token", "create", "--ttl", "1h", "-o", "json")
 	require.NoError(t, json.Unmarshal([]byte(out), &tok), out)
 	// The agent deploys to cluster-1's API server under the name pull-1,
-	// with an empty content cache, reading through the proxy.
+	// with an empty content cache, reading through the proxy. The fleet's
+	// test owns the agent and so its state directory too: a directory of
+	// this subtest would be removed while the agent still writes to it.
 	agent := testenv.StartProcess(f.t, testenv.ProcessOptions{Name: "flotilla-agent-" + cluster, Path: bins.worker,
 		Args: []string{"agent", "--cluster", cluster, "--kubeconfig", f.cluster("cluster-1").KubeconfigPath,
-			"--temporal-address", f.w.frontend, "--state-dir", t.TempDir(), "--heartbeat-interval", "1s",
+			"--temporal-address", f.w.frontend, "--state-dir", f.t.TempDir(), "--heartbeat-interval", "1s",
 			"--http-listen", "127.0.0.1:0", "--label", "env=pull",
 			"--content-registry", registryURL(proxy.srv), "--content-registry-plain-http"},
 		Env: []string{"FLOTILLA_REGISTRATION_TOKEN=" + tok.Token}})
