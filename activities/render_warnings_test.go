@@ -3,7 +3,9 @@ package activities_test
 import (
 	"context"
 	"encoding/base64"
+	"os"
 	"path"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -116,4 +118,48 @@ func renderBundles(t *testing.T, a *activities.Activities, in activities.RenderI
 	var rendered activities.RenderResult
 	require.NoError(t, val.Get(&rendered))
 	return byPath(rendered.Bundles)
+}
+
+// Render releases its checkout, whether it succeeds or the repository is
+// invalid: with a cache keeping one unused worktree, each render's prune
+// removes the previous commit's tree, and a prune after the failed render
+// removes its tree too. A render holding on to its checkout would keep
+// every commit's tree on disk.
+func TestRender_ReleasesCheckout(t *testing.T) {
+	repo := testenv.NewGitServer(t, testenv.GitServerOptions{}).CreateRepo(t, "app", map[string]string{
+		"app/fleet.yaml": "defaultNamespace: app-ns\n", "app/cm.yaml": configMapYAML("app", "1"),
+	})
+	f := &refillFixture{ref: activities.GitRepoRef{Namespace: "fleet-default", Name: "repo"}, temporal: &fakeTemporal{}}
+	f.temporal.gitRepo = protocol.GitRepoID(f.ref.Namespace, f.ref.Name)
+	dir := t.TempDir()
+	a := f.controller(t, dir, zaptest.NewLogger(t))
+	a.Git.MaxWorktrees = 1
+	worktrees := func() []string {
+		t.Helper()
+		entries, err := os.ReadDir(filepath.Join(dir, "git", "worktrees"))
+		require.NoError(t, err)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	spec := api.GitRepoSpec{Repo: repo.URL()}
+	first := repo.Head(t)
+	renderBundles(t, a, activities.RenderInput{GitRepo: f.ref, Spec: spec, Commit: first})
+	second := repo.Commit(t, map[string]string{"app/cm.yaml": configMapYAML("app", "2")}, "2")
+	renderBundles(t, a, activities.RenderInput{GitRepo: f.ref, Spec: spec, Commit: second})
+	assert.Equal(t, []string{second}, worktrees(), "the first render released its tree")
+
+	third := repo.Commit(t, map[string]string{"app/cm.yaml": configMapYAML("app", "3")}, "3")
+	bad := spec
+	bad.Bundles = []api.BundlePath{{Base: "missing"}}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	_, err := env.ExecuteActivity(a.Render, activities.RenderInput{GitRepo: f.ref, Spec: bad, Commit: third})
+	require.ErrorContains(t, err, "missing")
+	assert.Equal(t, []string{third}, worktrees(), "the second render released its tree")
+	require.NoError(t, a.Git.Prune(0))
+	assert.Empty(t, worktrees(), "the failed render released its tree")
 }

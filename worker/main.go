@@ -140,6 +140,7 @@ func runController(ctx context.Context, o options, c client.Client, ln net.Liste
 	if err != nil {
 		return err
 	}
+	go st.git.PruneEvery(ctx, 0) // idle clones go although nothing new is checked out
 	if err := publishKeys(ctx, c, o.TaskQueue, st.sealing, logger); err != nil {
 		stop()
 		return err

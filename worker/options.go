@@ -117,7 +117,7 @@ func (f *gitFlags) bindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.InsecureSkipHostKeyChecks, "insecure-skip-host-key-checks", false, "accept any SSH host key for every GitRepo (Fleet's insecureSkipHostKeyChecks): anyone between the controller and a Git host can then serve any commit; every GitRepo's status warns")
 
 	fs.IntVar(&f.CacheWorktrees, "git-cache-worktrees", gitsource.DefaultMaxWorktrees, "checked-out commits kept under --state-dir/git besides those being rendered; the least recently used beyond it are removed after each new checkout")
-	fs.DurationVar(&f.CacheCloneTTL, "git-cache-clone-ttl", gitsource.DefaultCloneTTL, "a repository's clone under --state-dir/git that nothing fetched or read for this long is removed (checked after each new checkout); a later use clones it again")
+	fs.DurationVar(&f.CacheCloneTTL, "git-cache-clone-ttl", gitsource.DefaultCloneTTL, "a repository's clone under --state-dir/git that nothing fetched or read for this long is removed (checked after each new checkout, and every half TTL, at most an hour); a later use clones it again")
 }
 
 func (f *gitFlags) validate() error {

@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -26,6 +27,11 @@ const (
 	// at least each rollback, and a later use clones again).
 	DefaultCloneTTL = 24 * time.Hour
 )
+
+// staleClone: a temporary clone directory (openClone's, renamed into
+// place milliseconds after it is made) older than this was left by a
+// crash.
+const staleClone = time.Hour
 
 // removingPrefix names directories Prune renamed out of place and
 // deletes: a crash while deleting leaves no partial tree or clone under
@@ -85,12 +91,38 @@ func (c *Cache) clock() time.Time {
 
 // Prune removes the worktrees no Checkout holds (not yet released) beyond
 // the keep most recently used, held ones counting towards keep; the
-// half-built ones a crash left behind; and the clones unused for CloneTTL
-// that no operation is using. It never waits for a fetch.
+// half-built worktrees and clones a crash left behind; and the clones
+// unused for CloneTTL that no operation is using. It never waits for a
+// fetch.
 func (c *Cache) Prune(keep int) error {
 	c.pruning.Lock()
 	defer c.pruning.Unlock()
 	return errors.Join(c.pruneWorktrees(max(keep, 0)), c.pruneClones())
+}
+
+// PruneEvery prunes the cache as a Checkout that built a worktree does,
+// every interval until ctx is done, reporting failures to OnPruneError:
+// without it a controller whose GitRepos stop changing (or are deleted)
+// would keep their clones until some other commit is checked out. A
+// non-positive interval is min(CloneTTL/2, 1 h).
+func (c *Cache) PruneEvery(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		ttl := c.CloneTTL
+		if ttl <= 0 {
+			ttl = DefaultCloneTTL
+		}
+		interval = min(ttl/2, time.Hour)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.autoPrune()
+		}
+	}
 }
 
 // autoPrune is the prune after a Checkout built a worktree.
@@ -198,10 +230,13 @@ func (c *Cache) pruneClones() error {
 	if ttl <= 0 {
 		ttl = DefaultCloneTTL
 	}
-	cutoff := c.clock().Add(-ttl)
+	now := c.clock()
+	cutoff := now.Add(-ttl)
 	for _, e := range entries {
 		if name := e.Name(); !strings.HasPrefix(name, tmpPrefix) {
 			errs = append(errs, c.pruneClone(parent, name, cutoff))
+		} else if info, err := e.Info(); err == nil && info.ModTime().Before(now.Add(-staleClone)) {
+			errs = append(errs, os.RemoveAll(filepath.Join(parent, name)))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -1,6 +1,7 @@
 package gitsource
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -140,4 +141,58 @@ func TestCache_PrunesIdleClones(t *testing.T) {
 	defer release()
 	assert.Equal(t, map[string]string{"a": "2\n"}, readTree(t, dir))
 	assert.DirExists(t, idleClone)
+}
+
+// A clone directory a crash left half-created (openClone's temporary one)
+// is removed once it is old; a fresh one may be another clone's being made.
+func TestCache_PrunesStaleTemporaryClones(t *testing.T) {
+	cache := NewCache(t.TempDir())
+	parent := filepath.Join(cache.dir, reposDir)
+	stale, fresh := filepath.Join(parent, tmpPrefix+"crashed"), filepath.Join(parent, tmpPrefix+"creating")
+	for _, dir := range []string{stale, fresh} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "objects"), 0o700))
+	}
+	old := time.Now().Add(-2 * staleClone)
+	require.NoError(t, os.Chtimes(stale, old, old))
+
+	require.NoError(t, cache.Prune(DefaultMaxWorktrees))
+	assert.NoDirExists(t, stale)
+	assert.DirExists(t, fresh)
+}
+
+// PruneEvery times out idle clones although no Checkout builds a worktree
+// (a controller whose GitRepos stopped changing), and stops with its
+// context.
+func TestCache_PruneEvery(t *testing.T) {
+	srv := testenv.NewGitServer(t, testenv.GitServerOptions{})
+	idle := srv.CreateRepo(t, "idle", map[string]string{"a": "1\n"})
+	cache := NewCache(t.TempDir())
+	cache.CloneTTL = time.Hour
+	var mu sync.Mutex
+	now := time.Now()
+	cache.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	_, release, err := cache.Checkout(t.Context(), Remote{URL: idle.URL()}, Ref{Commit: idle.Head(t)})
+	require.NoError(t, err)
+	release()
+	clone := cache.clonePath(idle.URL())
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { cache.PruneEvery(ctx, 10*time.Millisecond); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	assert.DirExists(t, clone, "used within the TTL")
+
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	assert.Eventually(t, func() bool {
+		_, err := os.Stat(clone)
+		return os.IsNotExist(err)
+	}, 10*time.Second, 10*time.Millisecond, "an idle clone is removed without a new checkout")
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("PruneEvery did not return after its context ended")
+	}
 }
