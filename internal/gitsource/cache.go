@@ -200,11 +200,24 @@ func (c *Cache) lock(ctx context.Context, url string) (func(), error) {
 }
 
 // openClone opens the bare clone of url, creating it (atomically, by
-// rename) when missing and recreating it when it cannot be opened.
+// rename) when missing and recreating it when it cannot be opened. An
+// existing clone's packs are merged first when there are too many
+// (consolidatePacks); a failed merge is reported to OnPruneError and the
+// clone is used as it is.
 func (c *Cache) openClone(url string) (*git.Repository, error) {
 	dir := c.clonePath(url)
 	if repo, err := openBare(dir); err == nil {
-		return repo, removeOrphanIndexes(dir)
+		if err := removeOrphanIndexes(dir); err != nil {
+			return nil, err
+		}
+		merged, err := consolidatePacks(dir)
+		if err != nil && c.OnPruneError != nil {
+			c.OnPruneError(err) // the clone works, only slower
+		}
+		if merged {
+			return openBare(dir)
+		}
+		return repo, nil
 	} else if !errors.Is(err, git.ErrRepositoryNotExists) {
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("remove broken clone of %s: %w", url, err)
@@ -248,9 +261,14 @@ const (
 // objects, and a smaller object cache than its default of 96 MiB per
 // clone.
 func openBare(dir string) (*git.Repository, error) {
-	st := filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(objectCache),
+	return git.Open(bareStorage(dir), nil)
+}
+
+// bareStorage is the object storage of the bare clone in dir, as openBare
+// opens it.
+func bareStorage(dir string) *filesystem.Storage {
+	return filesystem.NewStorageWithOptions(osfs.New(dir), cache.NewObjectLRU(objectCache),
 		filesystem.Options{LargeObjectThreshold: largeObject})
-	return git.Open(st, nil)
 }
 
 func (c *Cache) clonePath(url string) string {
