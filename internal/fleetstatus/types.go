@@ -1,6 +1,8 @@
 package fleetstatus
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/flotilla-gitops/flotilla/internal/status"
@@ -31,6 +33,9 @@ type Ref struct {
 	Name       string
 	Generation int64
 	UID        types.UID
+	// Created is the object's creationTimestamp: an object created after
+	// the Writer started is news from its first observation on (events).
+	Created time.Time
 }
 
 // key identifies a Ref regardless of its generation.

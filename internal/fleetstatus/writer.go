@@ -71,6 +71,7 @@ func (c *WriterConfig) applyDefaults() {
 // before or while Run runs.
 type Writer struct {
 	cfg         WriterConfig
+	started     time.Time // NewWriter's time: objects created since are new
 	broadcaster record.EventBroadcaster
 	recorder    record.EventRecorder
 
@@ -116,7 +117,7 @@ type entry struct {
 // NewWriter returns a Writer; it does nothing until Run.
 func NewWriter(cfg WriterConfig) *Writer {
 	cfg.applyDefaults()
-	w := &Writer{cfg: cfg, entries: map[key]*entry{}, wake: make(chan struct{}, 1)}
+	w := &Writer{cfg: cfg, entries: map[key]*entry{}, wake: make(chan struct{}, 1), started: time.Now()}
 	if cfg.Kube != nil {
 		w.broadcaster = record.NewBroadcaster()
 		w.recorder = w.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla"})
@@ -135,6 +136,15 @@ func (w *Writer) Track(ref Ref) {
 		// Another object of that name: start afresh (a read of the old
 		// one in flight finds itself replaced and writes nothing).
 		e = &entry{ref: ref, overrides: map[string]Condition{}}
+		if ref.Created.After(w.started) {
+			// Created since this Writer started: its first observation
+			// is news (a GitRepo refused by a Policy before its status
+			// was first read still gets its PolicyViolation event).
+			// Objects that were there before are not: a restart or a
+			// leader change repeats no events.
+			empty := Observe(status.GitRepo{})
+			e.obs = &empty
+		}
 		w.entries[ref.key()] = e
 	}
 	if e.ref.Generation != ref.Generation || !ok {
@@ -165,6 +175,15 @@ func (w *Writer) SetCondition(ref Ref, cond Condition) {
 	e, ok := w.entries[ref.key()]
 	if !ok || ref.UID != "" && e.ref.UID != ref.UID {
 		e = &entry{ref: ref, overrides: map[string]Condition{}}
+		if ref.Created.After(w.started) {
+			// Created since this Writer started: its first observation
+			// is news (a GitRepo refused by a Policy before its status
+			// was first read still gets its PolicyViolation event).
+			// Objects that were there before are not: a restart or a
+			// leader change repeats no events.
+			empty := Observe(status.GitRepo{})
+			e.obs = &empty
+		}
 		w.entries[ref.key()] = e
 	}
 	// A refused generation is never tracked: the status still names it.

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/flotilla-gitops/flotilla/internal/status"
 )
 
 // TestWriter_Scheduling: what makes a tracked object due for a read: its
@@ -50,4 +52,27 @@ func TestWriter_Scheduling(t *testing.T) {
 	assert.Equal(t, 0, due())
 	w.Forget(Ref{Kind: KindCluster, Name: "c"})
 	assert.Equal(t, 0, due(), "clusters have no mirrors")
+}
+
+// An object created after the Writer started is news from its first
+// observation: a GitRepo a Policy refused before its status was first read
+// gets its PolicyViolation event (the race failed CI's TestKubeNative).
+// One that was there before (a restart, a leader change) repeats none.
+func TestWriter_FirstObservationOfNewObject(t *testing.T) {
+	w := NewWriter(WriterConfig{})
+	refused := Observe(status.GitRepo{PolicyViolation: "Policy team-a/strict refuses repo"})
+	firstEvents := func(ref Ref) []Event {
+		w.Track(ref)
+		return Transitions(w.entries[ref.key()].obs, refused)
+	}
+	existing := Ref{Kind: KindGitRepo, Namespace: "n", Name: "old", UID: "u1", Created: w.started.Add(-time.Hour)}
+	assert.Empty(t, firstEvents(existing), "an object from before the start")
+	created := Ref{Kind: KindGitRepo, Namespace: "n", Name: "new", UID: "u2", Created: w.started.Add(time.Second)}
+	evs := firstEvents(created)
+	if assert.Len(t, evs, 1) {
+		assert.Equal(t, ReasonPolicyViolation, evs[0].Reason)
+	}
+	recreated := existing
+	recreated.UID, recreated.Created = "u3", w.started.Add(2*time.Second)
+	assert.Len(t, firstEvents(recreated), 1, "an object of an old name created since the start")
 }

@@ -390,7 +390,8 @@ func statusKind(kind string) bool {
 }
 
 func refOf(k objKey, obj *unstructured.Unstructured) fleetstatus.Ref {
-	return fleetstatus.Ref{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Generation: obj.GetGeneration(), UID: obj.GetUID()}
+	return fleetstatus.Ref{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Generation: obj.GetGeneration(), UID: obj.GetUID(),
+		Created: obj.GetCreationTimestamp().Time}
 }
 
 // accepted tracks an applied object's status and lifts a refusal shown
