@@ -125,6 +125,22 @@ func NewWriter(cfg WriterConfig) *Writer {
 	return w
 }
 
+// newEntry adds the entry of ref, replacing any of its name. An object
+// created since this Writer started begins from an empty observation, so
+// its first one is news (a GitRepo refused by a Policy before its status
+// was first read still gets its PolicyViolation event); objects that were
+// there before begin from none: a restart or a leader change repeats no
+// events. Called with mu held.
+func (w *Writer) newEntry(ref Ref) *entry {
+	e := &entry{ref: ref, overrides: map[string]Condition{}}
+	if ref.Created.After(w.started) {
+		empty := Observe(status.GitRepo{})
+		e.obs = &empty
+	}
+	w.entries[ref.key()] = e
+	return e
+}
+
 // Track starts following ref, or updates its generation and UID. Call it
 // after the object's spec was applied to Flotilla: Ready then waits for a
 // rollout of that spec. A new generation or UID is read at once.
@@ -135,17 +151,7 @@ func (w *Writer) Track(ref Ref) {
 	if !ok || e.ref.UID != ref.UID {
 		// Another object of that name: start afresh (a read of the old
 		// one in flight finds itself replaced and writes nothing).
-		e = &entry{ref: ref, overrides: map[string]Condition{}}
-		if ref.Created.After(w.started) {
-			// Created since this Writer started: its first observation
-			// is news (a GitRepo refused by a Policy before its status
-			// was first read still gets its PolicyViolation event).
-			// Objects that were there before are not: a restart or a
-			// leader change repeats no events.
-			empty := Observe(status.GitRepo{})
-			e.obs = &empty
-		}
-		w.entries[ref.key()] = e
+		e = w.newEntry(ref)
 	}
 	if e.ref.Generation != ref.Generation || !ok {
 		e.changes++
@@ -174,17 +180,7 @@ func (w *Writer) SetCondition(ref Ref, cond Condition) {
 	defer w.mu.Unlock()
 	e, ok := w.entries[ref.key()]
 	if !ok || ref.UID != "" && e.ref.UID != ref.UID {
-		e = &entry{ref: ref, overrides: map[string]Condition{}}
-		if ref.Created.After(w.started) {
-			// Created since this Writer started: its first observation
-			// is news (a GitRepo refused by a Policy before its status
-			// was first read still gets its PolicyViolation event).
-			// Objects that were there before are not: a restart or a
-			// leader change repeats no events.
-			empty := Observe(status.GitRepo{})
-			e.obs = &empty
-		}
-		w.entries[ref.key()] = e
+		e = w.newEntry(ref)
 	}
 	// A refused generation is never tracked: the status still names it.
 	e.ref.Generation = max(e.ref.Generation, ref.Generation)
