@@ -229,30 +229,41 @@ func (f *agentFleet) newToken(t testing.TB, ttl string) string {
 	return tok.Token
 }
 
-// clusterRecord queries a cluster's workflow.
+// clusterRecord queries a cluster's workflow, asking again for up to
+// 30 s while the query fails.
 func (f *agentFleet) clusterRecord(t testing.TB, name string) protocol.ClusterRecord {
 	t.Helper()
+	return f.waitCluster(t, name, "record read", 30*time.Second, func(protocol.ClusterRecord) bool { return true })
+}
+
+// queryCluster queries a cluster's workflow once. Just after the
+// controller was killed, Temporal first offers the query to the dead
+// worker's sticky queue for 5 s, half of the SDK's call timeout here, so
+// a query can time out: callers that wait ask again.
+func (f *agentFleet) queryCluster(name string) (protocol.ClusterRecord, error) {
 	var rec protocol.ClusterRecord
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	v, err := f.c.QueryWorkflow(ctx, protocol.ClusterID(name), "", protocol.QueryStatus)
-	require.NoError(t, err)
-	require.NoError(t, v.Get(&rec))
-	return rec
+	if err != nil {
+		return rec, err
+	}
+	return rec, v.Get(&rec)
 }
 
-// waitCluster polls a cluster's record until cond holds.
+// waitCluster polls a cluster's record until cond holds. A query that
+// fails is asked again until the timeout.
 func (f *agentFleet) waitCluster(t testing.TB, name, what string, timeout time.Duration, cond func(protocol.ClusterRecord) bool) protocol.ClusterRecord {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		rec := f.clusterRecord(t, name)
-		if cond(rec) {
+		rec, err := f.queryCluster(name)
+		if err == nil && cond(rec) {
 			return rec
 		}
 		if time.Now().After(deadline) {
 			js, _ := json.Marshal(rec)
-			t.Fatalf("cluster %s: %s: not reached within %s; record %s", name, what, timeout, js)
+			t.Fatalf("cluster %s: %s: not reached within %s (last error %v); record %s", name, what, timeout, err, js)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
