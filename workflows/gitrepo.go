@@ -214,6 +214,7 @@ func runEntity(ctx workflow.Context, ref activities.GitRepoRef, in GitRepoInput)
 	g.longLived = workflow.GetVersion(ctx, versionLongLived, workflow.DefaultVersion, 1) == 1
 	g.policy = workflow.GetVersion(ctx, versionPolicy, workflow.DefaultVersion, 1) == 1
 	g.follow = workflow.GetVersion(ctx, versionFollowUnchanged, workflow.DefaultVersion, 1) == 1
+	g.finishReported = workflow.GetVersion(ctx, versionFinishReported, workflow.DefaultVersion, 1) == 1
 	if err := g.register(ctx); err != nil {
 		return err
 	}
@@ -273,6 +274,9 @@ type gitRepo struct {
 	// follow: a commit that changes nothing since the running rollout's
 	// commit does not supersede it (versionFollowUnchanged).
 	follow bool
+	// finishReported: a rollout that reported its result is finished by
+	// this run before it continues as new (versionFinishReported).
+	finishReported bool
 	// polled: the poll timer (or a Check signal) asked for the next check
 	// of the remote, which may then reuse a shared answer up to a polling
 	// interval old; fresh: something else asked (a webhook, a sync, an

@@ -102,6 +102,13 @@ func (g *gitRepo) continueAsNew(ctx workflow.Context, in GitRepoInput) (bool, er
 		g.gathering = 0
 		g.s.Dirty = true
 	}
+	if g.running != "" && g.reported != nil && g.finishReported {
+		// The rollout reported its result; this run waits only for it
+		// to close. The next run would wait for a report that came
+		// here: finish it now, and continue as new when due again.
+		g.finish(ctx, g.running, *g.reported, nil)
+		return false, nil
+	}
 	if g.running != "" {
 		r := g.cur
 		r.ID, r.Superseding = g.running, g.superseding

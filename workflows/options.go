@@ -222,6 +222,14 @@ const (
 	// supersede that rollout; it becomes the GitRepo's commit when the
 	// rollout ends as it should (GitRepoState.Follow).
 	versionFollowUnchanged = "follow-unchanged"
+	// versionFinishReported: a run that continues as new after its
+	// rollout reported its result, but before the rollout closed,
+	// finishes the rollout first. Before, the next run adopted it and
+	// waited for a report that had come to this run: the GitRepo rolled
+	// out nothing new until its adoption check (rolloutCheckInterval,
+	// restarted by every run) found the rollout gone, and then counted
+	// it as failed.
+	versionFinishReported = "finish-reported-before-continue-as-new"
 )
 
 // rolloutCheckInterval is how often a GitRepo run that adopted a rollout
