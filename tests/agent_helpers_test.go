@@ -236,10 +236,11 @@ func (f *agentFleet) clusterRecord(t testing.TB, name string) protocol.ClusterRe
 	return f.waitCluster(t, name, "record read", 30*time.Second, func(protocol.ClusterRecord) bool { return true })
 }
 
-// queryCluster queries a cluster's workflow once. Just after the
-// controller was killed, Temporal first offers the query to the dead
-// worker's sticky queue for 5 s, half of the SDK's call timeout here, so
-// a query can time out: callers that wait ask again.
+// queryCluster queries a cluster's workflow once. Just after a
+// controller restart Temporal can hold a query for seconds (on the old
+// worker's sticky queue, or behind a workflow task the old worker had
+// started), longer than the SDK's 5 s call timeout here (half the
+// context's), so a query can time out: callers that wait ask again.
 func (f *agentFleet) queryCluster(name string) (protocol.ClusterRecord, error) {
 	var rec protocol.ClusterRecord
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
